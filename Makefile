@@ -1,0 +1,39 @@
+# moqd: `make run` to start the relay, `make test` for the whole suite. See README.md.
+SHELL := /bin/bash
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+ARGS ?=
+
+.PHONY: all setup build run test unit test-clang interop fuzz bench clean
+
+all: build
+
+setup:
+	@./scripts/setup.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+build: setup $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/bin/moqd $(ARGS)
+
+unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test:
+	@./scripts/test.sh
+
+fuzz: setup
+	@./scripts/fuzz.sh long
+
+bench: setup
+	cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOQD_BENCH=ON -DMOQD_TESTS=OFF
+	cmake --build build-bench -j $(JOBS) --target moqd_bench
+	build-bench/bin/moqd_bench
+
+clean:
+	rm -rf build build-*

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything moqd needs to build and test. Idempotent: installs only what is missing.
+# Debian 12 packages only; Node 20 and npm come with the machine (never install them with apt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build g++ clang-14 libclang-rt-14-dev
+  libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev libtomlplusplus-dev libgnutls28-dev pkg-config
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+node_major=$(node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/' || echo 0)
+if [[ "${node_major:-0}" -lt 20 ]]; then
+  echo "setup: Node.js >= 20 is required (found: $(node --version 2>/dev/null || echo none))" >&2
+  exit 1
+fi
+if [[ -f tests/interop/package-lock.json ]]; then
+  stamp=tests/interop/node_modules/.lock-stamp
+  if [[ ! -f "$stamp" ]] || ! cmp -s tests/interop/package-lock.json "$stamp"; then
+    (cd tests/interop && npm ci --no-audit --no-fund --loglevel=error)
+    cp tests/interop/package-lock.json "$stamp"
+  fi
+fi

@@ -1,0 +1,89 @@
+#pragma once
+// Bytes: an immutable view into a refcounted heap buffer. A frame's payload is held once and every
+// subscriber, cache entry and send queue holds a Bytes that references it. The refcount is NOT
+// atomic: a Bytes and all its copies belong to one worker. To hand bytes to another worker, make a
+// fresh Bytes (Bytes::copy) and move the only reference through the mailbox.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace moqd {
+
+class Bytes {
+ public:
+  Bytes() = default;
+  // Copies `data` into a new buffer holding exactly that many bytes.
+  static Bytes copy(std::span<const uint8_t> data);
+  static Bytes copy(std::string_view s) {
+    return copy(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
+  }
+  // Takes a vector's bytes (one copy into the refcounted block).
+  static Bytes from(const std::vector<uint8_t>& v) { return copy(std::span<const uint8_t>(v)); }
+
+  Bytes(const Bytes& o) : block_(o.block_), offset_(o.offset_), size_(o.size_) { retain(); }
+  Bytes(Bytes&& o) noexcept
+      : block_(std::exchange(o.block_, nullptr)),
+        offset_(std::exchange(o.offset_, 0)),
+        size_(std::exchange(o.size_, 0)) {}
+  Bytes& operator=(const Bytes& o) {
+    if (this != &o) {
+      Bytes tmp(o);
+      swap(tmp);
+    }
+    return *this;
+  }
+  Bytes& operator=(Bytes&& o) noexcept {
+    Bytes tmp(std::move(o));
+    swap(tmp);
+    return *this;
+  }
+  ~Bytes() { release(); }
+
+  const uint8_t* data() const { return block_ ? block_->data + offset_ : nullptr; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::span<const uint8_t> span() const { return {data(), size_}; }
+  std::string_view view() const { return {reinterpret_cast<const char*>(data()), size_}; }
+
+  // A view of [offset, offset + len) sharing the same buffer. Clamped to the view's bounds.
+  Bytes slice(size_t offset, size_t len = SIZE_MAX) const;
+
+  // Number of Bytes referencing the underlying buffer (for tests and leak accounting).
+  uint32_t use_count() const { return block_ ? block_->refs : 0; }
+
+  // Live buffers across this thread (tests count them to prove that nothing leaks).
+  static int64_t live_buffers();
+
+  void swap(Bytes& o) noexcept {
+    std::swap(block_, o.block_);
+    std::swap(offset_, o.offset_);
+    std::swap(size_, o.size_);
+  }
+
+  friend bool operator==(const Bytes& a, const Bytes& b) {
+    return a.size_ == b.size_ && (a.size_ == 0 || std::memcmp(a.data(), b.data(), a.size_) == 0);
+  }
+
+ private:
+  struct Block {
+    uint32_t refs;
+    size_t capacity;
+    uint8_t data[];
+  };
+  void retain() {
+    if (block_) {
+      ++block_->refs;
+    }
+  }
+  void release();
+
+  Block* block_ = nullptr;
+  size_t offset_ = 0;
+  size_t size_ = 0;
+};
+
+}  // namespace moqd

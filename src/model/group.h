@@ -1,0 +1,129 @@
+#pragma once
+// A group: an ordered run of objects (frames) that arrive as refcounted chunks. Groups are
+// intrusively refcounted (non-atomic, one worker): the track's cache holds one reference and every
+// subscriber forwarding the group holds one, so eviction never pulls bytes from under a reader.
+#include <cstdint>
+#include <vector>
+
+#include "base/bytes.h"
+#include "base/clock.h"
+
+namespace moqd::model {
+
+// IETF object status values; moq-lite only produces kNormal.
+enum class ObjectStatus : uint8_t { kNormal = 0, kDoesNotExist = 1, kEndOfGroup = 3, kEndOfTrack = 4 };
+
+// One object. Its payload arrives as chunks; `size` is declared up front (moq-lite FRAME size) so a
+// 1 MiB frame can be forwarded while it is still arriving.
+struct Object {
+  uint64_t id = 0;
+  ObjectStatus status = ObjectStatus::kNormal;
+  Bytes extensions;             // raw IETF extension headers; empty for moq-lite
+  uint64_t size = 0;            // declared payload size
+  uint64_t received = 0;        // sum of chunk sizes so far
+  std::vector<Bytes> chunks;
+
+  bool is_complete() const { return received == size; }
+};
+
+class Group {
+ public:
+  Group(uint64_t sequence, uint64_t arrival, Instant created)
+      : sequence_(sequence), arrival_(arrival), created_(created) {}
+
+  uint64_t sequence() const { return sequence_; }
+  // Position in the track's arrival order (0, 1, 2, ...): subscribers follow arrivals, so a group
+  // that arrives late with an old sequence is still forwarded.
+  uint64_t arrival() const { return arrival_; }
+  Instant created() const { return created_; }
+  const std::vector<Object>& objects() const { return objects_; }
+  // Payload bytes received so far.
+  uint64_t bytes() const { return bytes_; }
+  // The producer finished the group (FIN); no more objects or chunks follow.
+  bool is_finished() const { return finished_; }
+  // The producer aborted the group (RESET); readers should reset their copy too.
+  bool is_aborted() const { return aborted_; }
+  bool is_done() const { return finished_ || aborted_; }
+
+  // --- producer side (the Track calls these and then notifies listeners) ---
+  // Starts the next object; the previous one must be complete.
+  Object& begin_object(uint64_t size, ObjectStatus status = ObjectStatus::kNormal);
+  // Appends a chunk to the last object; must not pass its declared size.
+  void append_chunk(Bytes chunk);
+  void finish() { finished_ = true; }
+  void abort() { aborted_ = true; }
+
+  // --- intrusive refcount ---
+  void retain() { ++refs_; }
+  // Deletes the group when the last reference goes.
+  void release();
+
+ private:
+  uint64_t sequence_;
+  uint64_t arrival_;
+  Instant created_;
+  std::vector<Object> objects_;
+  uint64_t bytes_ = 0;
+  bool finished_ = false;
+  bool aborted_ = false;
+  uint32_t refs_ = 0;
+};
+
+// An owning reference to a Group.
+class GroupRef {
+ public:
+  GroupRef() = default;
+  explicit GroupRef(Group* g) : g_(g) {
+    if (g_) {
+      g_->retain();
+    }
+  }
+  GroupRef(const GroupRef& o) : GroupRef(o.g_) {}
+  GroupRef(GroupRef&& o) noexcept : g_(o.g_) { o.g_ = nullptr; }
+  GroupRef& operator=(GroupRef o) noexcept {
+    std::swap(g_, o.g_);
+    return *this;
+  }
+  ~GroupRef() {
+    if (g_) {
+      g_->release();
+    }
+  }
+  Group* get() const { return g_; }
+  Group* operator->() const { return g_; }
+  Group& operator*() const { return *g_; }
+  explicit operator bool() const { return g_ != nullptr; }
+
+ private:
+  Group* g_ = nullptr;
+};
+
+// A reader's position inside one group: which object, and how many of its payload bytes were
+// already taken. next() hands out what is available now without copying.
+class GroupCursor {
+ public:
+  explicit GroupCursor(GroupRef group) : group_(std::move(group)) {}
+
+  const GroupRef& group() const { return group_; }
+  // What the reader may take next.
+  enum class Kind { kNothing, kObjectStart, kChunk, kEnd, kAborted };
+  struct Step {
+    Kind kind = Kind::kNothing;
+    const Object* object = nullptr;  // kObjectStart and kChunk
+    Bytes chunk;                     // kChunk: a slice, at most `max_bytes`
+  };
+  // Peeks the next step; advance() moves past it. For kChunk at most `max_bytes` are returned.
+  Step peek(size_t max_bytes) const;
+  void advance(const Step& step);
+  // Bytes of the group not yet taken (what this reader is behind by, in this group).
+  uint64_t backlog() const;
+
+ private:
+  GroupRef group_;
+  size_t object_ = 0;         // index of the current object
+  bool object_started_ = false;
+  size_t chunk_ = 0;          // index of the current chunk in that object
+  size_t chunk_offset_ = 0;   // bytes taken of that chunk
+};
+
+}  // namespace moqd::model

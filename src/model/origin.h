@@ -1,0 +1,83 @@
+#pragma once
+// The origin: every broadcast this worker knows (published by a local session, or learned from
+// another worker or an upstream relay), discovery by path prefix with live updates, and the tracks
+// subscribers are reading. No I/O and no protocol. One per worker.
+//
+// Duplicate publishers: the newest announcement of a path wins. The previous publisher stays as a
+// backup; when the active one leaves, the most recent backup takes over. Every switch ends the
+// broadcast's open tracks (subscribers see their subscription end) and is reported to discovery
+// listeners as ended-then-active, so clients resubscribe to the new publisher. A publisher that
+// reconnects mid-track is such a switch: its new groups may restart at sequence 0.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "model/track.h"
+
+namespace moqd::model {
+
+// Publishes a broadcast: asked for tracks by name.
+class BroadcastSource {
+ public:
+  virtual ~BroadcastSource() = default;
+  // The source that will feed track `name` of broadcast `path`; called when a Track is created.
+  virtual TrackSource& track_source(const std::string& path, const std::string& name) = 0;
+};
+
+// Discovery listener for a prefix.
+class AnnounceListener {
+ public:
+  virtual ~AnnounceListener() = default;
+  // `path` is the full normalised broadcast path; `hops` how many relays it crossed.
+  virtual void on_announce(const std::string& path, bool active, uint64_t hops) = 0;
+};
+
+struct OriginConfig {
+  CacheLimits cache;
+  Duration upstream_linger = std::chrono::seconds(5);  // --upstream-linger
+};
+
+class Origin {
+ public:
+  Origin(OriginConfig config, const Clock& clock, Timers& timers);
+  ~Origin();
+
+  // Makes `path` (normalised) active with `source`; see the file comment for duplicates. `hops` is
+  // the number of relays the announcement crossed (0 for a local client).
+  void announce(const std::string& path, BroadcastSource* source, uint64_t hops = 0);
+  // Withdraws `source`'s announcement of `path`; a no-op if it has none.
+  void unannounce(const std::string& path, BroadcastSource* source);
+  bool is_active(const std::string& path) const;
+  // Active paths under `prefix`, sorted.
+  std::vector<std::string> active_paths(const std::string& prefix) const;
+
+  // Adds a discovery listener. It first receives on_announce(active) for every active path under
+  // `prefix` (synchronously, before this returns), then live updates.
+  void add_listener(const std::string& prefix, AnnounceListener* l);
+  void remove_listener(AnnounceListener* l);
+
+  // The track (created on first use) of an active broadcast, or null when `path` is not active.
+  // The caller adds itself as a listener right away; a Track with no listeners and no pending
+  // linger is destroyed.
+  Track* track(const std::string& path, const std::string& name);
+
+  size_t broadcast_count() const;
+  size_t track_count() const;
+
+ private:
+  struct Broadcast;
+  void switch_source(Broadcast& b, BroadcastSource* next, uint64_t hops);
+  void notify(const std::string& path, bool active, uint64_t hops);
+  void collect_garbage(const std::string& path);
+
+  OriginConfig config_;
+  const Clock& clock_;
+  Timers& timers_;
+  std::map<std::string, std::unique_ptr<Broadcast>> broadcasts_;
+  std::vector<std::pair<std::string, AnnounceListener*>> listeners_;
+};
+
+}  // namespace moqd::model

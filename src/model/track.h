@@ -1,0 +1,121 @@
+#pragma once
+// A track: the groups of one (broadcast, track name), as a bounded cache shared by every
+// subscriber on this worker. One producer feeds it; listeners are notified (edge-triggered) and
+// pull with their own cursors. Owned by its Broadcast; one worker thread.
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "model/group.h"
+
+namespace moqd::model {
+
+class Track;
+
+// Cache bounds for one track. The newest group is never evicted, whatever its size or age.
+struct CacheLimits {
+  size_t max_groups = 8;                     // groups kept (--cache-groups)
+  uint64_t max_bytes = 64ull << 20;          // payload bytes kept (--cache-bytes)
+  Duration max_age = std::chrono::seconds(30);  // age of a group, from its first byte (--cache-age)
+};
+
+// Told when a track changes. Raw pointers held by the track; remove yourself before you die.
+// Callbacks must not add or remove other listeners of the same track (removing yourself is fine).
+class TrackListener {
+ public:
+  virtual ~TrackListener() = default;
+  // Something new: a group, an object, a chunk, a group's end or abort. Pull with the cursors.
+  virtual void on_track_data(Track& track) = 0;
+  // The track is over (publisher finished it, the broadcast ended, or an error). The listener is
+  // already removed when this is called, and the Track may be destroyed right after it returns.
+  // Groups the listener holds through GroupRefs stay valid.
+  virtual void on_track_ended(Track& track, Error reason) = 0;
+};
+
+// The producer behind a track (a publisher's session, an upstream relay, another worker).
+class TrackSource {
+ public:
+  virtual ~TrackSource() = default;
+  // Start feeding `track` (send SUBSCRIBE upstream). Called once when the first listener arrives,
+  // and again after a stop_track. The source writes into the track with its producer methods.
+  virtual void start_track(Track& track) = 0;
+  // Stop feeding; the track no longer needs data (linger expired). The source must not touch
+  // `track` after this.
+  virtual void stop_track(Track& track) = 0;
+};
+
+class Track {
+ public:
+  // `timers` drives linger and age; it must outlive the track.
+  Track(std::string broadcast, std::string name, CacheLimits limits, Duration linger,
+        const Clock& clock, Timers& timers);
+  ~Track();
+  Track(const Track&) = delete;
+  Track& operator=(const Track&) = delete;
+
+  const std::string& broadcast() const { return broadcast_; }
+  const std::string& name() const { return name_; }
+  bool is_ended() const { return ended_; }
+  // True while the source has been asked to feed this track.
+  bool is_upstream_active() const { return upstream_active_; }
+
+  // --- producer side ---
+  void set_source(TrackSource* source) { source_ = source; }
+  TrackSource* source() const { return source_; }
+  // A new group arrives (a group stream opened). Returns it, or null if a group with that sequence
+  // is already cached (a duplicate; the caller drops the stream).
+  Group* begin_group(uint64_t sequence);
+  void begin_object(Group& g, uint64_t size, ObjectStatus status = ObjectStatus::kNormal);
+  void append_chunk(Group& g, Bytes chunk);
+  void finish_group(Group& g);
+  void abort_group(Group& g);
+  // Ends the track: every listener gets on_track_ended and is removed.
+  void end(Error reason);
+
+  // --- consumer side ---
+  // Adds a listener; if it is the first, asks the source to start (or cancels a pending linger).
+  void add_listener(TrackListener* l);
+  // Removes it; when none are left, the source is stopped after the linger delay.
+  void remove_listener(TrackListener* l);
+  size_t listener_count() const { return listeners_.size(); }
+  // The newest cached group by arrival (where a late joiner starts), or null.
+  GroupRef newest_group() const;
+  // Cached groups that arrived after arrival index `after` (pass UINT64_MAX for none yet, i.e. all
+  // cached), oldest first.
+  std::vector<GroupRef> groups_after(uint64_t after) const;
+  // The next arrival index that will be assigned (one past the newest).
+  uint64_t next_arrival() const { return next_arrival_; }
+  // Largest group sequence seen, if any.
+  std::optional<uint64_t> largest_sequence() const { return largest_sequence_; }
+
+  // Cached state, for tests and metrics.
+  size_t cached_groups() const { return cache_.size(); }
+  uint64_t cached_bytes() const { return cached_bytes_; }
+
+ private:
+  void notify();
+  void evict();
+  void on_linger_expired();
+
+  std::string broadcast_;
+  std::string name_;
+  CacheLimits limits_;
+  Duration linger_;
+  const Clock& clock_;
+  Timers& timers_;
+  TrackSource* source_ = nullptr;
+  bool upstream_active_ = false;
+  bool ended_ = false;
+  TimerId linger_timer_ = 0;
+  std::deque<GroupRef> cache_;  // arrival order
+  uint64_t cached_bytes_ = 0;
+  uint64_t next_arrival_ = 0;
+  std::optional<uint64_t> largest_sequence_;
+  std::vector<TrackListener*> listeners_;
+  bool notifying_ = false;
+};
+
+}  // namespace moqd::model
