@@ -1,0 +1,38 @@
+#pragma once
+// The seam between WebSocket (RFC 6455 messages over a byte pipe) and the stream multiplexer that
+// runs on top of it (qmux-00 or the legacy "webtransport" framing). A MessageChannel carries whole
+// binary messages in both directions. One worker thread.
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "base/bytes.h"
+
+namespace moqd::transport::websocket {
+
+// The sending half, implemented by the WebSocket connection.
+class MessageChannel {
+ public:
+  virtual ~MessageChannel() = default;
+  // Sends one binary message made of `parts` concatenated, without copying them.
+  virtual void send_message(std::span<const Bytes> parts) = 0;
+  // Bytes queued but not yet accepted by the socket (for pacing).
+  virtual size_t buffered() const = 0;
+  // Starts the close handshake (close frame with `code` and `reason`), then closes the pipe.
+  virtual void close(uint16_t code, std::string_view reason) = 0;
+};
+
+// The receiving half, implemented by the multiplexer.
+class MessageHandler {
+ public:
+  virtual ~MessageHandler() = default;
+  // One complete binary message (continuation frames already joined). Text messages are not
+  // delivered. The span is valid only during the call.
+  virtual void on_message(std::span<const uint8_t> message) = 0;
+  // buffered() fell below the low-water mark.
+  virtual void on_channel_writable() = 0;
+  // The channel is gone (close handshake done, peer vanished, or protocol error). Final.
+  virtual void on_channel_closed(uint16_t code, std::string_view reason) = 0;
+};
+
+}  // namespace moqd::transport::websocket
