@@ -1,1 +1,413 @@
-int main() { return 0; }
+// moq: a command-line MoQ client over WebSocket, sharing moqd's session code.
+//   moq pub URL PATH --track NAME      frames from stdin (a line each, or --length-prefixed)
+//   moq sub URL PATH --track NAME      frames to stdout (a line each, or --length-prefixed)
+//   moq announced URL PREFIX           "active PATH" / "ended PATH" lines
+//   moq clock pub|sub URL PATH         a group per minute, a frame per second
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include "base/log.h"
+#include "client/connection.h"
+#include "model/path.h"
+#include "runtime/event_loop.h"
+
+namespace {
+
+using namespace moqd;
+
+// A broadcast this process publishes: its tracks are filled by the program itself, so the
+// sources have nothing to start or stop.
+class LocalBroadcast final : public model::BroadcastSource, public model::TrackSource {
+ public:
+  model::TrackSource& track_source(const std::string&, const std::string&) override { return *this; }
+  void start_track(model::Track&) override {}
+  void stop_track(model::Track&) override {}
+};
+
+// Keeps a local track alive while the program writes into it.
+class Holder final : public model::TrackListener {
+ public:
+  void on_track_data(model::Track&) override {}
+  void on_track_ended(model::Track&, Error) override { ended = true; }
+  bool ended = false;
+};
+
+struct Common {
+  std::string url;
+  std::string path;
+  std::string track = "";
+  std::string framing;  // "", "qmux-00" or "webtransport"
+  bool length_prefixed = false;
+  uint64_t group_every = 1;
+  uint64_t max_frames = 0;
+  std::string timeout = "0";
+};
+
+int die(const char* what, const Error& e) {
+  fprintf(stderr, "moq: %s: %s (%s)\n", what, e.detail, error_code_name(e.code));
+  return 1;
+}
+
+client::ConnectionOptions options_for(const Common& c, std::optional<std::string> discover) {
+  client::ConnectionOptions o;
+  auto url = client::parse_url(c.url);
+  if (url) {
+    o.url = *url;
+  }
+  if (!c.framing.empty()) {
+    o.framings = {c.framing};
+  }
+  o.discover_prefix = std::move(discover);
+  return o;
+}
+
+bool write_all(int fd, const uint8_t* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w <= 0) {
+      return false;
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+void write_frame(const Common& c, std::span<const uint8_t> frame) {
+  if (c.length_prefixed) {
+    uint8_t len[4] = {uint8_t(frame.size() >> 24), uint8_t(frame.size() >> 16),
+                      uint8_t(frame.size() >> 8), uint8_t(frame.size())};
+    write_all(1, len, 4);
+    write_all(1, frame.data(), frame.size());
+  } else {
+    std::vector<uint8_t> line(frame.begin(), frame.end());
+    line.push_back('\n');
+    write_all(1, line.data(), line.size());
+  }
+}
+
+// Reads stdin on a thread of its own (stdin may be a file, which epoll cannot watch) and hands
+// each frame to the loop.
+void read_stdin_frames(runtime::EventLoop& loop, bool length_prefixed,
+                       std::function<void(std::vector<uint8_t>)> on_frame, std::function<void()> on_eof) {
+  std::thread([&loop, length_prefixed, on_frame, on_eof] {
+    std::vector<uint8_t> buf;
+    uint8_t chunk[65536];
+    for (;;) {
+      ssize_t n = ::read(0, chunk, sizeof chunk);
+      if (n <= 0) {
+        break;
+      }
+      buf.insert(buf.end(), chunk, chunk + n);
+      size_t off = 0;
+      for (;;) {
+        if (length_prefixed) {
+          if (buf.size() - off < 4) {
+            break;
+          }
+          size_t len = (size_t(buf[off]) << 24) | (size_t(buf[off + 1]) << 16) |
+                       (size_t(buf[off + 2]) << 8) | buf[off + 3];
+          if (buf.size() - off - 4 < len) {
+            break;
+          }
+          std::vector<uint8_t> f(buf.begin() + off + 4, buf.begin() + off + 4 + len);
+          off += 4 + len;
+          loop.inject([on_frame, f = std::move(f)]() mutable { on_frame(std::move(f)); });
+        } else {
+          auto nl = std::find(buf.begin() + off, buf.end(), '\n');
+          if (nl == buf.end()) {
+            break;
+          }
+          std::vector<uint8_t> f(buf.begin() + off, nl);
+          off = (nl - buf.begin()) + 1;
+          loop.inject([on_frame, f = std::move(f)]() mutable { on_frame(std::move(f)); });
+        }
+      }
+      buf.erase(buf.begin(), buf.begin() + off);
+    }
+    if (!length_prefixed && !buf.empty()) {
+      loop.inject([on_frame, f = buf]() mutable { on_frame(std::move(f)); });
+    }
+    loop.inject(on_eof);
+  }).detach();
+}
+
+// Publishes frames into a local track that the relay subscribes to through the session.
+class Publisher {
+ public:
+  Publisher(runtime::EventLoop& loop, model::Origin& origin, const Common& c)
+      : loop_(loop), origin_(origin), c_(c) {
+    path_ = model::normalize_path(c.path);
+    origin.announce(path_, &broadcast_, 0);
+    track_ = origin.track(path_, c.track);
+    track_->add_listener(&holder_);
+  }
+  ~Publisher() {
+    if (track_ != nullptr && !holder_.ended) {
+      track_->remove_listener(&holder_);
+    }
+    origin_.unannounce(path_, &broadcast_);
+  }
+  void frame(std::span<const uint8_t> data) {
+    if (group_ == nullptr) {
+      group_ = track_->begin_group(next_group_++);
+      in_group_ = 0;
+    }
+    track_->begin_object(*group_, data.size());
+    if (!data.empty()) {
+      track_->append_chunk(*group_, Bytes::copy(data));
+    }
+    if (++in_group_ >= c_.group_every) {
+      end_group();
+    }
+  }
+  void end_group() {
+    if (group_ != nullptr) {
+      track_->finish_group(*group_);
+      group_ = nullptr;
+    }
+  }
+  // Ends the track: subscribers get every group, then the end.
+  void finish() {
+    end_group();
+    if (!holder_.ended) {
+      track_->end(make_error(ErrorCode::kClosed, "publisher done"));
+    }
+  }
+  uint64_t groups() const { return next_group_; }
+
+ private:
+  runtime::EventLoop& loop_;
+  model::Origin& origin_;
+  const Common& c_;
+  std::string path_;
+  LocalBroadcast broadcast_;
+  Holder holder_;
+  model::Track* track_ = nullptr;
+  model::Group* group_ = nullptr;
+  uint64_t next_group_ = 0;
+  uint64_t in_group_ = 0;
+};
+
+Duration parse_seconds(const std::string& s) {
+  return Duration(static_cast<int64_t>(std::stod(s) * 1e6));
+}
+
+// Runs the loop until `done` or the connection closes; false on a failed connection.
+int run_until_done(runtime::EventLoop& loop, client::Connection& conn, const std::function<bool()>& done) {
+  while (!done() && !conn.is_closed()) {
+    loop.run_once(std::chrono::milliseconds(100));
+  }
+  return 0;
+}
+
+int cmd_pub(const Common& c, bool clock) {
+  runtime::EventLoop loop;
+  model::Origin origin(model::OriginConfig{}, loop, loop);
+  client::Connection conn(loop, origin, options_for(c, std::nullopt));
+  if (auto st = conn.connect(); !st) {
+    return die("connect", st.error());
+  }
+  Publisher pub(loop, origin, c);
+  bool eof = false;
+  if (clock) {
+    std::function<void()> tick;
+    tick = [&] {
+      time_t now = time(nullptr);
+      struct tm tm;
+      gmtime_r(&now, &tm);
+      char text[64];
+      strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm);
+      if (tm.tm_sec == 0) {
+        pub.end_group();  // a group per minute
+      }
+      pub.frame(std::span<const uint8_t>(reinterpret_cast<uint8_t*>(text), strlen(text)));
+      loop.schedule(std::chrono::seconds(1), tick);
+    };
+    Common cc = c;
+    loop.schedule(Duration::zero(), tick);
+  } else {
+    read_stdin_frames(loop, c.length_prefixed,
+                      [&](std::vector<uint8_t> f) { pub.frame(f); },
+                      [&] { eof = true; pub.finish(); });
+  }
+  // After EOF, wait until every subscription has been served (or the linger runs out).
+  Instant eof_at{};
+  bool linger_started = false;
+  Duration linger = parse_seconds(c.timeout == "0" ? "5" : c.timeout);
+  run_until_done(loop, conn, [&] {
+    if (!eof) {
+      return false;
+    }
+    if (!linger_started) {
+      linger_started = true;
+      eof_at = loop.now();
+    }
+    session::Session* s = conn.session();
+    bool served = s == nullptr || (s->subscription_count() == 0 && conn.buffered() == 0);
+    return served || loop.now() - eof_at > linger;
+  });
+  if (conn.is_closed() && !eof) {
+    return die("connection", conn.close_reason());
+  }
+  conn.close();
+  loop.run_until([&] { return conn.is_closed(); }, std::chrono::seconds(2));
+  return 0;
+}
+
+int cmd_sub(const Common& c) {
+  runtime::EventLoop loop;
+  model::Origin origin(model::OriginConfig{}, loop, loop);
+  std::string path = model::normalize_path(c.path);
+  client::Connection conn(loop, origin, options_for(c, path));
+  if (auto st = conn.connect(); !st) {
+    return die("connect", st.error());
+  }
+  std::unique_ptr<client::FrameReader> reader;
+  bool ended = false;
+  uint64_t frames = 0;
+  Error end_reason{ErrorCode::kClosed, ""};
+  struct Watch final : model::AnnounceListener {
+    std::function<void(const std::string&, bool)> fn;
+    void on_announce(const std::string& p, bool active, uint64_t) override { fn(p, active); }
+  } watch;
+  watch.fn = [&](const std::string& p, bool active) {
+    if (p != path || !active || reader) {
+      return;
+    }
+    loop.defer([&] {
+      model::Track* t = origin.track(path, c.track);
+      if (t == nullptr) {
+        return;
+      }
+      reader = std::make_unique<client::FrameReader>(
+          *t,
+          [&](uint64_t, uint64_t, std::span<const uint8_t> f) {
+            write_frame(c, f);
+            ++frames;
+          },
+          [&](Error e) {
+            ended = true;
+            end_reason = e;
+          });
+    });
+  };
+  origin.add_listener(path, &watch);
+  Duration timeout = parse_seconds(c.timeout);
+  Instant start = loop.now();
+  run_until_done(loop, conn, [&] {
+    return ended || (c.max_frames > 0 && frames >= c.max_frames) ||
+           (timeout > Duration::zero() && loop.now() - start > timeout);
+  });
+  origin.remove_listener(&watch);
+  reader.reset();
+  bool failed = conn.is_closed() && !ended && !(c.max_frames > 0 && frames >= c.max_frames);
+  conn.close();
+  loop.run_until([&] { return conn.is_closed(); }, std::chrono::seconds(2));
+  if (failed) {
+    return die("connection", conn.close_reason());
+  }
+  return 0;
+}
+
+int cmd_announced(const Common& c) {
+  runtime::EventLoop loop;
+  model::Origin origin(model::OriginConfig{}, loop, loop);
+  std::string prefix = model::normalize_path(c.path);
+  client::Connection conn(loop, origin, options_for(c, prefix));
+  if (auto st = conn.connect(); !st) {
+    return die("connect", st.error());
+  }
+  struct Print final : model::AnnounceListener {
+    void on_announce(const std::string& p, bool active, uint64_t) override {
+      printf("%s %s\n", active ? "active" : "ended", p.c_str());
+      fflush(stdout);
+    }
+  } print;
+  origin.add_listener(prefix, &print);
+  Duration timeout = parse_seconds(c.timeout);
+  Instant start = loop.now();
+  run_until_done(loop, conn, [&] { return timeout > Duration::zero() && loop.now() - start > timeout; });
+  origin.remove_listener(&print);
+  bool failed = conn.is_closed();
+  conn.close();
+  loop.run_until([&] { return conn.is_closed(); }, std::chrono::seconds(2));
+  return failed ? die("connection", conn.close_reason()) : 0;
+}
+
+void add_common(CLI::App* cmd, Common& c, bool with_track) {
+  cmd->add_option("URL", c.url, "relay URL, e.g. http://127.0.0.1:4443/room")->required();
+  cmd->add_option("PATH", c.path, "broadcast path (relative to the URL's path)")->required();
+  if (with_track) {
+    cmd->add_option("--track", c.track, "track name")->required();
+  }
+  cmd->add_option("--framing", c.framing, "force the WebSocket framing: qmux-00 or webtransport");
+  cmd->add_option("--transport", [](const CLI::results_t& r) { return r.size() == 1 && r[0] == "ws"; },
+                  "transport: ws (WebSocket; the only one until QUIC lands)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  log::set_level(log::Level::kWarn);
+  CLI::App app{"moq: Media over QUIC client (moq-lite over WebSocket)"};
+  app.require_subcommand(1);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "log protocol events to stderr");
+  Common c;
+  auto* pub = app.add_subcommand("pub", "publish frames read from stdin");
+  add_common(pub, c, true);
+  pub->add_flag("--length-prefixed", c.length_prefixed, "stdin frames are 4-byte big-endian length + bytes");
+  pub->add_option("--group-every", c.group_every, "frames per group (default 1)");
+  pub->add_option("--linger", c.timeout, "seconds to keep serving subscribers after stdin ends (default 5)");
+  auto* sub = app.add_subcommand("sub", "subscribe and write frames to stdout");
+  add_common(sub, c, true);
+  sub->add_flag("--length-prefixed", c.length_prefixed, "write 4-byte big-endian length + bytes per frame");
+  sub->add_option("--frames", c.max_frames, "exit after this many frames");
+  sub->add_option("--timeout", c.timeout, "exit after this many seconds (default: never)");
+  auto* announced = app.add_subcommand("announced", "print broadcasts announced under a prefix");
+  announced->add_option("URL", c.url, "relay URL")->required();
+  announced->add_option("PREFIX", c.path, "path prefix")->required();
+  announced->add_option("--framing", c.framing, "force the WebSocket framing");
+  announced->add_option("--timeout", c.timeout, "exit after this many seconds (default: never)");
+  auto* clock = app.add_subcommand("clock", "publish or print a clock (a group a minute, a frame a second)");
+  std::string mode;
+  clock->add_option("MODE", mode, "pub or sub")->required()->check(CLI::IsMember({"pub", "sub"}));
+  clock->add_option("URL", c.url, "relay URL")->required();
+  clock->add_option("PATH", c.path, "broadcast path")->required();
+  clock->add_option("--track", c.track, "track name (default seconds)");
+  clock->add_option("--timeout", c.timeout, "sub: exit after this many seconds");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (verbose) {
+    log::set_level(log::Level::kDebug);
+  }
+  if (auto u = client::parse_url(c.url); !u) {
+    return die("URL", u.error());
+  }
+  int rc = 0;
+  if (pub->parsed()) {
+    rc = cmd_pub(c, false);
+  } else if (sub->parsed()) {
+    rc = cmd_sub(c);
+  } else if (announced->parsed()) {
+    rc = cmd_announced(c);
+  } else if (clock->parsed()) {
+    if (c.track.empty()) {
+      c.track = "seconds";
+    }
+    rc = mode == "pub" ? cmd_pub(c, true) : cmd_sub(c);
+  }
+  log::flush();
+  return rc;
+}

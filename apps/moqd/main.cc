@@ -1,1 +1,299 @@
-int main() { return 0; }
+// moqd: the relay. Flags and TOML config keys share names (see `moqd --help`); parsing here is the
+// only place that may use exceptions (CLI11, toml++).
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <toml++/toml.h>
+
+#include "base/log.h"
+#include "relay/relay.h"
+#include "wire/version.h"
+
+namespace {
+
+using moqd::Duration;
+
+// "10s", "250ms", "2m", "1.5s" or a bare number of seconds.
+bool parse_duration(const std::string& text, Duration& out) {
+  if (text.empty()) {
+    return false;
+  }
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (...) {
+    return false;
+  }
+  std::string unit = text.substr(pos);
+  double us;
+  if (unit.empty() || unit == "s") {
+    us = value * 1e6;
+  } else if (unit == "ms") {
+    us = value * 1e3;
+  } else if (unit == "us") {
+    us = value;
+  } else if (unit == "m") {
+    us = value * 60e6;
+  } else {
+    return false;
+  }
+  if (value < 0) {
+    return false;
+  }
+  out = Duration(static_cast<int64_t>(us));
+  return true;
+}
+
+// "16MiB", "64KiB", "1GiB", "1000" (bytes).
+bool parse_size(const std::string& text, uint64_t& out) {
+  size_t pos = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &pos);
+  } catch (...) {
+    return false;
+  }
+  std::string unit = text.substr(pos);
+  uint64_t mult = 1;
+  if (unit == "KiB" || unit == "K" || unit == "k") {
+    mult = 1ull << 10;
+  } else if (unit == "MiB" || unit == "M") {
+    mult = 1ull << 20;
+  } else if (unit == "GiB" || unit == "G") {
+    mult = 1ull << 30;
+  } else if (!unit.empty() && unit != "B") {
+    return false;
+  }
+  out = value * mult;
+  return true;
+}
+
+struct Options {
+  std::vector<std::string> listen;
+  size_t workers = std::max(1u, std::thread::hardware_concurrency());
+  std::string config_file;
+  std::string versions;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string drain_timeout = "10s";
+  std::string stall_timeout = "30s";
+  std::string upstream_linger = "5s";
+  std::string setup_timeout = "10s";
+  std::string upgrade_timeout = "10s";
+  std::string max_frame_size = "16MiB";
+  std::string max_message_size = "64KiB";
+  std::string max_ws_message_size = "1MiB";
+  size_t max_subscriptions = 1024;
+  size_t max_announce_streams = 64;
+  size_t max_announced_paths = 4096;
+  std::string max_backlog_bytes = "8MiB";
+  std::string max_backlog_age = "10s";
+  size_t cache_groups = 8;
+  std::string cache_bytes = "64MiB";
+  std::string cache_age = "30s";
+  std::string log_level = "info";
+};
+
+void add_flags(CLI::App& app, Options& o) {
+  app.add_option("--listen", o.listen,
+                 "ADDR:PORT to serve (repeatable). TCP (HTTP, WebSocket) and UDP on the same port; "
+                 "port 0 picks one free on both. Default [::]:4443");
+  app.add_option("--workers", o.workers, "event loops, one per core (default: number of cores)");
+  app.add_option("--config", o.config_file, "TOML file; every flag is a key of the same name");
+  app.add_option("--versions", o.versions,
+                 "comma-separated protocol versions to allow (default: all), e.g. moq-lite-02,moq-lite-01");
+  app.add_option("--tls-cert", o.tls_cert, "PEM certificate (TLS arrives with QUIC; not yet served)");
+  app.add_option("--tls-key", o.tls_key, "PEM private key");
+  app.add_option("--drain-timeout", o.drain_timeout,
+                 "on SIGTERM/SIGINT, time allowed for sessions to close (default 10s)");
+  app.add_option("--stall-timeout", o.stall_timeout,
+                 "close a session whose reader makes no progress this long with data queued (default 30s)");
+  app.add_option("--upstream-linger", o.upstream_linger,
+                 "keep an upstream subscription this long after its last subscriber leaves (default 5s)");
+  app.add_option("--setup-timeout", o.setup_timeout, "time allowed for the MoQ SETUP (default 10s)");
+  app.add_option("--upgrade-timeout", o.upgrade_timeout,
+                 "time allowed for the HTTP request / WebSocket upgrade (default 10s)");
+  app.add_option("--max-frame-size", o.max_frame_size, "largest frame accepted from a publisher (default 16MiB)");
+  app.add_option("--max-message-size", o.max_message_size, "largest control message (default 64KiB)");
+  app.add_option("--max-ws-message-size", o.max_ws_message_size,
+                 "largest WebSocket message (default 1MiB)");
+  app.add_option("--max-subscriptions", o.max_subscriptions, "subscriptions per session (default 1024)");
+  app.add_option("--max-announce-streams", o.max_announce_streams,
+                 "announce streams per session (default 64)");
+  app.add_option("--max-announced-paths", o.max_announced_paths,
+                 "broadcasts one session may publish (default 4096)");
+  app.add_option("--max-backlog-bytes", o.max_backlog_bytes,
+                 "per subscription: past this backlog the oldest groups are dropped (default 8MiB)");
+  app.add_option("--max-backlog-age", o.max_backlog_age,
+                 "per subscription: groups older than this are dropped when newer exist (default 10s)");
+  app.add_option("--cache-groups", o.cache_groups, "groups cached per track (default 8)");
+  app.add_option("--cache-bytes", o.cache_bytes, "bytes cached per track (default 64MiB)");
+  app.add_option("--cache-age", o.cache_age, "age of cached groups (default 30s)");
+  app.add_option("--log-level", o.log_level, "debug, info, warn or error (default info)");
+}
+
+bool load_config_file(const std::string& file, CLI::App& app) {
+  toml::table table;
+  try {
+    table = toml::parse_file(file);
+  } catch (const toml::parse_error& e) {
+    fprintf(stderr, "moqd: %s: %s\n", file.c_str(), std::string(e.description()).c_str());
+    return false;
+  }
+  for (auto& [key, node] : table) {
+    std::string name = "--" + std::string(key.str());
+    CLI::Option* opt = nullptr;
+    try {
+      opt = app.get_option(name);
+    } catch (...) {
+      fprintf(stderr, "moqd: %s: unknown key '%s'\n", file.c_str(), std::string(key.str()).c_str());
+      return false;
+    }
+    if (opt->count() > 0) {
+      continue;  // flags win over the file
+    }
+    std::vector<std::string> values;
+    if (auto* arr = node.as_array()) {
+      for (auto& v : *arr) {
+        if (v.is_string()) {
+          values.push_back(*v.value<std::string>());
+        } else if (v.is_integer()) {
+          values.push_back(std::to_string(*v.value<int64_t>()));
+        }
+      }
+    } else if (node.is_string()) {
+      values.push_back(*node.value<std::string>());
+    } else if (node.is_integer()) {
+      values.push_back(std::to_string(*node.value<int64_t>()));
+    } else if (node.is_floating_point()) {
+      values.push_back(std::to_string(*node.value<double>()));
+    } else if (node.is_boolean()) {
+      values.push_back(*node.value<bool>() ? "true" : "false");
+    }
+    try {
+      for (auto& v : values) {
+        opt->add_result(v);
+      }
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      fprintf(stderr, "moqd: %s: key '%s': %s\n", file.c_str(), std::string(key.str()).c_str(), e.what());
+      return false;
+    }
+  }
+  return true;
+}
+
+bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
+  auto bad = [](const char* flag, const std::string& v) {
+    fprintf(stderr, "moqd: invalid value for %s: '%s'\n", flag, v.c_str());
+    return false;
+  };
+  c.listen = o.listen.empty() ? std::vector<std::string>{"[::]:4443"} : o.listen;
+  c.workers = o.workers == 0 ? 1 : o.workers;
+  if (!o.versions.empty()) {
+    c.versions = moqd::wire::VersionSet::none();
+    size_t start = 0;
+    while (start <= o.versions.size()) {
+      size_t comma = o.versions.find(',', start);
+      std::string name = o.versions.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      auto v = moqd::wire::version_from_name(name);
+      if (!v) {
+        return bad("--versions", name);
+      }
+      c.versions.add(*v);
+      if (comma == std::string::npos) {
+        break;
+      }
+      start = comma + 1;
+    }
+  }
+  if (!o.tls_cert.empty() || !o.tls_key.empty()) {
+    fprintf(stderr, "moqd: --tls-cert/--tls-key: TLS is not supported yet (it arrives with QUIC)\n");
+    return false;
+  }
+  uint64_t size = 0;
+  if (!parse_duration(o.drain_timeout, c.drain_timeout)) return bad("--drain-timeout", o.drain_timeout);
+  if (!parse_duration(o.stall_timeout, c.limits.stall_timeout)) return bad("--stall-timeout", o.stall_timeout);
+  if (!parse_duration(o.upstream_linger, c.origin.upstream_linger)) return bad("--upstream-linger", o.upstream_linger);
+  if (!parse_duration(o.setup_timeout, c.limits.setup_timeout)) return bad("--setup-timeout", o.setup_timeout);
+  if (!parse_duration(o.upgrade_timeout, c.websocket.upgrade_timeout)) return bad("--upgrade-timeout", o.upgrade_timeout);
+  if (!parse_duration(o.max_backlog_age, c.limits.max_backlog_age)) return bad("--max-backlog-age", o.max_backlog_age);
+  if (!parse_duration(o.cache_age, c.origin.cache.max_age)) return bad("--cache-age", o.cache_age);
+  if (!parse_size(o.max_frame_size, c.limits.max_frame_size)) return bad("--max-frame-size", o.max_frame_size);
+  if (!parse_size(o.max_backlog_bytes, c.limits.max_backlog_bytes)) return bad("--max-backlog-bytes", o.max_backlog_bytes);
+  if (!parse_size(o.cache_bytes, c.origin.cache.max_bytes)) return bad("--cache-bytes", o.cache_bytes);
+  if (!parse_size(o.max_message_size, size)) return bad("--max-message-size", o.max_message_size);
+  c.decode.max_message_size = size;
+  if (!parse_size(o.max_ws_message_size, size)) return bad("--max-ws-message-size", o.max_ws_message_size);
+  c.websocket.max_message_size = size + 4096;
+  c.limits.max_subscriptions = o.max_subscriptions;
+  c.limits.max_announce_streams = o.max_announce_streams;
+  c.limits.max_announced_paths = o.max_announced_paths;
+  c.origin.cache.max_groups = o.cache_groups == 0 ? 1 : o.cache_groups;
+  if (o.log_level == "debug") {
+    moqd::log::set_level(moqd::log::Level::kDebug);
+  } else if (o.log_level == "info") {
+    moqd::log::set_level(moqd::log::Level::kInfo);
+  } else if (o.log_level == "warn") {
+    moqd::log::set_level(moqd::log::Level::kWarn);
+  } else if (o.log_level == "error") {
+    moqd::log::set_level(moqd::log::Level::kError);
+  } else {
+    return bad("--log-level", o.log_level);
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"moqd: a Media over QUIC relay (moq-lite over WebSocket)"};
+  Options o;
+  add_flags(app, o);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (!o.config_file.empty() && !load_config_file(o.config_file, app)) {
+    return 2;
+  }
+  moqd::relay::RelayConfig config;
+  if (!build_config(o, config)) {
+    return 2;
+  }
+
+  // Signals are taken by this thread alone (sigwait); the workers inherit the blocked mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  moqd::relay::Relay relay(config, nullptr);
+  auto bound = relay.start();
+  if (!bound) {
+    fprintf(stderr, "moqd: cannot listen: %s (%s)\n", bound.error().detail,
+            moqd::error_code_name(bound.error().code));
+    return 1;
+  }
+  printf("moqd ready url=%s\n", (*bound)[0].url().c_str());
+  fflush(stdout);
+  MOQD_LOG(kInfo, "moqd %s listening on %s with %zu workers", "0.1.0", (*bound)[0].url().c_str(),
+           config.workers);
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  MOQD_LOG(kInfo, "signal %d: draining (timeout %lld ms)", sig,
+           static_cast<long long>(config.drain_timeout.count() / 1000));
+  relay.drain_and_stop();
+  MOQD_LOG(kInfo, "stopped");
+  moqd::log::flush();
+  return 0;
+}

@@ -46,9 +46,12 @@ class Group {
   bool is_done() const { return finished_ || aborted_; }
 
   // --- producer side (the Track calls these and then notifies listeners) ---
-  // Starts the next object; the previous one must be complete.
+  // Starts the next object (its id is its index); the previous one must be complete and the group
+  // not done. Breaking that is a producer bug (the session validates peer input first): debug
+  // builds abort, release builds log and abort the group.
   Object& begin_object(uint64_t size, ObjectStatus status = ObjectStatus::kNormal);
-  // Appends a chunk to the last object; must not pass its declared size.
+  // Appends a chunk to the last object; must not pass its declared size (a producer bug: debug
+  // builds abort, release builds keep only what fits). Empty chunks are ignored.
   void append_chunk(Bytes chunk);
   void finish() { finished_ = true; }
   void abort() { aborted_ = true; }
@@ -99,7 +102,10 @@ class GroupRef {
 };
 
 // A reader's position inside one group: which object, and how many of its payload bytes were
-// already taken. next() hands out what is available now without copying.
+// already taken. peek() hands out what is available now without copying: kObjectStart once per
+// object, then kChunk slices as chunks arrive, then kEnd (finished) or kAborted; kNothing when the
+// reader has everything available so far (and after kEnd or kAborted was taken). Owned by one
+// subscriber; the GroupRef keeps the group alive after cache eviction. One worker thread.
 class GroupCursor {
  public:
   explicit GroupCursor(GroupRef group) : group_(std::move(group)) {}
@@ -112,11 +118,16 @@ class GroupCursor {
     const Object* object = nullptr;  // kObjectStart and kChunk
     Bytes chunk;                     // kChunk: a slice, at most `max_bytes`
   };
-  // Peeks the next step; advance() moves past it. For kChunk at most `max_bytes` are returned.
+  // Peeks the next step; advance() moves past it. For kChunk at most `max_bytes` (> 0) are
+  // returned; max_bytes == 0 yields kNothing where a chunk would come. `object` points into the
+  // group and is valid until the group gains another object: take the step before that.
   Step peek(size_t max_bytes) const;
+  // Moves past a step that peek() just returned (for kChunk, past `step.chunk.size()` bytes).
   void advance(const Step& step);
-  // Bytes of the group not yet taken (what this reader is behind by, in this group).
+  // Bytes of the group not yet taken (what this reader is behind by, in this group). O(1).
   uint64_t backlog() const;
+  // kEnd or kAborted was taken; nothing more will come.
+  bool is_done() const { return done_; }
 
  private:
   GroupRef group_;
@@ -124,6 +135,10 @@ class GroupCursor {
   bool object_started_ = false;
   size_t chunk_ = 0;          // index of the current chunk in that object
   size_t chunk_offset_ = 0;   // bytes taken of that chunk
+  uint64_t taken_ = 0;        // payload bytes taken of the whole group
+  bool done_ = false;
+
+  void settle();
 };
 
 }  // namespace moqd::model

@@ -7,7 +7,13 @@
 // backup; when the active one leaves, the most recent backup takes over. Every switch ends the
 // broadcast's open tracks (subscribers see their subscription end) and is reported to discovery
 // listeners as ended-then-active, so clients resubscribe to the new publisher. A publisher that
-// reconnects mid-track is such a switch: its new groups may restart at sequence 0.
+// reconnects mid-track is such a switch: its new groups may restart at sequence 0. Ended tracks
+// close with ErrorCode::kClosed and their sources get stop_track synchronously (a leaving source
+// must therefore unannounce while it is still alive).
+//
+// Callbacks (on_announce, on_track_ended) may call back into the Origin: a listener may remove
+// itself, and a subscriber whose track ended may ask for the track again (it gets a fresh one
+// from the new publisher). Destroy the Origin after every session has left it.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -51,33 +57,46 @@ class Origin {
   // Withdraws `source`'s announcement of `path`; a no-op if it has none.
   void unannounce(const std::string& path, BroadcastSource* source);
   bool is_active(const std::string& path) const;
+  // The publisher whose announcement of `path` is active, or null.
+  BroadcastSource* active_source(const std::string& path) const;
   // Active paths under `prefix`, sorted.
   std::vector<std::string> active_paths(const std::string& prefix) const;
 
   // Adds a discovery listener. It first receives on_announce(active) for every active path under
-  // `prefix` (synchronously, before this returns), then live updates.
+  // `prefix` (normalised; "foo" does not match "foobar") synchronously, before this returns, then
+  // live updates. remove_listener of an unknown listener is a no-op.
   void add_listener(const std::string& prefix, AnnounceListener* l);
   void remove_listener(AnnounceListener* l);
 
   // The track (created on first use) of an active broadcast, or null when `path` is not active.
   // The caller adds itself as a listener right away; a Track with no listeners and no pending
-  // linger is destroyed.
+  // linger is destroyed (from a timer, never inside a call). An ended track is never returned:
+  // a fresh one replaces it.
   Track* track(const std::string& path, const std::string& name);
 
+  // Active broadcasts.
   size_t broadcast_count() const;
+  // Track objects alive, including ended ones waiting for their idle timer.
   size_t track_count() const;
 
  private:
   struct Broadcast;
-  void switch_source(Broadcast& b, BroadcastSource* next, uint64_t hops);
+  using TrackPtr = std::unique_ptr<Track>;
+  Track* create_track(Broadcast& b, const std::string& name);
+  // Ends every track of `b` (moved to retired_ first, so callbacks may create fresh ones).
+  void end_tracks(Broadcast& b);
   void notify(const std::string& path, bool active, uint64_t hops);
-  void collect_garbage(const std::string& path);
+  void on_track_idle(Track* t);
 
   OriginConfig config_;
   const Clock& clock_;
   Timers& timers_;
   std::map<std::string, std::unique_ptr<Broadcast>> broadcasts_;
+  // Ended tracks waiting for their idle timer.
+  std::vector<TrackPtr> retired_;
+  // Removed listeners become null while callbacks run and are compacted after.
   std::vector<std::pair<std::string, AnnounceListener*>> listeners_;
+  int notify_depth_ = 0;
 };
 
 }  // namespace moqd::model

@@ -4,6 +4,8 @@
 // pull with their own cursors. Owned by its Broadcast; one worker thread.
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,16 +42,19 @@ class TrackSource {
  public:
   virtual ~TrackSource() = default;
   // Start feeding `track` (send SUBSCRIBE upstream). Called once when the first listener arrives,
-  // and again after a stop_track. The source writes into the track with its producer methods.
+  // and again after a stop_track. The source writes into the track with its producer methods,
+  // possibly already from inside this call.
   virtual void start_track(Track& track) = 0;
-  // Stop feeding; the track no longer needs data (linger expired). The source must not touch
-  // `track` after this.
+  // Stop feeding; the track no longer needs data. Called exactly once per start_track: when the
+  // linger expires, from end() (also when the source itself called end(), so it must tolerate the
+  // re-entrant call), or from the Track's destructor. The source must not touch `track` after this.
   virtual void stop_track(Track& track) = 0;
 };
 
 class Track {
  public:
-  // `timers` drives linger and age; it must outlive the track.
+  // `timers` drives linger and the deferred idle callback; it must outlive the track. Age eviction
+  // needs no timer: it runs whenever a group begins or a chunk arrives.
   Track(std::string broadcast, std::string name, CacheLimits limits, Duration linger,
         const Clock& clock, Timers& timers);
   ~Track();
@@ -66,21 +71,32 @@ class Track {
   void set_source(TrackSource* source) { source_ = source; }
   TrackSource* source() const { return source_; }
   // A new group arrives (a group stream opened). Returns it, or null if a group with that sequence
-  // is already cached (a duplicate; the caller drops the stream).
+  // is already cached (a duplicate; the caller drops the stream) or the track has ended. The cache
+  // holds the only reference: a producer that writes to it after another group begins must hold a
+  // GroupRef, since eviction may drop the cache's. Producer calls after end() are no-ops.
   Group* begin_group(uint64_t sequence);
   void begin_object(Group& g, uint64_t size, ObjectStatus status = ObjectStatus::kNormal);
   void append_chunk(Group& g, Bytes chunk);
   void finish_group(Group& g);
   void abort_group(Group& g);
-  // Ends the track: every listener gets on_track_ended and is removed.
+  // Ends the track: every listener gets on_track_ended and is removed, then the source is stopped
+  // (if it was started). A no-op if already ended. The idle callback follows from a timer.
   void end(Error reason);
+
+  // --- owner side ---
+  // Called when the track is no longer needed: its linger expired with no listener (after
+  // stop_track), or it ended. Always called from a timer callback, never from inside a Track
+  // method, so the owner may destroy the Track in it.
+  void set_idle_callback(std::function<void()> fn) { idle_callback_ = std::move(fn); }
 
   // --- consumer side ---
   // Adds a listener; if it is the first, asks the source to start (or cancels a pending linger).
+  // A no-op on an ended track (check is_ended(); the Origin never hands out ended tracks).
   void add_listener(TrackListener* l);
-  // Removes it; when none are left, the source is stopped after the linger delay.
+  // Removes it; when none are left, the source is stopped after the linger delay. Unknown
+  // listeners are ignored.
   void remove_listener(TrackListener* l);
-  size_t listener_count() const { return listeners_.size(); }
+  size_t listener_count() const { return listener_count_; }
   // The newest cached group by arrival (where a late joiner starts), or null.
   GroupRef newest_group() const;
   // Cached groups that arrived after arrival index `after` (pass UINT64_MAX for none yet, i.e. all
@@ -98,7 +114,11 @@ class Track {
  private:
   void notify();
   void evict();
-  void on_linger_expired();
+  bool is_cached(const Group& g) const;
+  void stop_upstream();
+  void schedule_idle();
+  bool on_linger_expired();
+  void compact_listeners();
 
   std::string broadcast_;
   std::string name_;
@@ -110,12 +130,17 @@ class Track {
   bool upstream_active_ = false;
   bool ended_ = false;
   TimerId linger_timer_ = 0;
+  TimerId idle_timer_ = 0;
+  std::function<void()> idle_callback_;
   std::deque<GroupRef> cache_;  // arrival order
   uint64_t cached_bytes_ = 0;
   uint64_t next_arrival_ = 0;
   std::optional<uint64_t> largest_sequence_;
+  // Removed listeners become null while a callback runs (notify_depth_ > 0) and are compacted
+  // after, so listeners may remove themselves from inside callbacks.
   std::vector<TrackListener*> listeners_;
-  bool notifying_ = false;
+  size_t listener_count_ = 0;
+  int notify_depth_ = 0;
 };
 
 }  // namespace moqd::model

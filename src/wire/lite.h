@@ -164,7 +164,7 @@ struct Probe {
 
 // --- Encoders: append the complete message (size prefix included; for the SETUPs the type and
 // u16 length; for SUBSCRIBE responses of lite-03+ the type varint). Fields a version lacks are
-// not written.
+// not written; a message the version lacks (or a non-lite version) writes nothing.
 void encode(const ClientSetup& m, std::vector<uint8_t>& out);
 void encode(const ServerSetup& m, std::vector<uint8_t>& out);
 void encode(Version v, const SessionInfo& m, std::vector<uint8_t>& out);

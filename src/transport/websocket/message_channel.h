@@ -10,6 +10,10 @@
 
 namespace moqd::transport::websocket {
 
+// How streams are framed inside WebSocket messages: draft-ietf-quic-qmux-00, or the legacy
+// "webtransport" framing of @moq/web-transport-ws (protocol/README.md §4).
+enum class Framing { kQmux00, kWebTransport };
+
 // The sending half, implemented by the WebSocket connection.
 class MessageChannel {
  public:

@@ -1,0 +1,229 @@
+#include "client/connection.h"
+
+#include <charconv>
+
+#include "base/log.h"
+
+namespace moqd::client {
+
+namespace ws = transport::websocket;
+
+std::string Url::authority() const {
+  bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Result<Url> parse_url(std::string_view s) {
+  Url u;
+  auto scheme_end = s.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return fail(ErrorCode::kProtocolViolation, "URL needs a scheme (http://host:port/path)");
+  }
+  u.scheme = std::string(s.substr(0, scheme_end));
+  if (u.scheme != "http" && u.scheme != "https" && u.scheme != "ws" && u.scheme != "wss") {
+    return fail(ErrorCode::kUnsupported, "URL scheme must be http, https, ws or wss");
+  }
+  s.remove_prefix(scheme_end + 3);
+  auto path_start = s.find_first_of("/?");
+  std::string_view authority = s.substr(0, path_start);
+  std::string_view rest = path_start == std::string_view::npos ? "" : s.substr(path_start);
+  std::string_view port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    auto close = authority.find(']');
+    if (close == std::string_view::npos) {
+      return fail(ErrorCode::kProtocolViolation, "unterminated IPv6 address in URL");
+    }
+    u.host = std::string(authority.substr(1, close - 1));
+    if (close + 1 < authority.size() && authority[close + 1] == ':') {
+      port_text = authority.substr(close + 2);
+    }
+  } else {
+    auto colon = authority.rfind(':');
+    u.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+    }
+  }
+  if (u.host.empty()) {
+    return fail(ErrorCode::kProtocolViolation, "URL has no host");
+  }
+  if (port_text.empty()) {
+    u.port = (u.scheme == "https" || u.scheme == "wss") ? 443 : 80;
+  } else {
+    unsigned p = 0;
+    auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), p);
+    if (ec != std::errc() || ptr != port_text.data() + port_text.size() || p == 0 || p > 65535) {
+      return fail(ErrorCode::kProtocolViolation, "bad port in URL");
+    }
+    u.port = static_cast<uint16_t>(p);
+  }
+  auto q = rest.find('?');
+  u.path = std::string(rest.substr(0, q));
+  if (u.path.empty()) {
+    u.path = "/";
+  }
+  if (q != std::string_view::npos) {
+    u.query = std::string(rest.substr(q + 1));
+  }
+  return u;
+}
+
+Connection::Connection(runtime::EventLoop& loop, model::Origin& origin, ConnectionOptions options)
+    : loop_(loop), origin_(origin), options_(std::move(options)) {}
+
+Connection::~Connection() {
+  session_.reset();
+  mux_.reset();
+  ws_.reset();
+  tcp_.reset();
+}
+
+Status Connection::connect() {
+  if (options_.url.scheme == "https" || options_.url.scheme == "wss") {
+    return fail(ErrorCode::kUnsupported, "TLS is not supported yet; use http:// or ws://");
+  }
+  auto fd = runtime::tcp_connect(options_.url.host, options_.url.port);
+  if (!fd) {
+    return tl::unexpected(fd.error());
+  }
+  tcp_ = std::make_unique<runtime::TcpConnection>(loop_, *fd, options_.url.authority());
+  ws::WsClientConfig wc;
+  wc.host = options_.url.authority();
+  wc.target = options_.url.target();
+  wc.protocols = options_.framings;
+  ws_ = std::make_unique<ws::WsClientConnection>(*tcp_, loop_, loop_, std::move(wc));
+  ws_->set_open_callback([this](std::string_view sp) { on_upgraded(sp); });
+  tcp_->set_handler(this);
+  ws_->start();
+  return {};
+}
+
+void Connection::on_upgraded(std::string_view subprotocol) {
+  auto sp = ws::parse_subprotocol(subprotocol);
+  if (!sp) {
+    mark_closed(make_error(ErrorCode::kUnsupported, "relay selected an unknown subprotocol"));
+    ws_->close(1002, "unknown subprotocol");
+    return;
+  }
+  mux_ = std::make_unique<ws::MuxSession>(*ws_, loop_, sp->framing, ws::Role::kClient,
+                                          sp->app_protocol, options_.url.target(),
+                                          options_.url.authority());
+  ws_->set_message_handler(mux_.get());
+  session::SessionConfig sc;
+  sc.role = session::Role::kClient;
+  sc.versions = options_.versions;
+  sc.root = "";
+  sc.discover_prefix = options_.discover_prefix;
+  session_ = std::make_unique<session::Session>(*mux_, std::move(sc), origin_, *this, loop_, loop_);
+  session_->start();
+}
+
+void Connection::close() {
+  if (session_ && !closed_) {
+    session_->close(make_error(ErrorCode::kCancel, "client done"));
+  } else if (tcp_) {
+    tcp_->close();
+  }
+}
+
+size_t Connection::buffered() const { return tcp_ ? tcp_->buffered() : 0; }
+
+void Connection::on_pipe_data(std::span<const uint8_t> data) { ws_->on_pipe_data(data); }
+void Connection::on_pipe_writable() { ws_->on_pipe_writable(); }
+void Connection::on_pipe_closed() {
+  ws_->on_pipe_closed();
+  mark_closed(make_error(ErrorCode::kTransport, "connection closed"));
+}
+
+void Connection::on_session_ready(wire::Version) {
+  ready_ = true;
+  if (on_ready) {
+    on_ready();
+  }
+}
+
+void Connection::on_peer_announce(const std::string& path, bool active, uint64_t hops,
+                                  model::BroadcastSource& source) {
+  if (active) {
+    origin_.announce(path, &source, hops);
+  } else {
+    origin_.unannounce(path, &source);
+  }
+}
+
+void Connection::on_session_closed(Error reason) { mark_closed(reason); }
+
+void Connection::mark_closed(Error reason) {
+  if (closed_) {
+    return;
+  }
+  closed_ = true;
+  close_reason_ = reason;
+  if (on_closed) {
+    on_closed(reason);
+  }
+}
+
+FrameReader::FrameReader(model::Track& track, FrameFn on_frame, std::function<void(Error)> on_ended)
+    : track_(&track), on_frame_(std::move(on_frame)), on_ended_(std::move(on_ended)) {
+  model::GroupRef newest = track.newest_group();
+  next_arrival_ = newest ? newest->arrival() : track.next_arrival();
+  track.add_listener(this);
+  drain();
+}
+
+FrameReader::~FrameReader() {
+  if (track_ != nullptr) {
+    track_->remove_listener(this);
+  }
+}
+
+void FrameReader::on_track_data(model::Track&) { drain(); }
+
+void FrameReader::on_track_ended(model::Track&, Error reason) {
+  drain();
+  track_ = nullptr;
+  if (on_ended_) {
+    on_ended_(reason);
+  }
+}
+
+void FrameReader::drain() {
+  if (track_ != nullptr) {
+    uint64_t after = next_arrival_ == 0 ? UINT64_MAX : next_arrival_ - 1;
+    for (auto& g : track_->groups_after(after)) {
+      open_.push_back(Open{model::GroupCursor(std::move(g))});
+    }
+    next_arrival_ = track_->next_arrival();
+  }
+  for (auto& o : open_) {
+    for (;;) {
+      auto step = o.cursor.peek(SIZE_MAX);
+      using K = model::GroupCursor::Kind;
+      if (step.kind == K::kNothing) {
+        break;
+      }
+      if (step.kind == K::kObjectStart) {
+        o.frame.clear();
+        o.size = step.object->size;
+        o.in_frame = true;
+      } else if (step.kind == K::kChunk) {
+        o.frame.insert(o.frame.end(), step.chunk.data(), step.chunk.data() + step.chunk.size());
+      }
+      o.cursor.advance(step);
+      if (o.in_frame && o.frame.size() == o.size) {
+        o.in_frame = false;
+        on_frame_(o.cursor.group()->sequence(), o.index++, o.frame);
+      }
+      if (step.kind == K::kEnd || step.kind == K::kAborted) {
+        break;
+      }
+    }
+  }
+  std::erase_if(open_, [](const Open& o) {
+    auto k = o.cursor.peek(1).kind;
+    return o.cursor.group()->is_done() && k == model::GroupCursor::Kind::kNothing;
+  });
+}
+
+}  // namespace moqd::client

@@ -1,0 +1,116 @@
+#pragma once
+// The client side of a relay connection for the `moq` CLI (and later the load generator): TCP,
+// the WebSocket upgrade, the stream multiplexer and a MoQ session in the client role, all on one
+// event loop. The session serves and fills the given Origin, exactly as the relay's does.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/origin.h"
+#include "runtime/event_loop.h"
+#include "runtime/tcp.h"
+#include "session/session.h"
+#include "transport/websocket/mux_session.h"
+#include "transport/websocket/ws_connection.h"
+
+namespace moqd::client {
+
+struct Url {
+  std::string scheme;  // http, https, ws, wss
+  std::string host;    // without brackets
+  uint16_t port = 0;
+  std::string path = "/";
+  std::string query;
+  std::string target() const { return query.empty() ? path : path + "?" + query; }
+  std::string authority() const;
+};
+Result<Url> parse_url(std::string_view url);
+
+struct ConnectionOptions {
+  Url url;
+  // WebSocket subprotocols offered, in preference order.
+  std::vector<std::string> framings = {"qmux-00", "webtransport"};
+  wire::VersionSet versions = wire::VersionSet::all();
+  // Ask the relay for its broadcasts under this prefix (see SessionConfig::discover_prefix).
+  std::optional<std::string> discover_prefix;
+};
+
+// Owns the whole stack. One event loop; not thread-safe.
+class Connection final : public transport::PipeHandler, public session::SessionHandler {
+ public:
+  Connection(runtime::EventLoop& loop, model::Origin& origin, ConnectionOptions options);
+  ~Connection() override;
+
+  // Connects (blocking TCP connect, then the handshake on the loop).
+  Status connect();
+  void close();
+
+  bool is_ready() const { return ready_; }
+  bool is_closed() const { return closed_; }
+  // Why it closed, once closed.
+  Error close_reason() const { return close_reason_; }
+  session::Session* session() { return session_.get(); }
+  // Bytes the transport has not yet handed to the socket (for "flushed?" checks).
+  size_t buffered() const;
+
+  std::function<void()> on_ready;
+  std::function<void(Error)> on_closed;
+
+  // transport::PipeHandler
+  void on_pipe_data(std::span<const uint8_t> data) override;
+  void on_pipe_writable() override;
+  void on_pipe_closed() override;
+  // session::SessionHandler
+  bool authorize(session::Action, std::string_view, std::string_view) override { return true; }
+  void on_session_ready(wire::Version version) override;
+  void on_peer_announce(const std::string& path, bool active, uint64_t hops,
+                        model::BroadcastSource& source) override;
+  void on_session_closed(Error reason) override;
+
+ private:
+  void on_upgraded(std::string_view subprotocol);
+  void mark_closed(Error reason);
+
+  runtime::EventLoop& loop_;
+  model::Origin& origin_;
+  ConnectionOptions options_;
+  std::unique_ptr<runtime::TcpConnection> tcp_;
+  std::unique_ptr<transport::websocket::WsClientConnection> ws_;
+  std::unique_ptr<transport::websocket::MuxSession> mux_;
+  std::unique_ptr<session::Session> session_;
+  bool ready_ = false;
+  bool closed_ = false;
+  Error close_reason_{ErrorCode::kCancel, ""};
+};
+
+// Reads whole frames of a track as they complete, group by group in arrival order, starting at
+// the newest group (a late joiner). One per track; remove before the track dies (on_ended is
+// called when the track ends, after which it is detached).
+class FrameReader final : public model::TrackListener {
+ public:
+  using FrameFn = std::function<void(uint64_t group, uint64_t index, std::span<const uint8_t>)>;
+  FrameReader(model::Track& track, FrameFn on_frame, std::function<void(Error)> on_ended);
+  ~FrameReader() override;
+
+  void on_track_data(model::Track& track) override;
+  void on_track_ended(model::Track& track, Error reason) override;
+
+ private:
+  void drain();
+
+  model::Track* track_;
+  FrameFn on_frame_;
+  std::function<void(Error)> on_ended_;
+  uint64_t next_arrival_;
+  struct Open {
+    model::GroupCursor cursor;
+    uint64_t index = 0;
+    std::vector<uint8_t> frame;
+    uint64_t size = 0;
+    bool in_frame = false;
+  };
+  std::vector<Open> open_;
+};
+
+}  // namespace moqd::client

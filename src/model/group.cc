@@ -1,0 +1,122 @@
+#include "model/group.h"
+
+#include "model/bug.h"
+
+namespace moqd::model {
+
+Object& Group::begin_object(uint64_t size, ObjectStatus status) {
+  if (is_done()) {
+    MOQD_MODEL_BUG("begin_object on a finished or aborted group");
+    aborted_ = true;
+  } else if (!objects_.empty() && !objects_.back().is_complete()) {
+    MOQD_MODEL_BUG("begin_object before the previous object is complete");
+    aborted_ = true;
+  }
+  Object& o = objects_.emplace_back();
+  o.id = objects_.size() - 1;
+  o.status = status;
+  o.size = size;
+  return o;
+}
+
+void Group::append_chunk(Bytes chunk) {
+  if (chunk.empty()) {
+    return;
+  }
+  if (objects_.empty() || is_done()) {
+    MOQD_MODEL_BUG("append_chunk without an open object");
+    return;
+  }
+  Object& o = objects_.back();
+  uint64_t room = o.size - o.received;
+  if (chunk.size() > room) {
+    MOQD_MODEL_BUG("append_chunk past the object's declared size");
+    if (room == 0) {
+      return;
+    }
+    chunk = chunk.slice(0, room);
+  }
+  o.received += chunk.size();
+  bytes_ += chunk.size();
+  o.chunks.push_back(std::move(chunk));
+}
+
+void Group::release() {
+  if (--refs_ == 0) {
+    delete this;
+  }
+}
+
+GroupCursor::Step GroupCursor::peek(size_t max_bytes) const {
+  Step step;
+  if (done_ || !group_) {
+    return step;
+  }
+  if (group_->is_aborted()) {
+    step.kind = Kind::kAborted;
+    return step;
+  }
+  const std::vector<Object>& objects = group_->objects();
+  if (object_ == objects.size()) {
+    step.kind = group_->is_finished() ? Kind::kEnd : Kind::kNothing;
+    return step;
+  }
+  const Object& o = objects[object_];
+  step.object = &o;
+  if (!object_started_) {
+    step.kind = Kind::kObjectStart;
+  } else if (chunk_ < o.chunks.size() && max_bytes > 0) {
+    step.kind = Kind::kChunk;
+    step.chunk = o.chunks[chunk_].slice(chunk_offset_, max_bytes);
+  } else if (chunk_ == o.chunks.size() && group_->is_finished()) {
+    // Finished with the object short of its declared size: the stream was truncated.
+    step.kind = Kind::kAborted;
+    step.object = nullptr;
+  } else {
+    step.object = nullptr;
+  }
+  return step;
+}
+
+void GroupCursor::advance(const Step& step) {
+  switch (step.kind) {
+    case Kind::kNothing:
+      return;
+    case Kind::kEnd:
+    case Kind::kAborted:
+      done_ = true;
+      return;
+    case Kind::kObjectStart:
+      object_started_ = true;
+      break;
+    case Kind::kChunk: {
+      const Object& o = group_->objects()[object_];
+      chunk_offset_ += step.chunk.size();
+      taken_ += step.chunk.size();
+      if (chunk_offset_ >= o.chunks[chunk_].size()) {
+        ++chunk_;
+        chunk_offset_ = 0;
+      }
+      break;
+    }
+  }
+  settle();
+}
+
+// Moves to the next object once every byte of the current, complete object is taken, so a
+// zero-size object is passed right after its kObjectStart.
+void GroupCursor::settle() {
+  const Object& o = group_->objects()[object_];
+  if (object_started_ && chunk_ == o.chunks.size() && o.is_complete()) {
+    ++object_;
+    object_started_ = false;
+    chunk_ = 0;
+    chunk_offset_ = 0;
+  }
+}
+
+uint64_t GroupCursor::backlog() const {
+  return group_ ? group_->bytes() - taken_ : 0;
+}
+
+}  // namespace moqd::model

@@ -1,0 +1,176 @@
+#include "model/group.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace moqd::model {
+namespace {
+
+// Takes every step available now and writes it as "S<id>", "C:<bytes>", "E", "A".
+std::string drain(GroupCursor& c, size_t max_bytes = SIZE_MAX) {
+  std::string out;
+  for (;;) {
+    GroupCursor::Step s = c.peek(max_bytes);
+    switch (s.kind) {
+      case GroupCursor::Kind::kNothing:
+        return out;
+      case GroupCursor::Kind::kObjectStart:
+        out += "S" + std::to_string(s.object->id) + " ";
+        break;
+      case GroupCursor::Kind::kChunk:
+        out += "C:" + std::string(s.chunk.view()) + " ";
+        break;
+      case GroupCursor::Kind::kEnd:
+        out += "E ";
+        break;
+      case GroupCursor::Kind::kAborted:
+        out += "A ";
+        break;
+    }
+    c.advance(s);
+  }
+}
+
+class GroupTest : public testing::Test {
+ protected:
+  GroupRef make_group(uint64_t sequence = 0) { return GroupRef(new Group(sequence, 0, Instant{})); }
+  int64_t buffers_at_start_ = Bytes::live_buffers();
+};
+
+TEST_F(GroupTest, CursorWalksChunkedObjectsThenEnd) {
+  GroupRef g = make_group();
+  g->begin_object(5);
+  g->append_chunk(Bytes::copy("he"));
+  g->append_chunk(Bytes::copy("llo"));
+  g->begin_object(2);
+  g->append_chunk(Bytes::copy("g2"));
+  g->finish();
+
+  GroupCursor c(g);
+  EXPECT_EQ(drain(c), "S0 C:he C:llo S1 C:g2 E ");
+  EXPECT_TRUE(c.is_done());
+  EXPECT_EQ(drain(c), "");
+}
+
+TEST_F(GroupTest, CursorHandsOutWhatArrivedAndWaitsForMore) {
+  GroupRef g = make_group();
+  GroupCursor c(g);
+  EXPECT_EQ(drain(c), "");
+  g->begin_object(4);
+  EXPECT_EQ(drain(c), "S0 ");
+  g->append_chunk(Bytes::copy("ab"));
+  EXPECT_EQ(drain(c), "C:ab ");
+  g->append_chunk(Bytes::copy("cd"));
+  EXPECT_EQ(drain(c), "C:cd ");
+  EXPECT_EQ(drain(c), "");
+  g->finish();
+  EXPECT_EQ(drain(c), "E ");
+}
+
+TEST_F(GroupTest, CursorSlicesChunksToMaxBytesWithoutCopying) {
+  GroupRef g = make_group();
+  g->begin_object(5);
+  g->append_chunk(Bytes::copy("hello"));
+  GroupCursor c(g);
+  c.advance(c.peek(2));  // object start
+  GroupCursor::Step s = c.peek(2);
+  ASSERT_EQ(s.kind, GroupCursor::Kind::kChunk);
+  EXPECT_EQ(s.chunk.data(), g->objects()[0].chunks[0].data());
+  c.advance(s);
+  EXPECT_EQ(drain(c, 2), "C:ll C:o ");
+}
+
+TEST_F(GroupTest, ZeroSizeObjectYieldsOnlyItsStart) {
+  GroupRef g = make_group();
+  g->begin_object(0);
+  g->begin_object(1);
+  g->append_chunk(Bytes::copy("x"));
+  g->begin_object(0);
+  g->finish();
+  GroupCursor c(g);
+  EXPECT_EQ(drain(c), "S0 S1 C:x S2 E ");
+}
+
+TEST_F(GroupTest, LargeObjectIsReadableChunkByChunkBeforeComplete) {
+  constexpr size_t kObject = 1 << 20;
+  constexpr size_t kChunk = 64 << 10;
+  GroupRef g = make_group();
+  g->begin_object(kObject);
+  GroupCursor c(g);
+  ASSERT_EQ(c.peek(SIZE_MAX).kind, GroupCursor::Kind::kObjectStart);
+  EXPECT_EQ(c.peek(SIZE_MAX).object->size, kObject);
+  c.advance(c.peek(SIZE_MAX));
+  std::vector<uint8_t> chunk(kChunk);
+  for (size_t sent = 0; sent < kObject; sent += kChunk) {
+    chunk.assign(kChunk, static_cast<uint8_t>(sent / kChunk));
+    g->append_chunk(Bytes::from(chunk));
+    EXPECT_EQ(c.backlog(), kChunk);
+    GroupCursor::Step s = c.peek(SIZE_MAX);
+    ASSERT_EQ(s.kind, GroupCursor::Kind::kChunk);
+    ASSERT_EQ(s.chunk.size(), kChunk);
+    EXPECT_EQ(s.chunk.data()[0], static_cast<uint8_t>(sent / kChunk));
+    EXPECT_EQ(s.object->is_complete(), sent + kChunk == kObject);
+    c.advance(s);
+    EXPECT_EQ(c.backlog(), 0u);
+    EXPECT_EQ(c.peek(SIZE_MAX).kind, GroupCursor::Kind::kNothing);
+  }
+}
+
+TEST_F(GroupTest, BacklogIsUntakenPayloadBytes) {
+  GroupRef g = make_group();
+  g->begin_object(10);
+  g->append_chunk(Bytes::copy("0123456789"));
+  GroupCursor c(g);
+  EXPECT_EQ(c.backlog(), 10u);
+  c.advance(c.peek(3));
+  c.advance(c.peek(3));
+  EXPECT_EQ(c.backlog(), 7u);
+  drain(c);
+  EXPECT_EQ(c.backlog(), 0u);
+}
+
+TEST_F(GroupTest, AbortedGroupYieldsAbortedOnce) {
+  GroupRef g = make_group();
+  g->begin_object(3);
+  g->append_chunk(Bytes::copy("ab"));
+  GroupCursor c(g);
+  EXPECT_EQ(drain(c), "S0 C:ab ");
+  g->abort();
+  EXPECT_EQ(drain(c), "A ");
+  EXPECT_TRUE(c.is_done());
+}
+
+TEST_F(GroupTest, FinishInsideAnObjectYieldsAborted) {
+  GroupRef g = make_group();
+  g->begin_object(3);
+  g->append_chunk(Bytes::copy("ab"));
+  g->finish();
+  GroupCursor c(g);
+  EXPECT_EQ(drain(c), "S0 C:ab A ");
+}
+
+TEST_F(GroupTest, LastReferenceFreesGroupAndPayload) {
+  {
+    GroupRef g = make_group();
+    g->begin_object(3);
+    g->append_chunk(Bytes::copy("abc"));
+    GroupCursor c(g);
+    g = GroupRef();
+    EXPECT_EQ(drain(c), "S0 C:abc ");
+    EXPECT_EQ(Bytes::live_buffers(), buffers_at_start_ + 1);
+  }
+  EXPECT_EQ(Bytes::live_buffers(), buffers_at_start_);
+}
+
+TEST_F(GroupTest, BeginObjectBeforePreviousCompleteIsAProducerBug) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  GroupRef g = make_group();
+  g->begin_object(3);
+  g->append_chunk(Bytes::copy("a"));
+  EXPECT_DEBUG_DEATH(g->begin_object(1), "model bug");
+}
+
+}  // namespace
+}  // namespace moqd::model

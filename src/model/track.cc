@@ -1,0 +1,224 @@
+#include "model/track.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace moqd::model {
+
+Track::Track(std::string broadcast, std::string name, CacheLimits limits, Duration linger,
+             const Clock& clock, Timers& timers)
+    : broadcast_(std::move(broadcast)),
+      name_(std::move(name)),
+      limits_(limits),
+      linger_(linger),
+      clock_(clock),
+      timers_(timers) {}
+
+Track::~Track() {
+  timers_.cancel(linger_timer_);
+  timers_.cancel(idle_timer_);
+  stop_upstream();
+}
+
+Group* Track::begin_group(uint64_t sequence) {
+  if (ended_) {
+    return nullptr;
+  }
+  for (const GroupRef& g : cache_) {
+    if (g->sequence() == sequence) {
+      return nullptr;
+    }
+  }
+  cache_.emplace_back(new Group(sequence, next_arrival_++, clock_.now()));
+  Group* g = cache_.back().get();
+  if (!largest_sequence_ || sequence > *largest_sequence_) {
+    largest_sequence_ = sequence;
+  }
+  evict();
+  notify();
+  return g;
+}
+
+void Track::begin_object(Group& g, uint64_t size, ObjectStatus status) {
+  if (ended_) {
+    return;
+  }
+  g.begin_object(size, status);
+  notify();
+}
+
+void Track::append_chunk(Group& g, Bytes chunk) {
+  if (ended_ || chunk.empty()) {
+    return;
+  }
+  uint64_t before = g.bytes();
+  g.append_chunk(std::move(chunk));
+  if (is_cached(g)) {
+    cached_bytes_ += g.bytes() - before;
+  }
+  evict();
+  notify();
+}
+
+void Track::finish_group(Group& g) {
+  if (ended_ || g.is_done()) {
+    return;
+  }
+  // A group finished inside an object was truncated: readers must reset, not wait for bytes.
+  if (!g.objects().empty() && !g.objects().back().is_complete()) {
+    g.abort();
+  } else {
+    g.finish();
+  }
+  notify();
+}
+
+void Track::abort_group(Group& g) {
+  if (ended_ || g.is_done()) {
+    return;
+  }
+  g.abort();
+  notify();
+}
+
+void Track::end(Error reason) {
+  if (ended_) {
+    return;
+  }
+  ended_ = true;
+  timers_.cancel(linger_timer_);
+  linger_timer_ = 0;
+  ++notify_depth_;
+  for (size_t i = 0, n = listeners_.size(); i < n; ++i) {
+    TrackListener* l = std::exchange(listeners_[i], nullptr);
+    if (l) {
+      --listener_count_;
+      l->on_track_ended(*this, reason);
+    }
+  }
+  --notify_depth_;
+  compact_listeners();
+  stop_upstream();
+  schedule_idle();
+}
+
+void Track::add_listener(TrackListener* l) {
+  if (ended_ || l == nullptr) {
+    return;
+  }
+  listeners_.push_back(l);
+  if (++listener_count_ > 1) {
+    return;
+  }
+  timers_.cancel(linger_timer_);
+  linger_timer_ = 0;
+  if (!upstream_active_ && source_) {
+    upstream_active_ = true;
+    source_->start_track(*this);
+  }
+}
+
+void Track::remove_listener(TrackListener* l) {
+  auto it = std::find(listeners_.begin(), listeners_.end(), l);
+  if (l == nullptr || it == listeners_.end()) {
+    return;
+  }
+  if (notify_depth_ > 0) {
+    *it = nullptr;
+  } else {
+    listeners_.erase(it);
+  }
+  if (--listener_count_ == 0 && !ended_) {
+    linger_timer_ = timers_.schedule(linger_, [this] {
+      linger_timer_ = 0;
+      auto idle = idle_callback_;
+      if (on_linger_expired() && idle) {
+        idle();  // may destroy this Track: touch nothing after
+      }
+    });
+  }
+}
+
+GroupRef Track::newest_group() const {
+  return cache_.empty() ? GroupRef() : cache_.back();
+}
+
+std::vector<GroupRef> Track::groups_after(uint64_t after) const {
+  size_t start = 0;
+  if (after != UINT64_MAX && !cache_.empty()) {
+    uint64_t first = cache_.front()->arrival();
+    start = after + 1 > first ? std::min<uint64_t>(after + 1 - first, cache_.size()) : 0;
+  }
+  return std::vector<GroupRef>(cache_.begin() + static_cast<ptrdiff_t>(start), cache_.end());
+}
+
+void Track::notify() {
+  ++notify_depth_;
+  for (size_t i = 0, n = listeners_.size(); i < n; ++i) {
+    if (TrackListener* l = listeners_[i]) {
+      l->on_track_data(*this);
+    }
+  }
+  --notify_depth_;
+  compact_listeners();
+}
+
+void Track::compact_listeners() {
+  if (notify_depth_ == 0 && listeners_.size() != listener_count_) {
+    std::erase(listeners_, nullptr);
+  }
+}
+
+// Oldest first, never the newest: a late joiner always has a group to start at.
+void Track::evict() {
+  Instant now = clock_.now();
+  while (cache_.size() > 1) {
+    const GroupRef& oldest = cache_.front();
+    bool over = cache_.size() > limits_.max_groups || cached_bytes_ > limits_.max_bytes ||
+                now - oldest->created() > limits_.max_age;
+    if (!over) {
+      return;
+    }
+    cached_bytes_ -= oldest->bytes();
+    cache_.pop_front();
+  }
+}
+
+// The cache holds a contiguous run of arrival indices, because groups join at the back and leave
+// from the front.
+bool Track::is_cached(const Group& g) const {
+  return !cache_.empty() && g.arrival() >= cache_.front()->arrival() &&
+         g.arrival() < next_arrival_ && cache_[g.arrival() - cache_.front()->arrival()].get() == &g;
+}
+
+void Track::stop_upstream() {
+  if (!upstream_active_) {
+    return;
+  }
+  upstream_active_ = false;
+  if (source_) {
+    source_->stop_track(*this);
+  }
+}
+
+void Track::schedule_idle() {
+  timers_.cancel(idle_timer_);
+  idle_timer_ = timers_.schedule(Duration::zero(), [this] {
+    idle_timer_ = 0;
+    auto idle = idle_callback_;
+    if (idle) {
+      idle();  // may destroy this Track: touch nothing after
+    }
+  });
+}
+
+// True when the track is idle (no listener came back) and its owner should be told.
+bool Track::on_linger_expired() {
+  if (listener_count_ > 0) {
+    return false;
+  }
+  stop_upstream();
+  return true;
+}
+
+}  // namespace moqd::model

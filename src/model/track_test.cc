@@ -1,0 +1,295 @@
+#include "model/track.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "model/test_mocks.h"
+
+namespace moqd::model {
+namespace {
+
+using std::chrono::seconds;
+using testing::_;
+using testing::Invoke;
+using testing::StrictMock;
+
+class TrackTest : public testing::Test {
+ protected:
+  TrackTest() { make_track(CacheLimits{}); }
+
+  void make_track(CacheLimits limits) {
+    track_ = std::make_unique<Track>("room/alice", "video", limits, seconds(5), clock_, clock_);
+    track_->set_source(&source_);
+    track_->set_idle_callback([this] {
+      ++idle_calls_;
+      track_.reset();
+    });
+  }
+
+  // Adds a group holding one object of `payload`.
+  Group* add_group(uint64_t sequence, std::string_view payload, bool finish = true) {
+    Group* g = track_->begin_group(sequence);
+    if (g != nullptr) {
+      track_->begin_object(*g, payload.size());
+      track_->append_chunk(*g, Bytes::copy(payload));
+      if (finish) {
+        track_->finish_group(*g);
+      }
+    }
+    return g;
+  }
+
+  std::vector<uint64_t> cached_sequences() const {
+    std::vector<uint64_t> out;
+    for (const GroupRef& g : track_->groups_after(UINT64_MAX)) {
+      out.push_back(g->sequence());
+    }
+    return out;
+  }
+
+  int64_t buffers_at_start_ = Bytes::live_buffers();
+  ManualClock clock_;
+  StrictMock<MockTrackSource> source_;
+  std::unique_ptr<Track> track_;
+  int idle_calls_ = 0;
+};
+
+TEST_F(TrackTest, DuplicateSequenceInCacheIsRejected) {
+  ASSERT_NE(add_group(7, "a"), nullptr);
+  EXPECT_EQ(track_->begin_group(7), nullptr);
+  EXPECT_EQ(track_->cached_groups(), 1u);
+  EXPECT_EQ(track_->largest_sequence(), 7u);
+}
+
+TEST_F(TrackTest, EvictsOldestGroupBeyondMaxGroups) {
+  make_track(CacheLimits{.max_groups = 3});
+  for (uint64_t s = 0; s < 5; ++s) {
+    add_group(s, "x");
+  }
+  EXPECT_EQ(cached_sequences(), (std::vector<uint64_t>{2, 3, 4}));
+  EXPECT_EQ(track_->cached_bytes(), 3u);
+}
+
+TEST_F(TrackTest, EvictsOldestGroupBeyondMaxBytes) {
+  make_track(CacheLimits{.max_groups = 100, .max_bytes = 10});
+  add_group(0, "aaaa");
+  add_group(1, "bbbb");
+  EXPECT_EQ(track_->cached_groups(), 2u);
+  add_group(2, "cccc");
+  EXPECT_EQ(cached_sequences(), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(track_->cached_bytes(), 8u);
+}
+
+TEST_F(TrackTest, NewestGroupIsNeverEvictedEvenOverTheByteLimit) {
+  make_track(CacheLimits{.max_groups = 100, .max_bytes = 10});
+  add_group(0, "aa");
+  add_group(1, "this group alone is over the limit");
+  EXPECT_EQ(cached_sequences(), (std::vector<uint64_t>{1}));
+}
+
+TEST_F(TrackTest, EvictsGroupsOlderThanMaxAgeButNeverTheNewest) {
+  make_track(CacheLimits{.max_age = seconds(2)});
+  add_group(0, "a");
+  clock_.advance(seconds(1));
+  add_group(1, "b");
+  clock_.advance(seconds(2));
+  Group* g = add_group(2, "c", /*finish=*/false);
+  EXPECT_EQ(cached_sequences(), (std::vector<uint64_t>{1, 2}));
+  clock_.advance(seconds(10));
+  track_->begin_object(*g, 1);
+  track_->append_chunk(*g, Bytes::copy("d"));
+  EXPECT_EQ(cached_sequences(), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(track_->cached_bytes(), 2u);
+}
+
+TEST_F(TrackTest, LateJoinerStartsAtNewestGroup) {
+  EXPECT_FALSE(track_->newest_group());
+  add_group(0, "a");
+  add_group(1, "b");
+  add_group(5, "c");
+  GroupRef newest = track_->newest_group();
+  ASSERT_TRUE(newest);
+  EXPECT_EQ(newest->sequence(), 5u);
+  EXPECT_EQ(newest->arrival(), 2u);
+  EXPECT_EQ(track_->next_arrival(), 3u);
+}
+
+TEST_F(TrackTest, GroupsAfterFollowsArrivalOrderNotSequence) {
+  make_track(CacheLimits{.max_groups = 3});
+  add_group(10, "a");  // arrival 0, evicted below
+  add_group(11, "b");
+  add_group(3, "c");  // late group with an old sequence still arrives after
+  add_group(12, "d");
+  auto sequences = [](const std::vector<GroupRef>& gs) {
+    std::vector<uint64_t> out;
+    for (const GroupRef& g : gs) {
+      out.push_back(g->sequence());
+    }
+    return out;
+  };
+  EXPECT_EQ(sequences(track_->groups_after(UINT64_MAX)), (std::vector<uint64_t>{11, 3, 12}));
+  EXPECT_EQ(sequences(track_->groups_after(0)), (std::vector<uint64_t>{11, 3, 12}));
+  EXPECT_EQ(sequences(track_->groups_after(2)), (std::vector<uint64_t>{12}));
+  EXPECT_TRUE(track_->groups_after(3).empty());
+  EXPECT_TRUE(track_->groups_after(100).empty());
+  EXPECT_EQ(track_->largest_sequence(), 12u);
+}
+
+TEST_F(TrackTest, CursorKeepsAnEvictedGroupAliveAndNothingLeaks) {
+  make_track(CacheLimits{.max_groups = 1});
+  {
+    add_group(0, "old");
+    GroupCursor reader(track_->newest_group());
+    Group* open = add_group(1, "new", /*finish=*/false);
+    GroupRef producer_ref(open);
+    add_group(2, "newer");
+    EXPECT_EQ(cached_sequences(), (std::vector<uint64_t>{2}));
+    // The evicted group is still readable, and writes to it do not count toward the cache.
+    EXPECT_EQ(reader.group()->sequence(), 0u);
+    EXPECT_EQ(reader.peek(SIZE_MAX).kind, GroupCursor::Kind::kObjectStart);
+    track_->begin_object(*open, 4);
+    track_->append_chunk(*open, Bytes::copy("more"));
+    EXPECT_EQ(track_->cached_bytes(), 5u);
+    EXPECT_EQ(Bytes::live_buffers(), buffers_at_start_ + 4);
+  }
+  track_.reset();
+  EXPECT_EQ(Bytes::live_buffers(), buffers_at_start_);
+}
+
+TEST_F(TrackTest, ListenersAreNotifiedOfEveryChange) {
+  StrictMock<MockTrackListener> l;
+  EXPECT_CALL(source_, start_track(_));
+  track_->add_listener(&l);
+  EXPECT_CALL(l, on_track_data(_)).Times(4);
+  add_group(0, "a");
+  track_->remove_listener(&l);
+  EXPECT_CALL(source_, stop_track(_));
+}
+
+TEST_F(TrackTest, ListenerMayRemoveItselfWhileNotified) {
+  StrictMock<MockTrackListener> a, b, c;
+  EXPECT_CALL(source_, start_track(_));
+  track_->add_listener(&a);
+  track_->add_listener(&b);
+  track_->add_listener(&c);
+  EXPECT_CALL(a, on_track_data(_)).WillOnce(Invoke([&](Track& t) { t.remove_listener(&a); }));
+  EXPECT_CALL(b, on_track_data(_));
+  EXPECT_CALL(c, on_track_data(_));
+  track_->begin_group(0);
+  EXPECT_EQ(track_->listener_count(), 2u);
+  EXPECT_CALL(b, on_track_data(_));
+  EXPECT_CALL(c, on_track_data(_));
+  track_->begin_group(1);
+  track_->remove_listener(&b);
+  track_->remove_listener(&c);
+  EXPECT_CALL(source_, stop_track(_));
+}
+
+TEST_F(TrackTest, FirstListenerStartsTheSourceOnce) {
+  StrictMock<MockTrackListener> a, b;
+  EXPECT_CALL(source_, start_track(testing::Ref(*track_)));
+  track_->add_listener(&a);
+  track_->add_listener(&b);
+  EXPECT_TRUE(track_->is_upstream_active());
+  track_->remove_listener(&a);
+  track_->remove_listener(&b);
+  EXPECT_CALL(source_, stop_track(_));
+}
+
+TEST_F(TrackTest, RejoinWithinLingerDoesNotRestartTheSource) {
+  StrictMock<MockTrackListener> a;
+  EXPECT_CALL(source_, start_track(_));
+  track_->add_listener(&a);
+  track_->remove_listener(&a);
+  clock_.advance(seconds(4));
+  track_->add_listener(&a);
+  EXPECT_EQ(clock_.pending_timers(), 0u);
+  clock_.advance(seconds(10));
+  EXPECT_TRUE(track_->is_upstream_active());
+  EXPECT_EQ(idle_calls_, 0);
+  // A second leave gets a full linger of its own.
+  track_->remove_listener(&a);
+  clock_.advance(seconds(4));
+  track_->add_listener(&a);
+  track_->remove_listener(&a);
+  clock_.advance(seconds(4));
+  EXPECT_TRUE(track_->is_upstream_active());
+  EXPECT_CALL(source_, stop_track(_));
+  clock_.advance(seconds(1));
+  EXPECT_EQ(idle_calls_, 1);
+}
+
+TEST_F(TrackTest, LingerExpiryStopsTheSourceOnceAndReportsIdle) {
+  StrictMock<MockTrackListener> a;
+  EXPECT_CALL(source_, start_track(_));
+  track_->add_listener(&a);
+  track_->remove_listener(&a);
+  clock_.advance(seconds(4));
+  EXPECT_EQ(idle_calls_, 0);
+  EXPECT_CALL(source_, stop_track(_)).Times(1);
+  clock_.advance(seconds(1));
+  EXPECT_EQ(idle_calls_, 1);
+  EXPECT_EQ(track_, nullptr);  // the idle callback destroyed it
+  clock_.advance(seconds(60));
+  EXPECT_EQ(idle_calls_, 1);
+}
+
+TEST_F(TrackTest, EndNotifiesAndRemovesEveryListener) {
+  StrictMock<MockTrackListener> a, b;
+  EXPECT_CALL(source_, start_track(_));
+  track_->add_listener(&a);
+  track_->add_listener(&b);
+  Error reason = make_error(ErrorCode::kClosed, "test");
+  EXPECT_CALL(a, on_track_ended(_, reason)).WillOnce(Invoke([&](Track& t, Error) {
+    EXPECT_EQ(t.listener_count(), 1u);
+    t.remove_listener(&a);  // already removed: a no-op
+  }));
+  EXPECT_CALL(b, on_track_ended(_, reason));
+  EXPECT_CALL(source_, stop_track(_));
+  track_->end(reason);
+  EXPECT_TRUE(track_->is_ended());
+  EXPECT_EQ(track_->listener_count(), 0u);
+  EXPECT_FALSE(track_->is_upstream_active());
+  // Producer and consumer calls after end are no-ops.
+  EXPECT_EQ(track_->begin_group(0), nullptr);
+  track_->add_listener(&a);
+  EXPECT_EQ(track_->listener_count(), 0u);
+  track_->end(reason);
+  clock_.advance(Duration::zero());
+  EXPECT_EQ(idle_calls_, 1);
+  EXPECT_EQ(track_, nullptr);
+}
+
+TEST_F(TrackTest, SourceEndingTheTrackGetsOneStop) {
+  StrictMock<MockTrackListener> a;
+  EXPECT_CALL(source_, start_track(_));
+  track_->add_listener(&a);
+  EXPECT_CALL(a, on_track_ended(_, _));
+  EXPECT_CALL(source_, stop_track(_)).WillOnce(Invoke([](Track& t) {
+    t.end(make_error(ErrorCode::kCancel, "re-entrant"));
+  }));
+  track_->end(make_error(ErrorCode::kClosed, "publisher finished"));
+}
+
+TEST_F(TrackTest, FinishInsideAnObjectAbortsTheGroup) {
+  Group* g = track_->begin_group(0);
+  track_->begin_object(*g, 10);
+  track_->append_chunk(*g, Bytes::copy("abc"));
+  track_->finish_group(*g);
+  EXPECT_TRUE(g->is_aborted());
+}
+
+TEST_F(TrackTest, DestroyingAnActiveTrackStopsItsSource) {
+  StrictMock<MockTrackListener> a;
+  EXPECT_CALL(source_, start_track(_));
+  track_->add_listener(&a);
+  track_->remove_listener(&a);
+  EXPECT_CALL(source_, stop_track(_));
+  track_.reset();
+  EXPECT_EQ(clock_.pending_timers(), 0u);
+}
+
+}  // namespace
+}  // namespace moqd::model

@@ -1,0 +1,39 @@
+#pragma once
+// moqd's configuration (flags and TOML keys of the same names; see apps/moqd) and the auth hook.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/origin.h"
+#include "session/config.h"
+#include "transport/websocket/ws_connection.h"
+#include "wire/version.h"
+
+namespace moqd::relay {
+
+struct RelayConfig {
+  std::vector<std::string> listen = {"[::]:4443"};  // --listen, repeatable
+  size_t workers = 1;                                // --workers (default: cores)
+  wire::VersionSet versions = wire::VersionSet::all();  // --versions
+  session::SessionLimits limits;
+  wire::DecodeLimits decode;
+  model::OriginConfig origin;
+  transport::websocket::WsConfig websocket;
+  Duration drain_timeout = std::chrono::seconds(10);  // --drain-timeout
+};
+
+// The auth hook: asked at accept (path = the session root), publish (each announced broadcast)
+// and subscribe (each broadcast, and each ANNOUNCE_PLEASE prefix). Called from every worker
+// thread at once, so it must be thread-safe. The default allows everything.
+class Authorizer {
+ public:
+  virtual ~Authorizer() = default;
+  virtual bool allow(session::Action action, std::string_view path, std::string_view query) = 0;
+};
+
+class AllowAll final : public Authorizer {
+ public:
+  bool allow(session::Action, std::string_view, std::string_view) override { return true; }
+};
+
+}  // namespace moqd::relay

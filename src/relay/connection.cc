@@ -1,0 +1,110 @@
+#include "relay/connection.h"
+
+#include "base/log.h"
+#include "relay/relay.h"
+#include "relay/worker.h"
+
+namespace moqd::relay {
+
+namespace ws = transport::websocket;
+
+ServerConnection::ServerConnection(RelayWorker& worker, int fd, std::string peer)
+    : worker_(worker),
+      peer_(std::move(peer)),
+      tcp_(worker.loop(), fd, peer_),
+      ws_(tcp_, worker.loop(), worker.loop(), worker.relay().config().websocket,
+          [this](const ws::HttpRequest& r) { return on_request(r); }) {
+  ws_.set_open_callback([this] { on_upgraded(); });
+  tcp_.set_handler(this);
+  worker_.connections.fetch_add(1, std::memory_order_relaxed);
+}
+
+ServerConnection::~ServerConnection() {
+  session_.reset();
+  mux_.reset();
+  worker_.connections.fetch_sub(1, std::memory_order_relaxed);
+  if (ready_) {
+    worker_.sessions.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+ws::RequestDecision ServerConnection::on_request(const ws::HttpRequest& r) {
+  if (r.header("upgrade")) {
+    return ws::decide_upgrade(r);
+  }
+  if (r.method == "OPTIONS") {
+    ws::PlainResponse pre{204, "text/plain", "", {}};
+    pre.extra_headers.push_back({"Access-Control-Allow-Methods", "GET, OPTIONS"});
+    pre.extra_headers.push_back({"Access-Control-Allow-Headers", "*"});
+    return pre;
+  }
+  if (r.method != "GET" && r.method != "HEAD") {
+    return ws::PlainResponse{405, "text/plain", "method not allowed\n", {}};
+  }
+  if (r.path == "/health") {
+    return ws::PlainResponse{200, "application/json", worker_.relay().health_json(), {}};
+  }
+  if (r.path == "/certificate.sha256") {
+    // No certificate exists until QUIC/TLS is configured.
+    return ws::PlainResponse{404, "text/plain", "no certificate: TLS is not configured\n", {}};
+  }
+  return ws::PlainResponse{404, "text/plain", "not found\n", {}};
+}
+
+void ServerConnection::on_upgraded() {
+  const auto& sp = ws_.subprotocol();
+  const auto& request = ws_.request();
+  mux_ = std::make_unique<ws::MuxSession>(ws_, worker_.loop(), sp.framing, ws::Role::kServer,
+                                          sp.app_protocol, request.target(), peer_);
+  ws_.set_message_handler(mux_.get());
+  const RelayConfig& rc = worker_.relay().config();
+  session::SessionConfig sc;
+  sc.role = session::Role::kServer;
+  sc.versions = rc.versions;
+  sc.limits = rc.limits;
+  sc.decode = rc.decode;
+  sc.root = request.path;
+  sc.query = request.query;
+  sc.discover_prefix = std::string();
+  session_ = std::make_unique<session::Session>(*mux_, std::move(sc), worker_.origin(), *this,
+                                                worker_.loop(), worker_.loop());
+  session_->start();
+}
+
+void ServerConnection::close(Error reason) {
+  if (session_ && !closed_) {
+    session_->close(reason);
+    return;
+  }
+  tcp_.close();
+}
+
+void ServerConnection::on_pipe_data(std::span<const uint8_t> data) { ws_.on_pipe_data(data); }
+
+void ServerConnection::on_pipe_writable() { ws_.on_pipe_writable(); }
+
+void ServerConnection::on_pipe_closed() {
+  ws_.on_pipe_closed();
+  RelayWorker* worker = &worker_;
+  ServerConnection* self = this;
+  worker_.loop().defer([worker, self] { worker->remove_connection(self); });
+}
+
+bool ServerConnection::authorize(session::Action action, std::string_view path,
+                                 std::string_view query) {
+  return worker_.relay().auth().allow(action, path, query);
+}
+
+void ServerConnection::on_session_ready(wire::Version) {
+  ready_ = true;
+  worker_.sessions.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ServerConnection::on_peer_announce(const std::string& path, bool active, uint64_t hops,
+                                        model::BroadcastSource& source) {
+  worker_.on_peer_announce(path, active, hops, source);
+}
+
+void ServerConnection::on_session_closed(Error) { closed_ = true; }
+
+}  // namespace moqd::relay

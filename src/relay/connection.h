@@ -1,0 +1,51 @@
+#pragma once
+// One accepted TCP connection and the layers on it: the socket, the WebSocket handshake and
+// framing, the stream multiplexer, and the MoQ session. Owned by its RelayWorker; destroyed from
+// the loop once the socket has closed.
+#include <memory>
+#include <string>
+
+#include "runtime/tcp.h"
+#include "session/session.h"
+#include "transport/websocket/mux_session.h"
+#include "transport/websocket/ws_connection.h"
+
+namespace moqd::relay {
+
+class RelayWorker;
+
+class ServerConnection final : public transport::PipeHandler, public session::SessionHandler {
+ public:
+  ServerConnection(RelayWorker& worker, int fd, std::string peer);
+  ~ServerConnection() override;
+
+  // Closes the session (if any) with `reason`, or the socket.
+  void close(Error reason);
+
+  // transport::PipeHandler: forwards to the WebSocket layer; a closed pipe retires us.
+  void on_pipe_data(std::span<const uint8_t> data) override;
+  void on_pipe_writable() override;
+  void on_pipe_closed() override;
+
+  // session::SessionHandler
+  bool authorize(session::Action action, std::string_view path, std::string_view query) override;
+  void on_session_ready(wire::Version version) override;
+  void on_peer_announce(const std::string& path, bool active, uint64_t hops,
+                        model::BroadcastSource& source) override;
+  void on_session_closed(Error reason) override;
+
+ private:
+  transport::websocket::RequestDecision on_request(const transport::websocket::HttpRequest& r);
+  void on_upgraded();
+
+  RelayWorker& worker_;
+  std::string peer_;
+  runtime::TcpConnection tcp_;
+  transport::websocket::WsServerConnection ws_;
+  std::unique_ptr<transport::websocket::MuxSession> mux_;
+  std::unique_ptr<session::Session> session_;
+  bool ready_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace moqd::relay

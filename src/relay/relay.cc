@@ -1,0 +1,109 @@
+#include "relay/relay.h"
+
+#include <thread>
+
+#include "base/log.h"
+#include "relay/worker.h"
+#include "runtime/tcp.h"
+
+namespace moqd::relay {
+
+std::string BoundAddress::url() const {
+  bool v6 = host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/";
+}
+
+Relay::Relay(RelayConfig config, std::unique_ptr<Authorizer> auth)
+    : config_(std::move(config)),
+      auth_(auth ? std::move(auth) : std::make_unique<AllowAll>()),
+      workers_(config_.workers < 1 ? 1 : config_.workers) {
+  bridges_.resize(workers_.size());
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    relay_workers_.push_back(std::make_unique<RelayWorker>(*this, i, workers_, bridges_));
+    bridges_[i] = &relay_workers_.back()->bridge();
+  }
+}
+
+Relay::~Relay() {
+  if (started_) {
+    workers_.stop_and_join();
+  }
+  relay_workers_.clear();
+}
+
+Result<std::vector<BoundAddress>> Relay::start() {
+  std::vector<BoundAddress> bound;
+  for (const auto& addr : config_.listen) {
+    auto hp = runtime::parse_host_port(addr);
+    if (!hp) {
+      return tl::unexpected(hp.error());
+    }
+    uint16_t port = hp->port;
+    if (port == 0) {
+      auto picked = runtime::pick_port(hp->host);
+      if (!picked) {
+        return tl::unexpected(picked.error());
+      }
+      port = *picked;
+    }
+    for (auto& w : relay_workers_) {
+      if (auto st = w->listen(hp->host, port); !st) {
+        return tl::unexpected(st.error());
+      }
+    }
+    bound.push_back({hp->host, port});
+  }
+  workers_.start();
+  started_ = true;
+  return bound;
+}
+
+void Relay::drain_and_stop() {
+  if (!started_) {
+    return;
+  }
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    RelayWorker* w = relay_workers_[i].get();
+    workers_.loop(i).inject([w] { w->drain(); });
+  }
+  auto deadline = std::chrono::steady_clock::now() + config_.drain_timeout;
+  for (;;) {
+    int64_t open = 0;
+    for (auto& w : relay_workers_) {
+      open += w->connections.load(std::memory_order_relaxed);
+    }
+    if (open == 0 || std::chrono::steady_clock::now() >= deadline) {
+      if (open != 0) {
+        MOQD_LOG(kWarn, "drain timeout: %lld connections still open, closing them",
+                 static_cast<long long>(open));
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  workers_.stop_and_join();
+  started_ = false;
+}
+
+int64_t Relay::session_count() const {
+  int64_t n = 0;
+  for (auto& w : relay_workers_) {
+    n += w->sessions.load(std::memory_order_relaxed);
+  }
+  return n;
+}
+
+std::string Relay::health_json() const {
+  std::string per_worker;
+  for (auto& w : relay_workers_) {
+    if (!per_worker.empty()) {
+      per_worker += ",";
+    }
+    per_worker += std::to_string(w->sessions.load(std::memory_order_relaxed));
+  }
+  return "{\"status\":\"ok\",\"version\":\"" MOQD_VERSION_STRING "\",\"workers\":" +
+         std::to_string(relay_workers_.size()) + ",\"sessions\":" + std::to_string(session_count()) +
+         ",\"sessions_per_worker\":[" + per_worker + "]}\n";
+}
+
+}  // namespace moqd::relay

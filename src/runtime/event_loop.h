@@ -1,0 +1,104 @@
+#pragma once
+// One worker's event loop: epoll for fds, a timer wheel for timers, a deferred-task queue, and a
+// Waker whose eventfd other threads write to reach it. Everything but stop(), inject() and
+// waker().wake*() runs on the loop's own thread. now() is cached per iteration.
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "runtime/mailbox.h"
+#include "runtime/timer_wheel.h"
+
+namespace moqd::runtime {
+
+// Receives epoll events for one fd. Called from the loop only, never for an fd already removed.
+class IoHandler {
+ public:
+  virtual ~IoHandler() = default;
+  virtual void on_io(uint32_t epoll_events) = 0;
+};
+
+// Extra work the loop polls every iteration (Workers' mailboxes). is_ready() is checked after
+// Waker::prepare_sleep(), so a producer that publishes and then calls wake_if_sleeping() is never
+// missed.
+class PollSource {
+ public:
+  virtual ~PollSource() = default;
+  virtual bool is_ready() = 0;
+  virtual void poll() = 0;
+};
+
+class EventLoop final : public Clock, public Timers {
+ public:
+  EventLoop();
+  ~EventLoop() override;
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Watches `fd` for `events` (EPOLLIN, EPOLLOUT, ...; level-triggered unless EPOLLET is given).
+  // `h` must stay valid until remove(fd).
+  Status add(int fd, uint32_t events, IoHandler* h);
+  Status modify(int fd, uint32_t events, IoHandler* h);
+  // Stops watching `fd`; its handler is not called again, not even for an event already
+  // returned in the current batch. Does not close the fd. Unknown fds are ignored.
+  void remove(int fd);
+
+  // Runs `fn` on this loop after the current callback returns (never from inside defer()).
+  void defer(std::function<void()> fn);
+  // Runs `fn` on this loop; callable from any thread (mutex-protected: control traffic only).
+  void inject(std::function<void()> fn);
+
+  TimerId schedule(Duration delay, std::function<void()> fn) override;
+  void cancel(TimerId id) override;
+  Instant now() const override { return now_; }
+
+  // Runs until stop(). stop() is thread-safe; a stop() before run() makes run() return at once.
+  void run();
+  void stop();
+  // Runs iterations until `pred` holds or `deadline` (wall time) passes; returns pred(). Tests.
+  bool run_until(const std::function<bool()>& pred, Duration deadline);
+  // One iteration, blocking at most `max_wait` for events.
+  void run_once(Duration max_wait);
+
+  Waker& waker() { return waker_; }
+  // `s` must outlive the loop or be removed before it is destroyed.
+  void add_poll_source(PollSource* s);
+  void remove_poll_source(PollSource* s);
+
+ private:
+  struct Registration {
+    IoHandler* handler = nullptr;
+    uint32_t gen = 0;
+  };
+  static constexpr int kMaxEvents = 256;
+
+  Status control(int op, int fd, uint32_t events, IoHandler* h);
+  bool has_ready_work();
+  int wait_timeout_ms(Duration max_wait);
+  void dispatch(const epoll_event& ev);
+  void run_deferred();
+  void run_injected();
+  void refresh_now();
+
+  int epfd_ = -1;
+  Waker waker_;
+  Instant now_;
+  TimerWheel timers_;
+  uint32_t next_gen_ = 1;
+  std::vector<Registration> regs_;  // indexed by fd
+  std::vector<std::function<void()>> deferred_;
+  std::vector<std::function<void()>> running_;
+  std::vector<PollSource*> sources_;
+  std::atomic<bool> stop_{false};
+  std::mutex inject_mu_;
+  std::vector<std::function<void()>> injected_;  // guarded by inject_mu_
+  std::atomic<bool> injected_pending_{false};
+};
+
+}  // namespace moqd::runtime

@@ -1,0 +1,141 @@
+#include "runtime/event_loop.h"
+
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace moqd::runtime {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class EventLoopTest : public ::testing::Test {
+ protected:
+  EventLoop loop_;
+};
+
+TEST_F(EventLoopTest, RunUntilReturnsOncePredicateHolds) {
+  bool fired = false;
+  loop_.schedule(milliseconds(5), [&] { fired = true; });
+  EXPECT_TRUE(loop_.run_until([&] { return fired; }, seconds(5)));
+}
+
+TEST_F(EventLoopTest, RunUntilGivesUpAtDeadline) {
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(loop_.run_until([] { return false; }, milliseconds(30)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(30));
+}
+
+TEST_F(EventLoopTest, TimersFireInOrderAndCancelWorks) {
+  std::vector<int> order;
+  loop_.schedule(milliseconds(20), [&] { order.push_back(2); });
+  TimerId gone = loop_.schedule(milliseconds(10), [&] { order.push_back(99); });
+  loop_.schedule(milliseconds(5), [&] { order.push_back(1); });
+  loop_.cancel(gone);
+  loop_.cancel(gone);
+  EXPECT_TRUE(loop_.run_until([&] { return order.size() == 2; }, seconds(5)));
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
+TEST_F(EventLoopTest, NowAdvancesAcrossIterations) {
+  Instant before = loop_.now();
+  bool fired = false;
+  loop_.schedule(milliseconds(3), [&] { fired = true; });
+  ASSERT_TRUE(loop_.run_until([&] { return fired; }, seconds(5)));
+  EXPECT_GE(loop_.now() - before, milliseconds(3));
+}
+
+TEST_F(EventLoopTest, DeferRunsAfterTheCurrentCallbackInOrder) {
+  std::vector<int> order;
+  loop_.schedule(Duration::zero(), [&] {
+    loop_.defer([&] {
+      order.push_back(2);
+      loop_.defer([&] { order.push_back(4); });
+    });
+    loop_.defer([&] { order.push_back(3); });
+    order.push_back(1);
+  });
+  EXPECT_TRUE(loop_.run_until([&] { return order.size() == 4; }, seconds(5)));
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 4}));
+}
+
+class EventFdHandler : public IoHandler {
+ public:
+  EventFdHandler() : fd(::eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~EventFdHandler() override { ::close(fd); }
+  void on_io(uint32_t) override {
+    ++calls;
+    if (on_call) {
+      on_call();
+    }
+  }
+  int fd;
+  int calls = 0;
+  std::function<void()> on_call;
+};
+
+TEST_F(EventLoopTest, RemovedFdHandlerIsNotCalledEvenInTheSameBatch) {
+  // Both fds are readable, so one epoll_wait returns both; whichever runs first removes the other.
+  EventFdHandler a;
+  EventFdHandler b;
+  a.on_call = [&] { loop_.remove(b.fd); loop_.remove(a.fd); };
+  b.on_call = [&] { loop_.remove(a.fd); loop_.remove(b.fd); };
+  ASSERT_TRUE(loop_.add(a.fd, EPOLLIN, &a));
+  ASSERT_TRUE(loop_.add(b.fd, EPOLLIN, &b));
+  EXPECT_TRUE(loop_.run_until([&] { return a.calls + b.calls > 0; }, seconds(5)));
+  loop_.run_until([] { return false; }, milliseconds(20));
+  EXPECT_EQ(a.calls + b.calls, 1);
+}
+
+TEST_F(EventLoopTest, FdReaddedInTheSameBatchDropsTheStaleEvent) {
+  EventFdHandler a;
+  EventFdHandler b;
+  EventFdHandler c;  // replaces b's registration under a new generation
+  a.on_call = [&] {
+    loop_.remove(a.fd);
+    loop_.remove(b.fd);
+    int dup = ::dup2(c.fd, b.fd);
+    ASSERT_EQ(dup, b.fd);
+    ASSERT_TRUE(loop_.add(b.fd, EPOLLIN, &c));
+  };
+  b.on_call = a.on_call;
+  ASSERT_TRUE(loop_.add(a.fd, EPOLLIN, &a));
+  ASSERT_TRUE(loop_.add(b.fd, EPOLLIN, &b));
+  ASSERT_TRUE(loop_.run_until([&] { return a.calls + b.calls > 0; }, seconds(5)));
+  EXPECT_EQ(a.calls + b.calls, 1);
+  EXPECT_TRUE(loop_.run_until([&] { return c.calls > 0; }, seconds(5)));
+  EXPECT_EQ(b.calls, a.calls == 1 ? 0 : 1);
+  loop_.remove(b.fd);
+}
+
+TEST_F(EventLoopTest, AddRejectsBadFdAndModifyRejectsUnknownFd) {
+  EventFdHandler a;
+  EXPECT_FALSE(loop_.add(-1, EPOLLIN, &a));
+  EXPECT_FALSE(loop_.modify(a.fd, EPOLLIN, &a));
+  loop_.remove(a.fd);  // unknown: ignored
+}
+
+TEST_F(EventLoopTest, InjectAndStopFromAnotherThread) {
+  std::atomic<bool> ran{false};
+  std::thread other([&] {
+    loop_.inject([&] { ran.store(true); });
+    loop_.inject([&] { loop_.stop(); });
+  });
+  loop_.run();
+  other.join();
+  EXPECT_TRUE(ran.load());
+}
+
+TEST_F(EventLoopTest, StopBeforeRunReturnsAtOnce) {
+  loop_.stop();
+  loop_.run();
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace moqd::runtime

@@ -1,0 +1,114 @@
+#include "runtime/mailbox.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <thread>
+#include <vector>
+
+namespace moqd::runtime {
+namespace {
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+TEST(MailboxTest, TryPushFailsWhenFullAndLeavesTheTask) {
+  Waker consumer;
+  Mailbox box(4, consumer);
+  EXPECT_EQ(box.capacity(), 4u);
+  int ran = 0;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(box.try_push([&] { ++ran; }));
+  }
+  Task extra = [&] { ran += 100; };
+  EXPECT_FALSE(box.try_push(std::move(extra)));
+  ASSERT_TRUE(extra);  // untouched: the caller still owns it
+  EXPECT_EQ(box.drain(), 4u);
+  EXPECT_EQ(ran, 4);
+  EXPECT_TRUE(box.try_push(std::move(extra)));
+  EXPECT_EQ(box.drain(), 1u);
+  EXPECT_EQ(ran, 104);
+}
+
+TEST(MailboxTest, CapacityRoundsUpToPowerOfTwo) {
+  Waker consumer;
+  Mailbox box(5, consumer);
+  EXPECT_EQ(box.capacity(), 8u);
+}
+
+TEST(MailboxTest, PopsInPushOrderAndDrainHonoursMax) {
+  Waker consumer;
+  Mailbox box(16, consumer);
+  std::vector<int> got;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(box.try_push([&, i] { got.push_back(i); }));
+  }
+  EXPECT_EQ(box.drain(3), 3u);
+  EXPECT_EQ(got, (std::vector<int>{0, 1, 2}));
+  Task t;
+  ASSERT_TRUE(box.try_pop(t));
+  t();
+  EXPECT_EQ(box.drain(), 6u);
+  EXPECT_TRUE(box.empty());
+  EXPECT_EQ(got, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+TEST(MailboxTest, WakesTheConsumerOnlyWhenItMaySleep) {
+  Waker consumer;
+  Mailbox box(8, consumer);
+  ASSERT_TRUE(box.try_push([] {}));
+  EXPECT_FALSE(readable(consumer.fd())) << "awake consumer was signalled";
+  consumer.prepare_sleep();
+  ASSERT_TRUE(box.try_push([] {}));
+  EXPECT_TRUE(readable(consumer.fd()));
+  consumer.awake();
+  consumer.drain();
+  EXPECT_FALSE(readable(consumer.fd()));
+}
+
+TEST(MailboxTest, DrainWakesAProducerWaitingForSpace) {
+  Waker consumer;
+  Waker producer;
+  Mailbox box(2, consumer, &producer);
+  ASSERT_TRUE(box.try_push([] {}));
+  ASSERT_TRUE(box.try_push([] {}));
+  ASSERT_FALSE(box.has_space());
+  box.wait_for_space();
+  EXPECT_FALSE(readable(producer.fd()));
+  box.drain(1);
+  EXPECT_TRUE(readable(producer.fd()));
+  EXPECT_TRUE(box.has_space());
+}
+
+TEST(MailboxTest, CrossThreadTasksArriveInOrder) {
+  Waker consumer;
+  Mailbox box(64, consumer);
+  constexpr int kTasks = 200'000;
+  std::vector<int> got;
+  got.reserve(kTasks);
+  std::thread producer([&] {
+    for (int i = 0; i < kTasks; ++i) {
+      Task t = [&got, i] { got.push_back(i); };
+      while (!box.try_push(std::move(t))) {
+        std::this_thread::yield();
+      }
+    }
+  });
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (got.size() < kTasks && std::chrono::steady_clock::now() < deadline) {
+    if (box.drain() == 0) {
+      std::this_thread::yield();
+    }
+  }
+  producer.join();
+  box.drain();
+  ASSERT_EQ(got.size(), static_cast<size_t>(kTasks));
+  for (int i = 0; i < kTasks; ++i) {
+    ASSERT_EQ(got[i], i);
+  }
+}
+
+}  // namespace
+}  // namespace moqd::runtime

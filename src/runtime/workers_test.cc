@@ -1,0 +1,144 @@
+#include "runtime/workers.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+#include <vector>
+
+namespace moqd::runtime {
+namespace {
+
+constexpr auto kDeadline = std::chrono::seconds(30);
+
+TEST(WorkersTest, InitRunsOnEachWorkerThreadWithItsIndex) {
+  Workers workers(3);
+  std::vector<std::promise<size_t>> seen(3);
+  workers.start([&](size_t i) { seen[i].set_value(workers.current()); });
+  for (size_t i = 0; i < 3; ++i) {
+    auto f = seen[i].get_future();
+    ASSERT_EQ(f.wait_for(kDeadline), std::future_status::ready);
+    EXPECT_EQ(f.get(), i);
+  }
+  EXPECT_EQ(workers.current(), SIZE_MAX);
+  EXPECT_EQ(workers.size(), 3u);
+  workers.stop_and_join();
+}
+
+TEST(WorkersTest, PostFromMainThreadRunsOnThatWorker) {
+  Workers workers(2);
+  workers.start();
+  std::promise<size_t> on0;
+  std::promise<size_t> on1;
+  workers.post(0, [&] { on0.set_value(workers.current()); });
+  workers.post(1, [&] { on1.set_value(workers.current()); });
+  auto f0 = on0.get_future();
+  auto f1 = on1.get_future();
+  ASSERT_EQ(f0.wait_for(kDeadline), std::future_status::ready);
+  ASSERT_EQ(f1.wait_for(kDeadline), std::future_status::ready);
+  EXPECT_EQ(f0.get(), 0u);
+  EXPECT_EQ(f1.get(), 1u);
+}
+
+// A tiny ring forces most tasks through the sender's overflow queue.
+TEST(WorkersTest, ManyTasksBetweenWorkersArriveInOrderThroughOverflow) {
+  constexpr int kTasks = 100'000;
+  Workers workers(2, 8);
+  workers.start();
+  std::vector<int> got;  // touched only on w1
+  got.reserve(kTasks);
+  std::promise<bool> done;
+  workers.post(0, [&] {
+    for (int i = 0; i < kTasks; ++i) {
+      workers.post(1, [&, i] {
+        got.push_back(i);
+        if (got.size() == kTasks) {
+          bool ordered = true;
+          for (int k = 0; k < kTasks; ++k) {
+            ordered = ordered && got[k] == k;
+          }
+          done.set_value(ordered);
+        }
+      });
+    }
+  });
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(kDeadline), std::future_status::ready);
+  EXPECT_TRUE(f.get());
+}
+
+TEST(WorkersTest, TrafficBothWaysWithFullRingsDoesNotDeadlock) {
+  constexpr int kTasks = 50'000;
+  Workers workers(3, 4);
+  workers.start();
+  std::atomic<int> received{0};
+  std::promise<void> done;
+  for (size_t from = 0; from < 3; ++from) {
+    workers.post(from, [&, from] {
+      for (int i = 0; i < kTasks; ++i) {
+        workers.post((from + 1 + i % 2) % 3, [&] {
+          if (received.fetch_add(1) + 1 == 3 * kTasks) {
+            done.set_value();
+          }
+        });
+      }
+    });
+  }
+  ASSERT_EQ(done.get_future().wait_for(kDeadline), std::future_status::ready);
+}
+
+TEST(WorkersTest, PostToSelfRunsAfterTheCurrentTask) {
+  Workers workers(2);
+  workers.start();
+  std::vector<int> order;  // touched only on w1
+  std::promise<std::vector<int>> done;
+  workers.post(1, [&] {
+    workers.post(1, [&] {
+      order.push_back(2);
+      done.set_value(order);
+    });
+    order.push_back(1);
+  });
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(kDeadline), std::future_status::ready);
+  EXPECT_EQ(f.get(), (std::vector<int>{1, 2}));
+}
+
+TEST(WorkersTest, RoundTripBetweenWorkers) {
+  Workers workers(2);
+  workers.start();
+  std::promise<size_t> back;
+  workers.post(0, [&] {
+    workers.post(1, [&] { workers.post(0, [&] { back.set_value(workers.current()); }); });
+  });
+  auto f = back.get_future();
+  ASSERT_EQ(f.wait_for(kDeadline), std::future_status::ready);
+  EXPECT_EQ(f.get(), 0u);
+}
+
+TEST(WorkersTest, StopAndJoinIsIdempotentAndDestroysQueuedTasks) {
+  Workers workers(2, 2);
+  workers.start();
+  workers.stop_and_join();
+  workers.stop_and_join();
+  workers.post(1, [] { FAIL() << "ran after stop"; });
+  SUCCEED();
+}
+
+TEST(WorkersTest, TimersRunOnTheWorkerLoop) {
+  Workers workers(2);
+  workers.start();
+  std::promise<size_t> fired;
+  workers.post(1, [&] {
+    workers.loop(1).schedule(std::chrono::milliseconds(2),
+                             [&] { fired.set_value(workers.current()); });
+  });
+  auto f = fired.get_future();
+  ASSERT_EQ(f.wait_for(kDeadline), std::future_status::ready);
+  EXPECT_EQ(f.get(), 1u);
+}
+
+}  // namespace
+}  // namespace moqd::runtime

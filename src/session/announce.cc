@@ -1,0 +1,190 @@
+// Announce streams in both directions.
+#include "base/log.h"
+#include "model/path.h"
+#include "session/handlers.h"
+
+namespace moqd::session {
+
+AnnounceResponder::AnnounceResponder(Session& s, transport::Stream& stream) : StreamHandler(s) {
+  attach(stream);
+}
+
+AnnounceResponder::~AnnounceResponder() { stop(); }
+
+void AnnounceResponder::stop() {
+  if (listening_) {
+    session_.origin().remove_listener(this);
+    listening_ = false;
+    session_.set_announce_stream_count(session_.announce_stream_count() - 1);
+  }
+}
+
+void AnnounceResponder::on_session_closed() {
+  stop();
+  StreamHandler::on_session_closed();
+}
+
+void AnnounceResponder::on_readable() {
+  if (stream_ == nullptr) {
+    return;
+  }
+  if (!full_prefix_) {
+    auto please = read_message<wire::AnnouncePlease>([&](auto in) {
+      return wire::decode_announce_please(*session_.version(), in, session_.config().decode);
+    });
+    if (!please) {
+      return;
+    }
+    std::string full = session_.to_full(please->prefix);
+    if (!session_.handler().authorize(Action::kSubscribe, full, session_.config().query)) {
+      MOQD_LOG(kInfo, "session %llu announce refused prefix=%s code=%u (unauthorized)",
+               static_cast<unsigned long long>(session_.id()), full.c_str(),
+               static_cast<unsigned>(ErrorCode::kUnauthorized));
+      stream_->reset(static_cast<uint64_t>(ErrorCode::kUnauthorized));
+      finish();
+      return;
+    }
+    if (session_.announce_stream_count() >= session_.config().limits.max_announce_streams) {
+      stream_->reset(static_cast<uint64_t>(ErrorCode::kBoundsExceeded));
+      finish();
+      return;
+    }
+    session_.set_announce_stream_count(session_.announce_stream_count() + 1);
+    full_prefix_ = full;
+    collecting_init_ = !wire::is_lite03_plus(*session_.version());
+    listening_ = true;
+    session_.origin().add_listener(full, this);
+    if (collecting_init_) {
+      collecting_init_ = false;
+      std::vector<uint8_t> out;
+      wire::encode(*session_.version(), wire::AnnounceInit{std::move(init_suffixes_)}, out);
+      init_suffixes_.clear();
+      write_bytes(std::move(out));
+    }
+  }
+  if (stream_ == nullptr) {
+    return;
+  }
+  // Nothing more is expected from the peer; its FIN ends the stream.
+  stream_->consume(stream_->peek().size());
+  if (stream_->is_fin_received()) {
+    stop();
+    stream_->finish();
+    finish();
+  }
+}
+
+void AnnounceResponder::on_announce(const std::string& path, bool active, uint64_t hops) {
+  if (stream_ == nullptr || !full_prefix_) {
+    return;
+  }
+  auto suffix = model::strip_prefix(*full_prefix_, path);
+  if (!suffix) {
+    return;
+  }
+  // Split horizon: never announce a broadcast back to the peer it came from. (A switch to another
+  // publisher arrives as ended-then-active, so the check on active is enough.)
+  if (active && session_.origin().active_source(path) == &session_) {
+    return;
+  }
+  // Each path alternates active/ended on the wire.
+  if (active == (active_.count(path) != 0)) {
+    return;
+  }
+  if (active) {
+    active_.insert(path);
+  } else {
+    active_.erase(path);
+  }
+  if (collecting_init_) {
+    init_suffixes_.emplace_back(*suffix);
+    return;
+  }
+  MOQD_LOG(kDebug, "session %llu announce %s %s", static_cast<unsigned long long>(session_.id()),
+           active ? "active" : "ended", path.c_str());
+  wire::Announce m;
+  m.active = active;
+  m.suffix = std::string(*suffix);
+  m.hops.assign(hops, 0);
+  std::vector<uint8_t> out;
+  wire::encode(*session_.version(), m, out);
+  write_bytes(std::move(out));
+}
+
+AnnounceRequester::AnnounceRequester(Session& s, transport::Stream& stream, std::string prefix)
+    : StreamHandler(s), prefix_(model::normalize_path(prefix)) {
+  attach(stream);
+  std::vector<uint8_t> out;
+  out.push_back(static_cast<uint8_t>(wire::BidiType::kAnnounce));
+  wire::encode(*s.version(), wire::AnnouncePlease{prefix_, 0}, out);
+  write_bytes(std::move(out));
+}
+
+void AnnounceRequester::on_session_closed() {
+  active_.clear();  // the session withdraws everything the peer announced
+  StreamHandler::on_session_closed();
+}
+
+void AnnounceRequester::on_readable() {
+  const wire::Version v = *session_.version();
+  while (stream_ != nullptr && !stream_->peek().empty()) {
+    if (!wire::is_lite03_plus(v) && !got_init_) {
+      auto init = read_message<wire::AnnounceInit>([&](auto in) {
+        return wire::decode_announce_init(v, in, session_.config().decode);
+      });
+      if (!init) {
+        return;
+      }
+      got_init_ = true;
+      for (const auto& suffix : init->suffixes) {
+        apply(suffix, true, 0);
+      }
+      continue;
+    }
+    auto m = read_message<wire::Announce>([&](auto in) {
+      return wire::decode_announce(v, in, session_.config().decode);
+    });
+    if (!m) {
+      return;
+    }
+    apply(m->suffix, m->active, m->hops.size());
+  }
+  if (stream_ != nullptr && stream_->is_fin_received()) {
+    withdraw_all();
+    stream_->finish();
+    finish();
+  }
+}
+
+void AnnounceRequester::apply(const std::string& suffix, bool active, uint64_t hops) {
+  std::string full = session_.to_full(model::join_path(prefix_, suffix));
+  MOQD_LOG(kDebug, "session %llu peer announced %s %s", static_cast<unsigned long long>(session_.id()),
+           active ? "active" : "ended", full.c_str());
+  if (active && !session_.handler().authorize(Action::kPublish, full, session_.config().query)) {
+    MOQD_LOG(kInfo, "session %llu publish refused path=%s code=%u (unauthorized)",
+             static_cast<unsigned long long>(session_.id()), full.c_str(),
+             static_cast<unsigned>(ErrorCode::kUnauthorized));
+    return;
+  }
+  if (active) {
+    active_.insert(full);
+  } else if (active_.erase(full) == 0) {
+    return;
+  }
+  session_.announce_from_peer(full, active, hops + 1);
+}
+
+void AnnounceRequester::withdraw_all() {
+  auto active = std::move(active_);
+  active_.clear();
+  for (const auto& full : active) {
+    session_.announce_from_peer(full, false, 0);
+  }
+}
+
+void AnnounceRequester::on_reset(uint64_t) {
+  withdraw_all();
+  finish();
+}
+
+}  // namespace moqd::session

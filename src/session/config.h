@@ -1,0 +1,67 @@
+#pragma once
+// Configuration of one MoQ session, and the hooks it calls into its owner (the relay or the
+// client). One worker thread.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "model/origin.h"
+#include "wire/lite.h"
+#include "wire/version.h"
+
+namespace moqd::session {
+
+enum class Role { kServer, kClient };
+
+// What the auth hook is asked about.
+enum class Action { kConnect, kPublish, kSubscribe };
+
+struct SessionLimits {
+  uint64_t max_frame_size = 16ull << 20;        // bytes in one frame (--max-frame-size)
+  size_t max_subscriptions = 1024;              // open downstream subscriptions per session
+  size_t max_announce_streams = 64;             // open ANNOUNCE_PLEASE streams per session
+  size_t max_announced_paths = 4096;            // broadcasts one session may publish
+  uint64_t max_backlog_bytes = 8ull << 20;      // per subscription, before oldest groups drop
+  Duration max_backlog_age = std::chrono::seconds(10);  // idem, by the oldest group's age
+  Duration stall_timeout = std::chrono::seconds(30);    // no progress with data queued: close
+  Duration setup_timeout = std::chrono::seconds(10);    // SETUP must complete within this
+};
+
+struct SessionConfig {
+  Role role = Role::kServer;
+  wire::VersionSet versions = wire::VersionSet::all();
+  SessionLimits limits;
+  wire::DecodeLimits decode;
+  // The session's root (the URL path, normalised): the peer sees paths relative to it.
+  std::string root;
+  // The query string of the URL, for the auth hook.
+  std::string query;
+  // When set, right after setup the session opens an Announce stream asking the peer for
+  // broadcasts under this prefix (relative to root) and publishes what it learns into the origin.
+  std::optional<std::string> discover_prefix = std::string();
+  // Priority used for SUBSCRIBE sent upstream.
+  uint8_t upstream_priority = 128;
+};
+
+// The session's owner.
+class SessionHandler {
+ public:
+  virtual ~SessionHandler() = default;
+  // Auth hook: may the peer do `action` on `path` (full path, root included)? Called at accept
+  // (path = root), publish (each announced path) and subscribe (the broadcast path).
+  virtual bool authorize(Action action, std::string_view path, std::string_view query) = 0;
+  // The session negotiated `version` and is live.
+  virtual void on_session_ready(wire::Version version) = 0;
+  // The peer announced or withdrew `path` (full). The default puts it into the origin; the relay
+  // also tells its other workers.
+  virtual void on_peer_announce(const std::string& path, bool active, uint64_t hops,
+                                model::BroadcastSource& source) = 0;
+  // The session is over. The handler may destroy the session from here (the session does not
+  // touch itself after this call).
+  virtual void on_session_closed(Error reason) = 0;
+};
+
+}  // namespace moqd::session

@@ -1,0 +1,191 @@
+#pragma once
+// The per-stream state machines of a moq-lite session. Internal to the session layer.
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "model/group.h"
+#include "model/origin.h"
+#include "model/track.h"
+#include "session/session.h"
+
+namespace moqd::session {
+
+// A stream whose type is not known yet: waits for the type (a varint on bidi streams, a byte on
+// uni streams) and hands the stream to the handler for that type.
+class PendingStream final : public StreamHandler {
+ public:
+  PendingStream(Session& s, transport::Stream& stream);
+  void on_readable() override;
+};
+
+// Server side of the compat SETUP (0x20/0x21) on the first bidi stream; the stream then stays open
+// as the lite-01/02 session stream (SESSION_INFO is read and ignored; it is never reset).
+class SetupServer final : public StreamHandler {
+ public:
+  SetupServer(Session& s, transport::Stream& stream);
+  void on_readable() override;
+  void on_reset(uint64_t code) override;
+
+ private:
+  bool done_ = false;
+};
+
+// Client side of the compat SETUP.
+class SetupClient final : public StreamHandler {
+ public:
+  SetupClient(Session& s, transport::Stream& stream);
+  void on_readable() override;
+  void on_reset(uint64_t code) override;
+
+ private:
+  bool done_ = false;
+};
+
+// A lite-03+ PROBE stream opened by the peer: kept open and drained; never reset, because
+// @moq/lite 0.2.2 treats a reset probe stream as fatal.
+class ProbeHolder final : public StreamHandler {
+ public:
+  ProbeHolder(Session& s, transport::Stream& stream);
+  void on_readable() override;
+  void on_reset(uint64_t) override {}
+  void on_stop_sending(uint64_t) override {}
+};
+
+// The peer asked for announcements (ANNOUNCE_PLEASE): we publish the origin's paths under its
+// prefix, then live changes, alternating active/ended per path.
+class AnnounceResponder final : public StreamHandler, public model::AnnounceListener {
+ public:
+  AnnounceResponder(Session& s, transport::Stream& stream);
+  ~AnnounceResponder() override;
+  void on_readable() override;
+  void on_announce(const std::string& path, bool active, uint64_t hops) override;
+  void on_session_closed() override;
+
+ private:
+  void stop();
+
+  std::optional<std::string> full_prefix_;
+  bool collecting_init_ = false;
+  std::vector<std::string> init_suffixes_;
+  std::set<std::string> active_;
+  bool listening_ = false;
+};
+
+// We asked the peer for announcements: its broadcasts go into the origin with the session as
+// their source.
+class AnnounceRequester final : public StreamHandler {
+ public:
+  AnnounceRequester(Session& s, transport::Stream& stream, std::string prefix);
+  void on_readable() override;
+  void on_reset(uint64_t code) override;
+  void on_session_closed() override;
+
+ private:
+  void apply(const std::string& suffix, bool active, uint64_t hops);
+  void withdraw_all();
+
+  std::string prefix_;
+  bool got_init_ = false;
+  std::set<std::string> active_;  // full paths
+};
+
+// One downstream subscription: the peer's SUBSCRIBE stream, a listener on the origin's track, and
+// a uni stream per group being forwarded.
+class Subscription final : public StreamHandler, public model::TrackListener {
+ public:
+  Subscription(Session& s, transport::Stream& stream);
+  ~Subscription() override;
+  void on_readable() override;
+  void on_reset(uint64_t code) override;
+  void on_stop_sending(uint64_t code) override;
+  void on_session_closed() override;
+  void on_track_data(model::Track& track) override;
+  void on_track_ended(model::Track& track, Error reason) override;
+
+  // Writes what the transport will take; opens streams for new groups.
+  void pump();
+  // True when data is waiting and nothing moved for `stall`.
+  bool is_stalled(Instant now, Duration stall) const;
+
+  class GroupWriter;
+
+ private:
+  void start(const wire::Subscribe& req);
+  void collect_new_groups();
+  bool open_writers();
+  void drop_old_groups();
+  void write_group(GroupWriter& w);
+  void remove_writer(GroupWriter* w);
+  void end_subscription();
+  bool wants_group(const model::Group& g) const;
+  bool has_waiting_data() const;
+  uint64_t send_order(uint64_t sequence) const;
+
+  wire::Subscribe req_;
+  bool started_ = false;
+  bool unsubscribed_ = false;
+  bool track_ended_ = false;
+  bool fin_sent_ = false;
+  model::Track* track_ = nullptr;
+  uint64_t next_arrival_ = 0;  // groups of the track with arrival >= this are still to come
+  std::deque<model::GroupRef> pending_;  // groups waiting for a stream
+  std::vector<std::unique_ptr<GroupWriter>> writers_;
+  Instant last_progress_;
+  bool pumping_ = false;
+  bool idle_ = true;
+};
+
+// An upstream subscription: the track source for one (broadcast, track) of the peer's broadcasts.
+// Owned by the Session (one per track name, reused across start/stop).
+class UpstreamTrack final : public model::TrackSource, public transport::StreamVisitor {
+ public:
+  UpstreamTrack(Session& s, std::string path, std::string name);
+  ~UpstreamTrack() override;
+  void start_track(model::Track& track) override;
+  void stop_track(model::Track& track) override;
+  void on_readable() override;
+  void on_writable() override {}
+  void on_reset(uint64_t code) override;
+  void on_stop_sending(uint64_t code) override;
+  void on_session_closed();
+
+  model::Track* track() const { return track_; }
+  uint64_t id() const { return id_; }
+
+ private:
+  void release_stream();
+  void end_track(Error e);
+
+  Session& session_;
+  std::string path_;  // full
+  std::string name_;
+  model::Track* track_ = nullptr;
+  transport::Stream* stream_ = nullptr;
+  uint64_t id_ = 0;
+  bool got_ok_ = false;
+};
+
+// A group uni stream from the peer: GROUP header, then FRAMEs until FIN, written into the track
+// as chunks arrive (a large frame is forwarded before it is complete).
+class GroupReceiver final : public StreamHandler {
+ public:
+  GroupReceiver(Session& s, transport::Stream& stream);
+  void on_readable() override;
+  void on_reset(uint64_t code) override;
+  void on_stop_sending(uint64_t) override {}
+
+ private:
+  void abandon(ErrorCode code);
+  model::Track* track() const;
+
+  std::optional<uint64_t> upstream_id_;
+  model::GroupRef group_;
+  uint64_t frame_left_ = 0;
+  bool in_frame_ = false;
+};
+
+}  // namespace moqd::session

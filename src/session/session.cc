@@ -1,0 +1,295 @@
+#include "session/session.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "base/log.h"
+#include "model/path.h"
+#include "session/handlers.h"
+
+namespace moqd::session {
+namespace {
+std::atomic<uint64_t> g_next_session_id{1};
+
+const char* version_or_none(std::optional<wire::Version> v) {
+  return v ? wire::version_name(*v) : "none";
+}
+}  // namespace
+
+Session::Session(transport::Session& transport, SessionConfig config, model::Origin& origin,
+                 SessionHandler& handler, const Clock& clock, Timers& timers)
+    : transport_(transport),
+      config_(std::move(config)),
+      origin_(origin),
+      handler_(handler),
+      clock_(clock),
+      timers_(timers),
+      id_(g_next_session_id.fetch_add(1, std::memory_order_relaxed)) {
+  config_.root = model::normalize_path(config_.root);
+  transport_.set_visitor(this);
+}
+
+Session::~Session() {
+  timers_.cancel(setup_timer_);
+  timers_.cancel(stall_timer_);
+  timers_.cancel(sweep_timer_);
+  if (!closed_) {
+    closed_ = true;
+    transport_.set_visitor(nullptr);
+    for (auto& h : handlers_) {
+      h->on_session_closed();
+    }
+    for (auto& [key, u] : upstream_tracks_) {
+      u->on_session_closed();
+    }
+  }
+  auto announced = std::move(peer_announced_);
+  peer_announced_.clear();
+  for (const auto& path : announced) {
+    handler_.on_peer_announce(path, false, 0, *this);
+  }
+  handlers_.clear();
+  upstream_tracks_.clear();
+}
+
+std::string Session::to_full(std::string_view peer_path) const {
+  return model::join_path(config_.root, model::normalize_path(peer_path));
+}
+
+std::optional<std::string> Session::to_peer(std::string_view full_path) const {
+  auto rest = model::strip_prefix(config_.root, full_path);
+  if (!rest) {
+    return std::nullopt;
+  }
+  return std::string(*rest);
+}
+
+void Session::start() {
+  if (!handler_.authorize(Action::kConnect, config_.root, config_.query)) {
+    close(make_error(ErrorCode::kUnauthorized, "connect not authorized"));
+    return;
+  }
+  std::string_view protocol = transport_.protocol();
+  if (protocol == "moq-lite-03" || protocol == "moq-lite-04") {
+    auto v = wire::version_from_name(protocol);
+    if (!v || !config_.versions.contains(*v)) {
+      close(make_error(ErrorCode::kVersion, "protocol not enabled"));
+      return;
+    }
+    on_setup_complete(*v);
+    return;
+  }
+  if (!protocol.empty() && protocol != "moql") {
+    close(make_error(ErrorCode::kVersion, "unsupported protocol"));
+    return;
+  }
+  setup_timer_ = timers_.schedule(config_.limits.setup_timeout, [this] {
+    setup_timer_ = 0;
+    if (!version_) {
+      fail(make_error(ErrorCode::kTimeout, "setup not completed"));
+    }
+  });
+  if (config_.role == Role::kClient) {
+    open_setup_stream();
+  }
+}
+
+void Session::open_setup_stream() {
+  // Over qmux-00 no stream can be opened before the peer's transport parameters arrive; then
+  // on_streams_available() calls here again.
+  transport::Stream* stream = transport_.open_bidi();
+  if (stream == nullptr) {
+    setup_waits_for_stream_ = true;
+    return;
+  }
+  setup_waits_for_stream_ = false;
+  adopt<SetupClient>(*stream);
+}
+
+void Session::on_setup_complete(wire::Version version) {
+  version_ = version;
+  timers_.cancel(setup_timer_);
+  setup_timer_ = 0;
+  MOQD_LOG(kInfo, "session %llu start peer=%s transport=%s version=%s path=/%s",
+           static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
+           std::string(transport_.kind()).c_str(), wire::version_name(version),
+           config_.root.c_str());
+  Duration period = std::max<Duration>(config_.limits.stall_timeout / 4, std::chrono::milliseconds(50));
+  stall_timer_ = timers_.schedule(period, [this] { check_stalls(); });
+  if (config_.discover_prefix) {
+    open_discovery();
+  }
+  handler_.on_session_ready(version);
+}
+
+void Session::open_discovery() {
+  transport::Stream* stream = transport_.open_bidi();
+  if (stream == nullptr) {
+    fail(make_error(ErrorCode::kTransport, "cannot open announce stream"));
+    return;
+  }
+  adopt<AnnounceRequester>(*stream, *config_.discover_prefix);
+}
+
+void Session::close(Error reason) {
+  if (closed_) {
+    return;
+  }
+  MOQD_LOG(kInfo, "session %llu closing peer=%s version=%s code=%u (%s) detail=%s",
+           static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
+           version_or_none(version_), static_cast<unsigned>(reason.code),
+           error_code_name(reason.code), reason.detail);
+  transport_.close(static_cast<uint64_t>(reason.code), reason.detail);
+}
+
+void Session::fail(Error e) { close(e); }
+
+void Session::on_incoming_stream(transport::Stream& stream) {
+  if (closed_) {
+    return;
+  }
+  adopt<PendingStream>(stream);
+}
+
+void Session::on_streams_available() {
+  if (setup_waits_for_stream_) {
+    open_setup_stream();
+  }
+  auto waiting = std::move(waiting_for_streams_);
+  waiting_for_streams_.clear();
+  for (Subscription* s : waiting) {
+    s->pump();
+  }
+}
+
+void Session::wait_for_streams(Subscription* s) {
+  if (std::find(waiting_for_streams_.begin(), waiting_for_streams_.end(), s) ==
+      waiting_for_streams_.end()) {
+    waiting_for_streams_.push_back(s);
+  }
+}
+
+void Session::forget_subscription(Subscription* s) {
+  std::erase(subscriptions_, s);
+  std::erase(waiting_for_streams_, s);
+}
+
+void Session::forget_upstream(UpstreamTrack* u) {
+  for (auto it = upstreams_.begin(); it != upstreams_.end(); ++it) {
+    if (it->second == u) {
+      upstreams_.erase(it);
+      return;
+    }
+  }
+}
+
+UpstreamTrack* Session::upstream_by_id(uint64_t id) {
+  auto it = upstreams_.find(id);
+  return it == upstreams_.end() ? nullptr : it->second;
+}
+
+void Session::on_closed(uint64_t code, std::string_view reason) {
+  if (closed_) {
+    return;
+  }
+  {
+    MOQD_LOG(kInfo, "session %llu end peer=%s version=%s code=%llu reason=%.*s",
+             static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
+             version_or_none(version_), static_cast<unsigned long long>(code),
+             static_cast<int>(reason.size()), reason.data());
+  }
+  closed_ = true;
+  for (auto& h : handlers_) {
+    h->on_session_closed();
+  }
+  for (auto& [key, u] : upstream_tracks_) {
+    u->on_session_closed();
+  }
+  auto announced = std::move(peer_announced_);
+  peer_announced_.clear();
+  for (const auto& path : announced) {
+    handler_.on_peer_announce(path, false, 0, *this);
+  }
+  ErrorCode ec = code <= static_cast<uint64_t>(ErrorCode::kGoingAway) ? static_cast<ErrorCode>(code)
+                                                                        : ErrorCode::kTransport;
+  handler_.on_session_closed(make_error(ec, "session closed"));
+}
+
+model::TrackSource& Session::track_source(const std::string& path, const std::string& name) {
+  auto key = std::make_pair(path, name);
+  auto it = upstream_tracks_.find(key);
+  if (it == upstream_tracks_.end()) {
+    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamTrack>(*this, path, name)).first;
+  }
+  return *it->second;
+}
+
+void Session::announce_from_peer(const std::string& full, bool active, uint64_t hops) {
+  auto it = std::find(peer_announced_.begin(), peer_announced_.end(), full);
+  if (active) {
+    if (it != peer_announced_.end()) {
+      return;
+    }
+    if (peer_announced_.size() >= config_.limits.max_announced_paths) {
+      fail(make_error(ErrorCode::kBoundsExceeded, "too many announced broadcasts"));
+      return;
+    }
+    peer_announced_.push_back(full);
+  } else {
+    if (it == peer_announced_.end()) {
+      return;
+    }
+    peer_announced_.erase(it);
+  }
+  handler_.on_peer_announce(full, active, hops, *this);
+}
+
+void Session::retire(StreamHandler* h) {
+  if (h->retired_) {
+    return;
+  }
+  h->retired_ = true;
+  retired_.push_back(h);
+  if (sweep_timer_ == 0) {
+    sweep_timer_ = timers_.schedule(Duration::zero(), [this] {
+      sweep_timer_ = 0;
+      sweep();
+    });
+  }
+}
+
+void Session::sweep() {
+  auto retired = std::move(retired_);
+  retired_.clear();
+  for (StreamHandler* h : retired) {
+    std::erase_if(handlers_, [h](const auto& p) { return p.get() == h; });
+  }
+}
+
+void Session::check_stalls() {
+  stall_timer_ = 0;
+  Instant now = clock_.now();
+  for (Subscription* s : subscriptions_) {
+    if (s->is_stalled(now, config_.limits.stall_timeout)) {
+      fail(make_error(ErrorCode::kTimeout, "subscriber made no progress within stall timeout"));
+      return;
+    }
+  }
+  Duration period = std::max<Duration>(config_.limits.stall_timeout / 4, std::chrono::milliseconds(50));
+  stall_timer_ = timers_.schedule(period, [this] { check_stalls(); });
+}
+
+// --- StreamHandler ---
+
+StreamHandler::~StreamHandler() = default;
+
+void StreamHandler::finish() {
+  if (stream_ != nullptr) {
+    stream_->set_visitor(nullptr);
+    stream_->release();
+    stream_ = nullptr;
+  }
+  session_.retire(this);
+}
+
+}  // namespace moqd::session

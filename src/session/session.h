@@ -1,0 +1,175 @@
+#pragma once
+// A moq-lite session (drafts 01..04) over one transport session, for either role. It is symmetric:
+// it serves the peer's ANNOUNCE_PLEASE and SUBSCRIBE streams from the origin, and it learns the
+// peer's broadcasts (its own ANNOUNCE_PLEASE) and feeds the origin's tracks from the peer
+// (its own SUBSCRIBEs). The relay and the `moq` client both use it. One worker thread; owned by
+// the connection that owns the transport session; destroyed at the latest inside
+// SessionHandler::on_session_closed.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "model/origin.h"
+#include "session/config.h"
+#include "transport/transport.h"
+#include "wire/lite.h"
+
+namespace moqd::session {
+
+class StreamHandler;
+class Subscription;
+class UpstreamTrack;
+class AnnounceRequester;
+
+class Session final : public transport::SessionVisitor, public model::BroadcastSource {
+ public:
+  Session(transport::Session& transport, SessionConfig config, model::Origin& origin,
+          SessionHandler& handler, const Clock& clock, Timers& timers);
+  ~Session() override;
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Starts the handshake (client: CLIENT_SETUP or nothing for lite-03+; server: waits).
+  void start();
+  // Closes the transport session with `reason`; on_session_closed follows.
+  void close(Error reason);
+
+  uint64_t id() const { return id_; }
+  std::optional<wire::Version> version() const { return version_; }
+  bool is_ready() const { return version_.has_value(); }
+  const SessionConfig& config() const { return config_; }
+  transport::Session& transport() { return transport_; }
+  model::Origin& origin() { return origin_; }
+  SessionHandler& handler() { return handler_; }
+  const Clock& clock() const { return clock_; }
+  Timers& timers() { return timers_; }
+
+  // Path conversions between the peer's view (relative to root) and the origin's (full).
+  std::string to_full(std::string_view peer_path) const;
+  std::optional<std::string> to_peer(std::string_view full_path) const;
+
+  // transport::SessionVisitor
+  void on_incoming_stream(transport::Stream& stream) override;
+  void on_streams_available() override;
+  void on_closed(uint64_t code, std::string_view reason) override;
+
+  // model::BroadcastSource: tracks of broadcasts this session's peer publishes.
+  model::TrackSource& track_source(const std::string& path, const std::string& name) override;
+
+  // --- used by the stream handlers ---
+  void on_setup_complete(wire::Version version);
+  // Closes the session because of the peer (logged with the code).
+  void fail(Error e);
+  // Destroys `h` from the loop, after the current callback returns.
+  void retire(StreamHandler* h);
+  // A subscription that could not open a stream waits for on_streams_available.
+  void wait_for_streams(Subscription* s);
+  void forget_subscription(Subscription* s);
+  void forget_upstream(UpstreamTrack* u);
+  UpstreamTrack* upstream_by_id(uint64_t id);
+  uint64_t next_upstream_id() { return next_upstream_id_++; }
+  size_t subscription_count() const { return subscriptions_.size(); }
+  void add_subscription(Subscription* s) { subscriptions_.push_back(s); }
+  void register_upstream(uint64_t id, UpstreamTrack* u) { upstreams_[id] = u; }
+  void announce_from_peer(const std::string& full, bool active, uint64_t hops);
+  size_t announce_stream_count() const { return announce_streams_; }
+  void set_announce_stream_count(size_t n) { announce_streams_ = n; }
+  template <class H, class... Args>
+  H* adopt(Args&&... args);
+
+ private:
+  void open_discovery();
+  void open_setup_stream();
+  void check_stalls();
+  void sweep();
+
+  transport::Session& transport_;
+  SessionConfig config_;
+  model::Origin& origin_;
+  SessionHandler& handler_;
+  const Clock& clock_;
+  Timers& timers_;
+  uint64_t id_;
+  std::optional<wire::Version> version_;
+  bool closed_ = false;
+  bool setup_waits_for_stream_ = false;
+  TimerId setup_timer_ = 0;
+  TimerId stall_timer_ = 0;
+  TimerId sweep_timer_ = 0;
+  std::vector<std::unique_ptr<StreamHandler>> handlers_;
+  std::vector<StreamHandler*> retired_;
+  std::vector<Subscription*> subscriptions_;
+  std::vector<Subscription*> waiting_for_streams_;
+  std::map<uint64_t, UpstreamTrack*> upstreams_;
+  // One UpstreamTrack per (path, track), owned here, created on demand by track_source().
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<UpstreamTrack>> upstream_tracks_;
+  std::vector<std::string> peer_announced_;
+  uint64_t next_upstream_id_ = 0;
+  size_t announce_streams_ = 0;
+};
+
+// Base of the per-stream state machines. Owned by the Session.
+class StreamHandler : public transport::StreamVisitor {
+ public:
+  explicit StreamHandler(Session& s) : session_(s) {}
+  ~StreamHandler() override;
+  // Called when the session ends: drop every reference into the transport (overrides call this).
+  virtual void on_session_closed() { stream_ = nullptr; }
+  void on_writable() override {}
+  void on_reset(uint64_t) override { finish(); }
+  void on_stop_sending(uint64_t) override { finish(); }
+
+ protected:
+  // Releases the stream (if any) and retires this handler.
+  void finish();
+  void attach(transport::Stream& stream) {
+    stream_ = &stream;
+    stream.set_visitor(this);
+  }
+  // Decodes one message from the stream's buffer with `decode`; on success consumes its bytes.
+  // Returns nullopt on need-more or after failing the session.
+  template <class T, class F>
+  std::optional<T> read_message(F&& decode);
+  void write_bytes(std::vector<uint8_t> bytes) { stream_->write(Bytes::from(bytes)); }
+
+  Session& session_;
+  transport::Stream* stream_ = nullptr;
+  bool retired_ = false;
+
+  friend class Session;
+};
+
+template <class H, class... Args>
+H* Session::adopt(Args&&... args) {
+  auto h = std::make_unique<H>(*this, std::forward<Args>(args)...);
+  H* raw = h.get();
+  handlers_.push_back(std::move(h));
+  return raw;
+}
+
+template <class T, class F>
+std::optional<T> StreamHandler::read_message(F&& decode) {
+  if (stream_ == nullptr) {
+    return std::nullopt;
+  }
+  auto r = decode(stream_->peek());
+  if (!r) {
+    session_.fail(r.error());
+    return std::nullopt;
+  }
+  if (!r->has_value()) {
+    if (stream_->is_fin_received()) {
+      // The peer ended the stream in the middle of a message.
+      session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
+    }
+    return std::nullopt;
+  }
+  stream_->consume((*r)->consumed);
+  return std::move((*r)->value);
+}
+
+}  // namespace moqd::session

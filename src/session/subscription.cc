@@ -1,0 +1,353 @@
+// Downstream subscriptions: serving the peer's SUBSCRIBE from the origin's track, one uni stream
+// per group, pulled from the shared cache as the transport takes bytes.
+#include <algorithm>
+
+#include "base/log.h"
+#include "session/handlers.h"
+
+namespace moqd::session {
+
+// One group being forwarded on its own uni stream.
+class Subscription::GroupWriter final : public transport::StreamVisitor {
+ public:
+  GroupWriter(Subscription& sub, model::GroupRef group, transport::Stream& stream)
+      : sub_(sub), cursor_(std::move(group)), stream_(&stream) {
+    stream.set_visitor(this);
+  }
+  ~GroupWriter() override {
+    if (stream_ != nullptr) {
+      stream_->set_visitor(nullptr);
+      stream_->release();
+    }
+  }
+  void on_readable() override {}
+  void on_writable() override { sub_.pump(); }
+  void on_reset(uint64_t) override {}
+  void on_stop_sending(uint64_t) override {
+    done_ = true;
+    sub_.pump();
+  }
+  // The session is gone: the stream pointer is no longer valid.
+  void forget_stream() { stream_ = nullptr; }
+
+  Subscription& sub_;
+  model::GroupCursor cursor_;
+  transport::Stream* stream_;
+  bool done_ = false;
+};
+
+Subscription::Subscription(Session& s, transport::Stream& stream)
+    : StreamHandler(s), last_progress_(s.clock().now()) {
+  attach(stream);
+}
+
+Subscription::~Subscription() {
+  if (track_ != nullptr) {
+    track_->remove_listener(this);
+    track_ = nullptr;
+  }
+  session_.forget_subscription(this);
+}
+
+void Subscription::on_session_closed() {
+  for (auto& w : writers_) {
+    w->forget_stream();
+  }
+  writers_.clear();
+  pending_.clear();
+  if (track_ != nullptr) {
+    track_->remove_listener(this);
+    track_ = nullptr;
+  }
+  session_.forget_subscription(this);
+  StreamHandler::on_session_closed();
+}
+
+void Subscription::on_readable() {
+  if (stream_ == nullptr) {
+    return;
+  }
+  const wire::Version v = *session_.version();
+  if (!started_) {
+    auto req = read_message<wire::Subscribe>([&](auto in) {
+      return wire::decode_subscribe(v, in, session_.config().decode);
+    });
+    if (!req) {
+      return;
+    }
+    started_ = true;
+    start(*req);
+  }
+  while (stream_ != nullptr && !unsubscribed_ && !stream_->peek().empty()) {
+    auto update = read_message<wire::SubscribeUpdate>([&](auto in) {
+      return wire::decode_subscribe_update(v, in, session_.config().decode);
+    });
+    if (!update) {
+      return;
+    }
+    req_.priority = update->priority;
+    for (auto& w : writers_) {
+      w->stream_->set_send_order(send_order(w->cursor_.group()->sequence()));
+    }
+  }
+  if (stream_ != nullptr && stream_->is_fin_received() && !unsubscribed_) {
+    // The subscriber unsubscribed: stop every group and end our side too.
+    unsubscribed_ = true;
+    for (auto& w : writers_) {
+      w->stream_->reset(static_cast<uint64_t>(ErrorCode::kCancel));
+    }
+    writers_.clear();
+    pending_.clear();
+    end_subscription();
+  }
+}
+
+void Subscription::start(const wire::Subscribe& req) {
+  req_ = req;
+  std::string full = session_.to_full(req.broadcast);
+  auto refuse = [&](ErrorCode code, const char* why) {
+    MOQD_LOG(kInfo, "session %llu subscribe refused broadcast=%s track=%s code=%u (%s)",
+             static_cast<unsigned long long>(session_.id()), full.c_str(), req.track.c_str(),
+             static_cast<unsigned>(code), why);
+    stream_->reset(static_cast<uint64_t>(code));
+    finish();
+  };
+  if (session_.subscription_count() >= session_.config().limits.max_subscriptions) {
+    refuse(ErrorCode::kBoundsExceeded, "too many subscriptions");
+    return;
+  }
+  if (!session_.handler().authorize(Action::kSubscribe, full, session_.config().query)) {
+    refuse(ErrorCode::kUnauthorized, "unauthorized");
+    return;
+  }
+  if (req.end_group && req.start_group && *req.end_group < *req.start_group) {
+    refuse(ErrorCode::kProtocolViolation, "end before start");
+    return;
+  }
+  model::Track* track = session_.origin().track(full, req.track);
+  if (track == nullptr) {
+    refuse(ErrorCode::kNotFound, "not found");
+    return;
+  }
+  MOQD_LOG(kDebug, "session %llu subscribe id=%llu broadcast=%s track=%s",
+           static_cast<unsigned long long>(session_.id()), static_cast<unsigned long long>(req.id),
+           full.c_str(), req.track.c_str());
+  track_ = track;
+  session_.add_subscription(this);
+  stream_->set_send_order(0);
+
+  const wire::Version v = *session_.version();
+  wire::SubscribeOk ok;
+  ok.priority = req.priority;
+  if (wire::is_lite03_plus(v)) {
+    ok.ordered = req.ordered;
+    ok.max_latency_ms = req.max_latency_ms;
+    ok.start_group = req.start_group;
+    ok.end_group = req.end_group;
+  }
+  std::vector<uint8_t> out;
+  wire::encode(v, ok, out);
+  write_bytes(std::move(out));
+
+  // A late joiner starts at the newest group; an explicit start looks through the whole cache.
+  if (req.start_group) {
+    next_arrival_ = 0;
+  } else {
+    model::GroupRef newest = track->newest_group();
+    next_arrival_ = newest ? newest->arrival() : track->next_arrival();
+  }
+  last_progress_ = session_.clock().now();
+  track->add_listener(this);
+  pump();
+}
+
+bool Subscription::wants_group(const model::Group& g) const {
+  if (req_.start_group && g.sequence() < *req_.start_group) {
+    return false;
+  }
+  if (req_.end_group && g.sequence() > *req_.end_group) {
+    return false;
+  }
+  return true;
+}
+
+uint64_t Subscription::send_order(uint64_t sequence) const {
+  // Higher subscriber priority first, then newer groups first (older first when ordered).
+  constexpr uint64_t kSeqMask = (uint64_t{1} << 56) - 1;
+  uint64_t seq = std::min(sequence, kSeqMask - 1);
+  uint64_t within = req_.ordered ? kSeqMask - seq : seq + 1;
+  return (uint64_t{req_.priority} << 56) | within;
+}
+
+void Subscription::on_track_data(model::Track&) { pump(); }
+
+void Subscription::on_track_ended(model::Track&, Error) {
+  track_ = nullptr;
+  track_ended_ = true;
+  pump();
+}
+
+void Subscription::on_reset(uint64_t) {
+  unsubscribed_ = true;
+  writers_.clear();
+  pending_.clear();
+  if (track_ != nullptr) {
+    track_->remove_listener(this);
+    track_ = nullptr;
+  }
+  finish();
+}
+
+void Subscription::on_stop_sending(uint64_t code) { on_reset(code); }
+
+void Subscription::collect_new_groups() {
+  if (track_ == nullptr) {
+    return;
+  }
+  uint64_t after = next_arrival_ == 0 ? UINT64_MAX : next_arrival_ - 1;
+  for (auto& g : track_->groups_after(after)) {
+    if (wants_group(*g)) {
+      pending_.push_back(std::move(g));
+    }
+  }
+  next_arrival_ = track_->next_arrival();
+}
+
+void Subscription::drop_old_groups() {
+  const auto& limits = session_.config().limits;
+  Duration max_age = limits.max_backlog_age;
+  if (req_.max_latency_ms > 0) {
+    max_age = std::min<Duration>(max_age, std::chrono::milliseconds(req_.max_latency_ms));
+  }
+  uint64_t total = 0;
+  for (auto& w : writers_) {
+    total += w->cursor_.backlog();
+  }
+  for (auto& g : pending_) {
+    total += g->bytes();
+  }
+  Instant now = session_.clock().now();
+  while (writers_.size() + pending_.size() > 1) {
+    const bool from_writers = !writers_.empty();
+    const model::Group& oldest = from_writers ? *writers_.front()->cursor_.group() : *pending_.front();
+    uint64_t backlog = from_writers ? writers_.front()->cursor_.backlog() : oldest.bytes();
+    bool behind = backlog > 0 || !oldest.is_done();
+    if (total <= limits.max_backlog_bytes && !(behind && now - oldest.created() > max_age)) {
+      break;
+    }
+    total -= std::min(total, backlog);
+    if (from_writers) {
+      writers_.front()->stream_->reset(static_cast<uint64_t>(ErrorCode::kOld));
+      writers_.erase(writers_.begin());
+    } else {
+      pending_.pop_front();
+    }
+  }
+}
+
+bool Subscription::open_writers() {
+  while (!pending_.empty()) {
+    transport::Stream* stream = session_.transport().open_uni();
+    if (stream == nullptr) {
+      session_.wait_for_streams(this);
+      return false;
+    }
+    model::GroupRef group = std::move(pending_.front());
+    pending_.pop_front();
+    std::vector<uint8_t> header;
+    header.push_back(static_cast<uint8_t>(wire::UniType::kGroup));
+    wire::encode(*session_.version(), wire::GroupHeader{req_.id, group->sequence()}, header);
+    stream->set_send_order(send_order(group->sequence()));
+    stream->write(Bytes::from(header));
+    writers_.push_back(std::make_unique<GroupWriter>(*this, std::move(group), *stream));
+  }
+  return true;
+}
+
+void Subscription::write_group(GroupWriter& w) {
+  std::vector<uint8_t> header;
+  while (!w.done_) {
+    size_t capacity = w.stream_->write_capacity();
+    if (capacity == 0) {
+      return;
+    }
+    auto step = w.cursor_.peek(capacity);
+    switch (step.kind) {
+      case model::GroupCursor::Kind::kNothing:
+        return;
+      case model::GroupCursor::Kind::kObjectStart:
+        header.clear();
+        wire::encode_frame_header(step.object->size, header);
+        w.stream_->write(Bytes::from(header));
+        break;
+      case model::GroupCursor::Kind::kChunk:
+        w.stream_->write(step.chunk);
+        break;
+      case model::GroupCursor::Kind::kEnd:
+        w.stream_->finish();
+        w.done_ = true;
+        break;
+      case model::GroupCursor::Kind::kAborted:
+        w.stream_->reset(static_cast<uint64_t>(ErrorCode::kCancel));
+        w.done_ = true;
+        break;
+    }
+    w.cursor_.advance(step);
+    last_progress_ = session_.clock().now();
+  }
+}
+
+void Subscription::pump() {
+  if (pumping_ || stream_ == nullptr || unsubscribed_ || !started_) {
+    return;
+  }
+  pumping_ = true;
+  if (idle_) {
+    // Stall time counts from when data became available, not from the last write.
+    last_progress_ = session_.clock().now();
+    idle_ = false;
+  }
+  collect_new_groups();
+  drop_old_groups();
+  open_writers();
+  for (auto& w : writers_) {
+    write_group(*w);
+  }
+  std::erase_if(writers_, [](const auto& w) { return w->done_; });
+  idle_ = !has_waiting_data();
+  pumping_ = false;
+  if (track_ended_ && writers_.empty() && pending_.empty()) {
+    end_subscription();
+  }
+}
+
+bool Subscription::is_stalled(Instant now, Duration stall) const {
+  return now - last_progress_ > stall && has_waiting_data();
+}
+
+bool Subscription::has_waiting_data() const {
+  if (!pending_.empty()) {
+    return true;
+  }
+  for (const auto& w : writers_) {
+    if (w->cursor_.peek(1).kind != model::GroupCursor::Kind::kNothing) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void Subscription::end_subscription() {
+  if (track_ != nullptr) {
+    track_->remove_listener(this);
+    track_ = nullptr;
+  }
+  session_.forget_subscription(this);
+  if (stream_ != nullptr && !fin_sent_) {
+    fin_sent_ = true;
+    stream_->finish();
+  }
+  finish();
+}
+
+}  // namespace moqd::session
