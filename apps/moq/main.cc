@@ -250,7 +250,7 @@ int cmd_pub(const Common& c, bool clock) {
       eof_at = loop.now();
     }
     session::Session* s = conn.session();
-    bool served = s == nullptr || (s->subscription_count() == 0 && conn.buffered() == 0);
+    bool served = s == nullptr || (s->subscription_count() == 0 && conn.is_flushed());
     return served || loop.now() - eof_at > linger;
   });
   if (conn.is_closed() && !eof) {
@@ -287,7 +287,7 @@ int cmd_sub(const Common& c) {
         return;
       }
       reader = std::make_unique<client::FrameReader>(
-          *t,
+          *t, loop, loop, std::chrono::milliseconds(500),
           [&](uint64_t, uint64_t, std::span<const uint8_t> f) {
             write_frame(c, f);
             ++frames;

@@ -1,5 +1,6 @@
 #include "client/connection.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "base/log.h"
@@ -126,7 +127,9 @@ void Connection::close() {
   }
 }
 
-size_t Connection::buffered() const { return tcp_ ? tcp_->buffered() : 0; }
+bool Connection::is_flushed() const {
+  return (!mux_ || !mux_->has_unsent_data()) && (!tcp_ || tcp_->buffered() == 0);
+}
 
 void Connection::on_pipe_data(std::span<const uint8_t> data) { ws_->on_pipe_data(data); }
 void Connection::on_pipe_writable() { ws_->on_pipe_writable(); }
@@ -164,8 +167,14 @@ void Connection::mark_closed(Error reason) {
   }
 }
 
-FrameReader::FrameReader(model::Track& track, FrameFn on_frame, std::function<void(Error)> on_ended)
-    : track_(&track), on_frame_(std::move(on_frame)), on_ended_(std::move(on_ended)) {
+FrameReader::FrameReader(model::Track& track, const Clock& clock, Timers& timers,
+                         Duration reorder_wait, FrameFn on_frame, std::function<void(Error)> on_ended)
+    : track_(&track),
+      clock_(clock),
+      timers_(timers),
+      reorder_wait_(reorder_wait),
+      on_frame_(std::move(on_frame)),
+      on_ended_(std::move(on_ended)) {
   model::GroupRef newest = track.newest_group();
   next_arrival_ = newest ? newest->arrival() : track.next_arrival();
   track.add_listener(this);
@@ -173,6 +182,7 @@ FrameReader::FrameReader(model::Track& track, FrameFn on_frame, std::function<vo
 }
 
 FrameReader::~FrameReader() {
+  timers_.cancel(timer_);
   if (track_ != nullptr) {
     track_->remove_listener(this);
   }
@@ -183,6 +193,9 @@ void FrameReader::on_track_data(model::Track&) { drain(); }
 void FrameReader::on_track_ended(model::Track&, Error reason) {
   drain();
   track_ = nullptr;
+  // Nothing more will arrive: emit what is held back for reordering.
+  reorder_wait_ = Duration::zero();
+  drain();
   if (on_ended_) {
     on_ended_(reason);
   }
@@ -192,11 +205,27 @@ void FrameReader::drain() {
   if (track_ != nullptr) {
     uint64_t after = next_arrival_ == 0 ? UINT64_MAX : next_arrival_ - 1;
     for (auto& g : track_->groups_after(after)) {
-      open_.push_back(Open{model::GroupCursor(std::move(g))});
+      open_.push_back(Open{model::GroupCursor(std::move(g)), clock_.now()});
     }
     next_arrival_ = track_->next_arrival();
+    std::stable_sort(open_.begin(), open_.end(), [](const Open& a, const Open& b) {
+      return a.cursor.group()->sequence() < b.cursor.group()->sequence();
+    });
   }
   for (auto& o : open_) {
+    uint64_t seq = o.cursor.group()->sequence();
+    if (!may_emit(seq, o.arrived)) {
+      if (timer_ == 0) {
+        timer_ = timers_.schedule(o.arrived + reorder_wait_ - clock_.now(), [this] {
+          timer_ = 0;
+          drain();
+        });
+      }
+      break;
+    }
+    if (!last_sequence_ || seq > *last_sequence_) {
+      last_sequence_ = seq;
+    }
     for (;;) {
       auto step = o.cursor.peek(SIZE_MAX);
       using K = model::GroupCursor::Kind;
@@ -219,11 +248,22 @@ void FrameReader::drain() {
         break;
       }
     }
+    if (!o.cursor.group()->is_done()) {
+      break;  // newer groups wait for this one
+    }
   }
-  std::erase_if(open_, [](const Open& o) {
+  std::erase_if(open_, [this](const Open& o) {
+    if (!last_sequence_ || o.cursor.group()->sequence() > *last_sequence_) {
+      return false;  // not reached yet
+    }
     auto k = o.cursor.peek(1).kind;
     return o.cursor.group()->is_done() && k == model::GroupCursor::Kind::kNothing;
   });
+}
+
+bool FrameReader::may_emit(uint64_t sequence, Instant arrived) const {
+  return !last_sequence_ || sequence <= *last_sequence_ + 1 ||
+         clock_.now() - arrived >= reorder_wait_;
 }
 
 }  // namespace moqd::client

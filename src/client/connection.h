@@ -51,8 +51,8 @@ class Connection final : public transport::PipeHandler, public session::SessionH
   // Why it closed, once closed.
   Error close_reason() const { return close_reason_; }
   session::Session* session() { return session_.get(); }
-  // Bytes the transport has not yet handed to the socket (for "flushed?" checks).
-  size_t buffered() const;
+  // True once every byte written so far has been handed to the kernel.
+  bool is_flushed() const;
 
   std::function<void()> on_ready;
   std::function<void(Error)> on_closed;
@@ -84,13 +84,17 @@ class Connection final : public transport::PipeHandler, public session::SessionH
   Error close_reason_{ErrorCode::kCancel, ""};
 };
 
-// Reads whole frames of a track as they complete, group by group in arrival order, starting at
-// the newest group (a late joiner). One per track; remove before the track dies (on_ended is
+// Reads whole frames of a track as they complete, starting at the newest group (a late joiner),
+// and emits them in group-sequence order. Relays send newer groups first, so group N+1 may arrive
+// before group N: a group is emitted once the group before it was, or once it has waited
+// `reorder_wait` (the missing one may never come). A group older than one already emitted is
+// emitted when it arrives. One per track; remove before the track dies (on_ended is
 // called when the track ends, after which it is detached).
 class FrameReader final : public model::TrackListener {
  public:
   using FrameFn = std::function<void(uint64_t group, uint64_t index, std::span<const uint8_t>)>;
-  FrameReader(model::Track& track, FrameFn on_frame, std::function<void(Error)> on_ended);
+  FrameReader(model::Track& track, const Clock& clock, Timers& timers, Duration reorder_wait,
+              FrameFn on_frame, std::function<void(Error)> on_ended);
   ~FrameReader() override;
 
   void on_track_data(model::Track& track) override;
@@ -99,12 +103,20 @@ class FrameReader final : public model::TrackListener {
  private:
   void drain();
 
+  bool may_emit(uint64_t sequence, Instant arrived) const;
+
   model::Track* track_;
+  const Clock& clock_;
+  Timers& timers_;
+  Duration reorder_wait_;
+  TimerId timer_ = 0;
+  std::optional<uint64_t> last_sequence_;
   FrameFn on_frame_;
   std::function<void(Error)> on_ended_;
   uint64_t next_arrival_;
   struct Open {
     model::GroupCursor cursor;
+    Instant arrived;
     uint64_t index = 0;
     std::vector<uint8_t> frame;
     uint64_t size = 0;

@@ -2,7 +2,9 @@
 // A track: the groups of one (broadcast, track name), as a bounded cache shared by every
 // subscriber on this worker. One producer feeds it; listeners are notified (edge-triggered) and
 // pull with their own cursors. Owned by its Broadcast; one worker thread.
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <deque>
 #include <functional>
 #include <optional>
@@ -97,6 +99,10 @@ class Track {
   // listeners are ignored.
   void remove_listener(TrackListener* l);
   size_t listener_count() const { return listener_count_; }
+  // The most important priority any subscriber asked for (higher first), which the source uses
+  // for its own upstream request. Subscribers raise it before add_listener().
+  void raise_priority(uint8_t p) { priority_ = priority_ ? std::max(*priority_, p) : p; }
+  std::optional<uint8_t> priority() const { return priority_; }
   // The newest cached group by arrival (where a late joiner starts), or null.
   GroupRef newest_group() const;
   // Cached groups that arrived after arrival index `after` (pass UINT64_MAX for none yet, i.e. all
@@ -136,6 +142,7 @@ class Track {
   uint64_t cached_bytes_ = 0;
   uint64_t next_arrival_ = 0;
   std::optional<uint64_t> largest_sequence_;
+  std::optional<uint8_t> priority_;
   // Removed listeners become null while a callback runs (notify_depth_ > 0) and are compacted
   // after, so listeners may remove themselves from inside callbacks.
   std::vector<TrackListener*> listeners_;

@@ -219,7 +219,8 @@ uint64_t Bridge::open_feed(size_t home, const std::string& path, const std::stri
   inbound_[id] = Inbound{home, &track, {}};
   Bridge* peer = bridges_[home];
   size_t to = self_;
-  post(home, [peer, path, name, to, id] { peer->on_open_feed(path, name, to, id); });
+  uint8_t priority = track.priority().value_or(128);
+  post(home, [peer, path, name, priority, to, id] { peer->on_open_feed(path, name, priority, to, id); });
   return id;
 }
 
@@ -230,9 +231,12 @@ void Bridge::close_feed(size_t home, uint64_t id) {
   post(home, [peer, to, id] { peer->on_close_feed(to, id); });
 }
 
-void Bridge::on_open_feed(const std::string& path, const std::string& name, size_t to,
-                          uint64_t id) {
+void Bridge::on_open_feed(const std::string& path, const std::string& name, uint8_t priority,
+                          size_t to, uint64_t id) {
   model::Track* track = origin_.track(path, name);
+  if (track != nullptr) {
+    track->raise_priority(priority);
+  }
   if (track == nullptr) {
     Bridge* peer = bridges_[to];
     post(to, [peer, id] { peer->on_feed_end(id, make_error(ErrorCode::kNotFound, "broadcast gone")); });

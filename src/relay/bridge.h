@@ -49,7 +49,8 @@ class Bridge {
 
   // --- handlers of posted tasks (run on this bridge's worker) ---
   void on_remote_announce(const std::string& path, size_t home, bool active, uint64_t hops);
-  void on_open_feed(const std::string& path, const std::string& name, size_t to, uint64_t id);
+  void on_open_feed(const std::string& path, const std::string& name, uint8_t priority, size_t to,
+                    uint64_t id);
   void on_close_feed(size_t to, uint64_t id);
   void on_feed_ack(size_t to, uint64_t id, uint64_t bytes);
   void on_feed_events(uint64_t id, std::vector<FeedEvent> events);

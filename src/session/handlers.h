@@ -113,6 +113,11 @@ class Subscription final : public StreamHandler, public model::TrackListener {
 
   class GroupWriter;
 
+  // After the track ends, the FIN of the subscribe stream waits this long past the last group
+  // stream's end: @moq/lite reads new group streams asynchronously and drops those that arrive
+  // after the subscription ended.
+  static constexpr Duration kFinDelay = std::chrono::milliseconds(200);
+
  private:
   void start(const wire::Subscribe& req);
   void collect_new_groups();
@@ -135,6 +140,8 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   std::deque<model::GroupRef> pending_;  // groups waiting for a stream
   std::vector<std::unique_ptr<GroupWriter>> writers_;
   Instant last_progress_;
+  Instant last_group_end_{};
+  TimerId fin_timer_ = 0;
   bool pumping_ = false;
   bool idle_ = true;
 };
@@ -155,10 +162,18 @@ class UpstreamTrack final : public model::TrackSource, public transport::StreamV
 
   model::Track* track() const { return track_; }
   uint64_t id() const { return id_; }
+  // Group streams of this subscription being received; the track ends only once they are done.
+  void on_group_started() { ++active_groups_; }
+  void on_group_done();
+
+  // After the publisher ends the subscription, group streams it opened just before may still be
+  // arriving (@moq/lite FINs the subscribe stream without waiting for its group streams).
+  static constexpr Duration kEndGrace = std::chrono::milliseconds(250);
 
  private:
   void release_stream();
   void end_track(Error e);
+  void maybe_end_after_publisher_fin();
 
   Session& session_;
   std::string path_;  // full
@@ -167,6 +182,10 @@ class UpstreamTrack final : public model::TrackSource, public transport::StreamV
   transport::Stream* stream_ = nullptr;
   uint64_t id_ = 0;
   bool got_ok_ = false;
+  bool publisher_finished_ = false;
+  bool grace_over_ = false;
+  size_t active_groups_ = 0;
+  TimerId grace_timer_ = 0;
 };
 
 // A group uni stream from the peer: GROUP header, then FRAMEs until FIN, written into the track
@@ -174,6 +193,7 @@ class UpstreamTrack final : public model::TrackSource, public transport::StreamV
 class GroupReceiver final : public StreamHandler {
  public:
   GroupReceiver(Session& s, transport::Stream& stream);
+  ~GroupReceiver() override { done(); }
   void on_readable() override;
   void on_reset(uint64_t code) override;
   void on_stop_sending(uint64_t) override {}
@@ -181,8 +201,10 @@ class GroupReceiver final : public StreamHandler {
  private:
   void abandon(ErrorCode code);
   model::Track* track() const;
+  void done();
 
   std::optional<uint64_t> upstream_id_;
+  bool counted_ = false;
   model::GroupRef group_;
   uint64_t frame_left_ = 0;
   bool in_frame_ = false;

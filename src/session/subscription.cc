@@ -42,6 +42,7 @@ Subscription::Subscription(Session& s, transport::Stream& stream)
 }
 
 Subscription::~Subscription() {
+  session_.timers().cancel(fin_timer_);
   if (track_ != nullptr) {
     track_->remove_listener(this);
     track_ = nullptr;
@@ -157,6 +158,7 @@ void Subscription::start(const wire::Subscribe& req) {
     next_arrival_ = newest ? newest->arrival() : track->next_arrival();
   }
   last_progress_ = session_.clock().now();
+  track->raise_priority(req.priority);
   track->add_listener(this);
   pump();
 }
@@ -249,6 +251,9 @@ bool Subscription::open_writers() {
   while (!pending_.empty()) {
     transport::Stream* stream = session_.transport().open_uni();
     if (stream == nullptr) {
+      MOQD_LOG(kDebug, "session %llu subscription %llu waits for a stream (%zu groups pending)",
+               static_cast<unsigned long long>(session_.id()), static_cast<unsigned long long>(req_.id),
+               pending_.size());
       session_.wait_for_streams(this);
       return false;
     }
@@ -286,6 +291,7 @@ void Subscription::write_group(GroupWriter& w) {
       case model::GroupCursor::Kind::kEnd:
         w.stream_->finish();
         w.done_ = true;
+        last_group_end_ = session_.clock().now();
         break;
       case model::GroupCursor::Kind::kAborted:
         w.stream_->reset(static_cast<uint64_t>(ErrorCode::kCancel));
@@ -316,8 +322,16 @@ void Subscription::pump() {
   std::erase_if(writers_, [](const auto& w) { return w->done_; });
   idle_ = !has_waiting_data();
   pumping_ = false;
-  if (track_ended_ && writers_.empty() && pending_.empty()) {
-    end_subscription();
+  if (track_ended_ && writers_.empty() && pending_.empty() && fin_timer_ == 0) {
+    Duration since = session_.clock().now() - last_group_end_;
+    if (since >= kFinDelay) {
+      end_subscription();
+    } else {
+      fin_timer_ = session_.timers().schedule(kFinDelay - since, [this] {
+        fin_timer_ = 0;
+        end_subscription();
+      });
+    }
   }
 }
 
@@ -338,6 +352,8 @@ bool Subscription::has_waiting_data() const {
 }
 
 void Subscription::end_subscription() {
+  session_.timers().cancel(fin_timer_);
+  fin_timer_ = 0;
   if (track_ != nullptr) {
     track_->remove_listener(this);
     track_ = nullptr;

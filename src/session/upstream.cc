@@ -9,6 +9,7 @@ UpstreamTrack::UpstreamTrack(Session& s, std::string path, std::string name)
     : session_(s), path_(std::move(path)), name_(std::move(name)) {}
 
 UpstreamTrack::~UpstreamTrack() {
+  session_.timers().cancel(grace_timer_);
   if (track_ != nullptr) {
     // The session is going away while the track still expects data.
     model::Track* t = track_;
@@ -23,6 +24,9 @@ UpstreamTrack::~UpstreamTrack() {
 void UpstreamTrack::start_track(model::Track& track) {
   track_ = &track;
   got_ok_ = false;
+  publisher_finished_ = false;
+  grace_over_ = false;
+  active_groups_ = 0;
   auto peer_path = session_.to_peer(path_);
   transport::Stream* stream = peer_path ? session_.transport().open_bidi() : nullptr;
   if (stream == nullptr) {
@@ -37,7 +41,7 @@ void UpstreamTrack::start_track(model::Track& track) {
   req.id = id_;
   req.broadcast = *peer_path;
   req.track = name_;
-  req.priority = session_.config().upstream_priority;
+  req.priority = track.priority().value_or(session_.config().upstream_priority);
   std::vector<uint8_t> out;
   out.push_back(static_cast<uint8_t>(wire::BidiType::kSubscribe));
   wire::encode(*session_.version(), req, out);
@@ -48,6 +52,8 @@ void UpstreamTrack::start_track(model::Track& track) {
 }
 
 void UpstreamTrack::stop_track(model::Track&) {
+  session_.timers().cancel(grace_timer_);
+  grace_timer_ = 0;
   track_ = nullptr;
   session_.forget_upstream(this);
   if (stream_ != nullptr) {
@@ -70,6 +76,8 @@ void UpstreamTrack::on_session_closed() {
 }
 
 void UpstreamTrack::end_track(Error e) {
+  session_.timers().cancel(grace_timer_);
+  grace_timer_ = 0;
   model::Track* t = track_;
   track_ = nullptr;
   session_.forget_upstream(this);
@@ -105,9 +113,29 @@ void UpstreamTrack::on_readable() {
   }
   // Later responses (lite-03 SUBSCRIBE_DROP) carry nothing the relay acts on.
   stream_->consume(stream_->peek().size());
-  if (stream_->is_fin_received()) {
-    // The publisher ended the track.
+  if (stream_->is_fin_received() && !publisher_finished_) {
+    MOQD_LOG(kDebug, "session %llu upstream id=%llu ended by publisher",
+             static_cast<unsigned long long>(session_.id()), static_cast<unsigned long long>(id_));
+    publisher_finished_ = true;
     stream_->finish();
+    release_stream();
+    grace_timer_ = session_.timers().schedule(kEndGrace, [this] {
+      grace_timer_ = 0;
+      grace_over_ = true;
+      maybe_end_after_publisher_fin();
+    });
+  }
+}
+
+void UpstreamTrack::on_group_done() {
+  if (active_groups_ > 0) {
+    --active_groups_;
+  }
+  maybe_end_after_publisher_fin();
+}
+
+void UpstreamTrack::maybe_end_after_publisher_fin() {
+  if (publisher_finished_ && grace_over_ && active_groups_ == 0 && track_ != nullptr) {
     end_track(make_error(ErrorCode::kClosed, "track ended by publisher"));
   }
 }
@@ -118,7 +146,9 @@ void UpstreamTrack::on_reset(uint64_t code) {
   end_track(make_error(ErrorCode::kNotFound, "subscription reset by publisher"));
 }
 
-void UpstreamTrack::on_stop_sending(uint64_t code) { on_reset(code); }
+// The publisher no longer reads our side of the subscribe stream; @moq/lite sends this with its FIN
+// when it ends a subscription. Only FIN or RESET end the track.
+void UpstreamTrack::on_stop_sending(uint64_t) {}
 
 GroupReceiver::GroupReceiver(Session& s, transport::Stream& stream) : StreamHandler(s) {
   attach(stream);
@@ -160,6 +190,10 @@ void GroupReceiver::on_readable() {
     upstream_id_ = header->subscribe_id;
     model::Track* t = track();
     if (t == nullptr) {
+      MOQD_LOG(kDebug, "session %llu group for unknown subscription id=%llu seq=%llu dropped",
+               static_cast<unsigned long long>(session_.id()),
+               static_cast<unsigned long long>(header->subscribe_id),
+               static_cast<unsigned long long>(header->sequence));
       // Unknown or already cancelled subscription: not an error, the peer may race us.
       abandon(ErrorCode::kCancel);
       return;
@@ -173,6 +207,8 @@ void GroupReceiver::on_readable() {
       return;
     }
     group_ = model::GroupRef(g);
+    counted_ = true;
+    session_.upstream_by_id(*upstream_id_)->on_group_started();
   }
   model::Track* t = track();
   if (t == nullptr) {
@@ -226,6 +262,17 @@ void GroupReceiver::on_readable() {
     }
     group_ = model::GroupRef();
     finish();
+    done();
+  }
+}
+
+void GroupReceiver::done() {
+  if (!counted_) {
+    return;
+  }
+  counted_ = false;
+  if (UpstreamTrack* u = session_.upstream_by_id(*upstream_id_); u != nullptr) {
+    u->on_group_done();
   }
 }
 

@@ -750,4 +750,13 @@ void MuxSession::deliver_closed() {
   streams_.clear();
 }
 
+bool MuxSession::has_unsent_data() const {
+  for (const auto& [id, stream] : streams_) {
+    if (stream->queued_ > 0 || (stream->fin_queued_ && !stream->fin_sent_)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace moqd::transport::websocket

@@ -132,6 +132,9 @@ class MuxSession final : public Session, public MessageHandler {
 
   // Streams alive (not yet released and drained), for tests and metrics.
   size_t stream_count() const { return streams_.size(); }
+  // True while any stream still has bytes or a FIN waiting to go out (a graceful client waits
+  // for this before it closes).
+  bool has_unsent_data() const;
 
  private:
   friend class MuxStream;
