@@ -141,8 +141,7 @@ void read_stdin_frames(runtime::EventLoop& loop, bool length_prefixed,
 // Publishes frames into a local track that the relay subscribes to through the session.
 class Publisher {
  public:
-  Publisher(runtime::EventLoop& loop, model::Origin& origin, const Common& c)
-      : loop_(loop), origin_(origin), c_(c) {
+  Publisher(model::Origin& origin, const Common& c) : origin_(origin), c_(c) {
     path_ = model::normalize_path(c.path);
     origin.announce(path_, &broadcast_, 0);
     track_ = origin.track(path_, c.track);
@@ -183,7 +182,6 @@ class Publisher {
   uint64_t groups() const { return next_group_; }
 
  private:
-  runtime::EventLoop& loop_;
   model::Origin& origin_;
   const Common& c_;
   std::string path_;
@@ -214,7 +212,7 @@ int cmd_pub(const Common& c, bool clock) {
   if (auto st = conn.connect(); !st) {
     return die("connect", st.error());
   }
-  Publisher pub(loop, origin, c);
+  Publisher pub(origin, c);
   bool eof = false;
   if (clock) {
     std::function<void()> tick;
@@ -230,7 +228,6 @@ int cmd_pub(const Common& c, bool clock) {
       pub.frame(std::span<const uint8_t>(reinterpret_cast<uint8_t*>(text), strlen(text)));
       loop.schedule(std::chrono::seconds(1), tick);
     };
-    Common cc = c;
     loop.schedule(Duration::zero(), tick);
   } else {
     read_stdin_frames(loop, c.length_prefixed,
