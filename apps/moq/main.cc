@@ -214,8 +214,8 @@ int cmd_pub(const Common& c, bool clock) {
   }
   Publisher pub(origin, c);
   bool eof = false;
+  std::function<void()> tick;  // outlives the loop below, which runs its timers
   if (clock) {
-    std::function<void()> tick;
     tick = [&] {
       time_t now = time(nullptr);
       struct tm tm;

@@ -42,6 +42,10 @@ test(`${SUBSCRIBERS} subscribers of one track all receive every frame; /health c
   assert.equal(health.workers, 2);
   assert.ok(Number.isInteger(health.sessions), `sessions: ${health.sessions}`);
   assert.ok(health.sessions >= SUBSCRIBERS + 1, `sessions ${health.sessions} < ${SUBSCRIBERS + 1} open connections`);
+  // The kernel spreads connections over the workers' SO_REUSEPORT listeners, so with 21
+  // connections both workers serve some (all on one worker: probability 2^-20).
+  assert.deepEqual(health.sessions_per_worker.length, 2);
+  assert.ok(health.sessions_per_worker.every((n) => n > 0), `per worker: ${health.sessions_per_worker}`);
 
   end.open();
   await Promise.all(subs.map((s) => s.waitEnd(10_000)));
