@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # The whole suite, as `make test` runs it. Prints how long each stage took.
+#   build        g++ RelWithDebInfo: unit tests, then the @moq/lite interop suite
+#   asan         clang, ASan+UBSan: unit tests, then the interop suite against sanitized binaries
+#   tsan         g++, TSan: the multi-worker tests (runtime) and interop tests on 2 workers
+#   fuzz         every fuzzer on its committed corpus, 60 s in all
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -17,13 +21,34 @@ configure_build() {  # dir compiler extra-flags...
   [[ -f $dir/build.ninja ]] || cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
 }
+unit() {  # dir [ctest args...]
+  local dir=$1; shift
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@")
+}
+interop() {  # dir [test files...]
+  local dir=$1; shift
+  local files=("$@")
+  [[ ${#files[@]} -gt 0 ]] || files=(./*.test.mjs)
+  (cd tests/interop && MOQD_BIN="$PWD/../../$dir/bin/moqd" MOQ_BIN="$PWD/../../$dir/bin/moq" \
+    node --test --test-concurrency=1 "${files[@]}")
+}
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 stage setup ./scripts/setup.sh
 stage build-gcc configure_build build g++ -DCMAKE_BUILD_TYPE=RelWithDebInfo
-stage build-clang configure_build build-clang clang++-14 -DCMAKE_BUILD_TYPE=Debug
-stage unit-tests bash -c "cd build && ctest --output-on-failure -j $jobs"
-if [[ -f tests/interop/package.json ]]; then
-  stage interop bash -c "cd tests/interop && MOQD_BIN=$PWD/build/bin/moqd MOQ_BIN=$PWD/build/bin/moq node --test --test-concurrency=1 ./*.test.mjs"
+stage unit-tests unit build
+stage interop interop build
+stage build-asan configure_build build-asan clang++-14 -DCMAKE_BUILD_TYPE=Debug "-DMOQD_SANITIZE=address;undefined"
+stage unit-asan unit build-asan
+stage interop-asan interop build-asan
+stage build-tsan configure_build build-tsan g++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOQD_SANITIZE=thread
+stage unit-tsan unit build-tsan -R "Workers|Mailbox|EventLoop|Tcp"
+stage interop-tsan interop build-tsan ./fanout.test.mjs ./js_pubsub.test.mjs ./framing.test.mjs
+if [[ -x scripts/fuzz.sh ]]; then
+  stage fuzz ./scripts/fuzz.sh short
 fi
 
 echo "=== stage times"

@@ -123,11 +123,14 @@ void Session::on_setup_complete(wire::Version version) {
 }
 
 void Session::open_discovery() {
+  // lite-03+ is ready at start(), before qmux-00 lets us open a stream: wait for
+  // on_streams_available() then, as open_setup_stream() does.
   transport::Stream* stream = transport_.open_bidi();
   if (stream == nullptr) {
-    fail(make_error(ErrorCode::kTransport, "cannot open announce stream"));
+    discovery_waits_for_stream_ = true;
     return;
   }
+  discovery_waits_for_stream_ = false;
   adopt<AnnounceRequester>(*stream, *config_.discover_prefix);
 }
 
@@ -154,6 +157,9 @@ void Session::on_incoming_stream(transport::Stream& stream) {
 void Session::on_streams_available() {
   if (setup_waits_for_stream_) {
     open_setup_stream();
+  }
+  if (discovery_waits_for_stream_ && !closed_) {
+    open_discovery();
   }
   auto waiting = std::move(waiting_for_streams_);
   waiting_for_streams_.clear();

@@ -97,6 +97,7 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   std::optional<wire::Version> version_;
   bool closed_ = false;
   bool setup_waits_for_stream_ = false;
+  bool discovery_waits_for_stream_ = false;
   TimerId setup_timer_ = 0;
   TimerId stall_timer_ = 0;
   TimerId sweep_timer_ = 0;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -219,7 +220,7 @@ class SessionPair {
   // Runs due timers and delivers messages until nothing moves; false if still busy after
   // `max_rounds`. While the wire is held, only timers run.
   bool pump(size_t max_rounds = 100'000);
-  // Moves the clock by `d` (timers fire at their deadlines), then pumps.
+  // Moves the clock by `d` in 10 ms steps, pumping after each (timers fire at their deadlines).
   void advance(Duration d);
   // Delivers at most `max` messages (then runs due timers), even while the wire is held.
   size_t deliver_some(size_t max);
@@ -272,6 +273,7 @@ struct VersionCase {
 };
 // lite-01 (SETUP with the server restricted to it), lite-02 (SETUP), lite-03, lite-04.
 std::vector<VersionCase> all_version_cases();
+void PrintTo(const VersionCase& c, std::ostream* os);
 // Options that reach `c`, otherwise default.
 SessionPairOptions options_for(const VersionCase& c);
 
