@@ -134,6 +134,7 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   bool started_ = false;
   bool unsubscribed_ = false;
   bool track_ended_ = false;
+  bool reached_end_ = false;  // a group at or past end_group arrived: no more are wanted
   bool fin_sent_ = false;
   model::Track* track_ = nullptr;
   uint64_t next_arrival_ = 0;  // groups of the track with arrival >= this are still to come

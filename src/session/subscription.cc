@@ -208,6 +208,9 @@ void Subscription::collect_new_groups() {
   }
   uint64_t after = next_arrival_ == 0 ? UINT64_MAX : next_arrival_ - 1;
   for (auto& g : track_->groups_after(after)) {
+    if (req_.end_group && g->sequence() >= *req_.end_group) {
+      reached_end_ = true;
+    }
     if (wants_group(*g)) {
       pending_.push_back(std::move(g));
     }
@@ -322,7 +325,8 @@ void Subscription::pump() {
   std::erase_if(writers_, [](const auto& w) { return w->done_; });
   idle_ = !has_waiting_data();
   pumping_ = false;
-  if (track_ended_ && writers_.empty() && pending_.empty() && fin_timer_ == 0) {
+  // lite-03 end_group: the subscription ends once the last wanted group has been sent.
+  if ((track_ended_ || reached_end_) && writers_.empty() && pending_.empty() && fin_timer_ == 0) {
     Duration since = session_.clock().now() - last_group_end_;
     if (since >= kFinDelay) {
       end_subscription();

@@ -130,6 +130,10 @@ INSTANTIATE_TEST_SUITE_P(Framings, MuxPairTest,
                            return info.param == Framing::kQmux00 ? "Qmux00" : "WebTransport";
                          });
 
+// Flow control and stream limits exist only in qmux-00; the legacy framing has neither.
+class MuxPairQmuxTest : public MuxPairTest {};
+INSTANTIATE_TEST_SUITE_P(Qmux00, MuxPairQmuxTest, ::testing::Values(Framing::kQmux00));
+
 TEST_P(MuxPairTest, TransportParametersAreTheFirstMessage) {
   start();
   if (qmux()) {
@@ -388,10 +392,7 @@ TEST_P(MuxPairTest, ReleaseUnfinishedResetsAndStops) {
   EXPECT_EQ(cr.stop_code, 0u);
 }
 
-TEST_P(MuxPairTest, FlowControlStallsUntilReaderConsumes) {
-  if (!qmux()) {
-    GTEST_SKIP() << "legacy framing has no flow control";
-  }
+TEST_P(MuxPairQmuxTest, FlowControlStallsUntilReaderConsumes) {
   MuxConfig server_config;
   server_config.max_stream_data = 64 * 1024;
   server_config.max_data = 1 << 20;
@@ -412,10 +413,7 @@ TEST_P(MuxPairTest, FlowControlStallsUntilReaderConsumes) {
   EXPECT_EQ(c->buffered(), 0u);
 }
 
-TEST_P(MuxPairTest, ConnectionCreditStallsAcrossStreams) {
-  if (!qmux()) {
-    GTEST_SKIP() << "legacy framing has no flow control";
-  }
+TEST_P(MuxPairQmuxTest, ConnectionCreditStallsAcrossStreams) {
   MuxConfig server_config;
   server_config.max_data = 100 * 1024;
   start(server_config);
@@ -437,10 +435,7 @@ TEST_P(MuxPairTest, ConnectionCreditStallsAcrossStreams) {
   EXPECT_EQ(sv_.incoming[1]->data.size(), 80u * 1024);
 }
 
-TEST_P(MuxPairTest, UniStreamLimitBlocksThenStreamsAvailable) {
-  if (!qmux()) {
-    GTEST_SKIP() << "legacy framing has no stream limits";
-  }
+TEST_P(MuxPairQmuxTest, UniStreamLimitBlocksThenStreamsAvailable) {
   MuxConfig server_config;
   server_config.max_streams_uni = 2;
   start(server_config);
@@ -477,10 +472,7 @@ TEST_P(MuxPairTest, UniStreamLimitBlocksThenStreamsAvailable) {
   EXPECT_EQ(sv_.closed, 0);
 }
 
-TEST_P(MuxPairTest, ServerCannotOpenBeforeClientParameters) {
-  if (!qmux()) {
-    GTEST_SKIP() << "legacy framing has no stream limits";
-  }
+TEST_P(MuxPairQmuxTest, ServerCannotOpenBeforeClientParameters) {
   server_ = std::make_unique<MuxSession>(pipe_.a(), clock_, GetParam(), Role::kServer, "", "/",
                                          "c", MuxConfig{});
   server_->set_visitor(&sv_);
@@ -555,6 +547,10 @@ INSTANTIATE_TEST_SUITE_P(Framings, MuxServerTest,
                            return info.param == Framing::kQmux00 ? "Qmux00" : "WebTransport";
                          });
 
+// Flow control and stream limits exist only in qmux-00; the legacy framing has neither.
+class MuxServerQmuxTest : public MuxServerTest {};
+INSTANTIATE_TEST_SUITE_P(Qmux00, MuxServerQmuxTest, ::testing::Values(Framing::kQmux00));
+
 TEST_P(MuxServerTest, ClientTranscriptOpensStreamZero) {
   start();
   feed_hex(GetParam() == Framing::kQmux00 ? "0a 00 01 20" : "08 00 20");
@@ -625,10 +621,7 @@ TEST_P(MuxServerTest, UndecodableFrameIsProtocolError) {
   expect_protocol_close();
 }
 
-TEST_P(MuxServerTest, DataPastStreamCreditClosesSession) {
-  if (GetParam() != Framing::kQmux00) {
-    GTEST_SKIP() << "legacy framing has no flow control";
-  }
+TEST_P(MuxServerQmuxTest, DataPastStreamCreditClosesSession) {
   MuxConfig config;
   config.max_stream_data = 100;
   start(config);
@@ -639,10 +632,7 @@ TEST_P(MuxServerTest, DataPastStreamCreditClosesSession) {
   expect_protocol_close();
 }
 
-TEST_P(MuxServerTest, DataPastConnectionCreditClosesSession) {
-  if (GetParam() != Framing::kQmux00) {
-    GTEST_SKIP() << "legacy framing has no flow control";
-  }
+TEST_P(MuxServerQmuxTest, DataPastConnectionCreditClosesSession) {
   MuxConfig config;
   config.max_data = 150;
   start(config);
@@ -652,10 +642,7 @@ TEST_P(MuxServerTest, DataPastConnectionCreditClosesSession) {
   expect_protocol_close();
 }
 
-TEST_P(MuxServerTest, StreamsPastLimitCloseSession) {
-  if (GetParam() != Framing::kQmux00) {
-    GTEST_SKIP() << "legacy framing has no stream limits";
-  }
+TEST_P(MuxServerQmuxTest, StreamsPastLimitCloseSession) {
   MuxConfig config;
   config.max_streams_uni = 2;
   start(config);
@@ -665,10 +652,7 @@ TEST_P(MuxServerTest, StreamsPastLimitCloseSession) {
   expect_protocol_close();
 }
 
-TEST_P(MuxServerTest, GrantsStreamAndConnectionCreditAsDataIsConsumed) {
-  if (GetParam() != Framing::kQmux00) {
-    GTEST_SKIP() << "legacy framing has no flow control";
-  }
+TEST_P(MuxServerQmuxTest, GrantsStreamAndConnectionCreditAsDataIsConsumed) {
   MuxConfig config;
   config.max_stream_data = 100;
   config.max_data = 200;
