@@ -16,10 +16,12 @@ stage() {
   stage_names+=("$name"); stage_times+=($((SECONDS - t0)))
   echo "=== stage: $name took $((SECONDS - t0)) s"
 }
-configure_build() {  # dir compiler extra-flags...
+configure_build() {  # dir compiler extra-flags...   (TARGETS: what to build; default all)
   local dir=$1 cxx=$2; shift 2
   [[ -f $dir/build.ninja ]] || cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" "$@" >/dev/null
-  cmake --build "$dir" -j "$jobs"
+  local targets=()
+  for t in ${TARGETS:-}; do targets+=(--target "$t"); done
+  cmake --build "$dir" -j "$jobs" "${targets[@]}"
 }
 unit() {  # dir [ctest args...]
   local dir=$1; shift
@@ -44,8 +46,9 @@ stage interop interop build
 stage build-asan configure_build build-asan clang++-14 -DCMAKE_BUILD_TYPE=Debug "-DMOQD_SANITIZE=address;undefined"
 stage unit-asan unit build-asan
 stage interop-asan interop build-asan
-stage build-tsan configure_build build-tsan g++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOQD_SANITIZE=thread
-stage unit-tsan unit build-tsan -R "Workers|Mailbox|EventLoop|Tcp"
+TARGETS="moqd moq runtime_tests" stage build-tsan configure_build build-tsan g++ \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOQD_SANITIZE=thread
+stage unit-tsan build-tsan/tests/runtime_tests --gtest_brief=1
 stage interop-tsan interop build-tsan ./fanout.test.mjs ./js_pubsub.test.mjs ./framing.test.mjs
 if [[ -x scripts/fuzz.sh ]]; then
   stage fuzz ./scripts/fuzz.sh short

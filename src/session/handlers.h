@@ -163,6 +163,9 @@ class UpstreamTrack final : public model::TrackSource, public transport::StreamV
 
   model::Track* track() const { return track_; }
   uint64_t id() const { return id_; }
+  // Opens the subscribe stream and sends SUBSCRIBE; waits for on_streams_available when the
+  // peer's stream limit (or, over qmux, its missing transport parameters) does not allow it yet.
+  void open_subscribe_stream();
   // Group streams of this subscription being received; the track ends only once they are done.
   void on_group_started() { ++active_groups_; }
   void on_group_done();

@@ -161,10 +161,21 @@ void Session::on_streams_available() {
   if (discovery_waits_for_stream_ && !closed_) {
     open_discovery();
   }
+  auto upstreams = std::move(upstreams_waiting_);
+  upstreams_waiting_.clear();
+  for (UpstreamTrack* u : upstreams) {
+    u->open_subscribe_stream();
+  }
   auto waiting = std::move(waiting_for_streams_);
   waiting_for_streams_.clear();
   for (Subscription* s : waiting) {
     s->pump();
+  }
+}
+
+void Session::wait_for_streams(UpstreamTrack* u) {
+  if (std::find(upstreams_waiting_.begin(), upstreams_waiting_.end(), u) == upstreams_waiting_.end()) {
+    upstreams_waiting_.push_back(u);
   }
 }
 
@@ -181,6 +192,7 @@ void Session::forget_subscription(Subscription* s) {
 }
 
 void Session::forget_upstream(UpstreamTrack* u) {
+  std::erase(upstreams_waiting_, u);
   for (auto it = upstreams_.begin(); it != upstreams_.end(); ++it) {
     if (it->second == u) {
       upstreams_.erase(it);

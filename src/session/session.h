@@ -68,6 +68,7 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   void retire(StreamHandler* h);
   // A subscription that could not open a stream waits for on_streams_available.
   void wait_for_streams(Subscription* s);
+  void wait_for_streams(UpstreamTrack* u);
   void forget_subscription(Subscription* s);
   void forget_upstream(UpstreamTrack* u);
   UpstreamTrack* upstream_by_id(uint64_t id);
@@ -105,6 +106,7 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   std::vector<StreamHandler*> retired_;
   std::vector<Subscription*> subscriptions_;
   std::vector<Subscription*> waiting_for_streams_;
+  std::vector<UpstreamTrack*> upstreams_waiting_;
   std::map<uint64_t, UpstreamTrack*> upstreams_;
   // One UpstreamTrack per (path, track), owned here, created on demand by track_source().
   std::map<std::pair<std::string, std::string>, std::unique_ptr<UpstreamTrack>> upstream_tracks_;

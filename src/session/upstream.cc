@@ -27,21 +27,32 @@ void UpstreamTrack::start_track(model::Track& track) {
   publisher_finished_ = false;
   grace_over_ = false;
   active_groups_ = 0;
+  id_ = session_.next_upstream_id();
+  session_.register_upstream(id_, this);
+  open_subscribe_stream();
+}
+
+void UpstreamTrack::open_subscribe_stream() {
+  if (track_ == nullptr || stream_ != nullptr) {
+    return;
+  }
   auto peer_path = session_.to_peer(path_);
-  transport::Stream* stream = peer_path ? session_.transport().open_bidi() : nullptr;
+  if (!peer_path) {
+    end_track(make_error(ErrorCode::kNotFound, "broadcast outside the session root"));
+    return;
+  }
+  transport::Stream* stream = session_.transport().open_bidi();
   if (stream == nullptr) {
-    end_track(make_error(ErrorCode::kTransport, "cannot open subscribe stream"));
+    session_.wait_for_streams(this);
     return;
   }
   stream_ = stream;
   stream->set_visitor(this);
-  id_ = session_.next_upstream_id();
-  session_.register_upstream(id_, this);
   wire::Subscribe req;
   req.id = id_;
   req.broadcast = *peer_path;
   req.track = name_;
-  req.priority = track.priority().value_or(session_.config().upstream_priority);
+  req.priority = track_->priority().value_or(session_.config().upstream_priority);
   std::vector<uint8_t> out;
   out.push_back(static_cast<uint8_t>(wire::BidiType::kSubscribe));
   wire::encode(*session_.version(), req, out);

@@ -160,5 +160,15 @@ TEST(HttpRequestTest, WriterRoundTrips) {
   EXPECT_EQ(back->query, "b=c");
 }
 
+// Found by fuzz/http1_fuzzer (minimised): "050" was read as status 50, which the writer put back
+// as "50" and the parser then refused. Statuses below 100 are malformed.
+TEST(HttpResponseTest, StatusBelow100IsRejectedSoWhatParsesWritesBack) {
+  EXPECT_FALSE(parse_http_response_head("HTTP/1.1 050 Switching Protocols\r\n\r\n").has_value());
+  EXPECT_FALSE(parse_http_response_head("HTTP/1.1 000\r\n\r\n").has_value());
+  auto ok = parse_http_response_head("HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_TRUE(parse_http_response_head(write_http_response(*ok)).has_value());
+}
+
 }  // namespace
 }  // namespace moqd::transport::websocket

@@ -57,14 +57,15 @@ MuxSession::MuxSession(MessageChannel& channel, Timers& timers, Framing framing,
       path_(std::move(path)),
       peer_(std::move(peer)),
       config_(config) {
+  // Both framings bound the peer's streams open at once; only qmux-00 tells the peer.
+  max_peer_streams_[0] = config_.max_streams_bidi;
+  max_peer_streams_[1] = config_.max_streams_uni;
   if (!is_qmux()) {
     conn_send_max_ = kUnlimited;
     peer_max_streams_[0] = peer_max_streams_[1] = kUnlimited;
     return;
   }
   conn_recv_max_ = config_.max_data;
-  max_peer_streams_[0] = config_.max_streams_bidi;
-  max_peer_streams_[1] = config_.max_streams_uni;
   TransportParameters ours;
   ours.initial_max_data = config_.max_data;
   ours.initial_max_stream_data_bidi_local = config_.max_stream_data;
@@ -203,7 +204,8 @@ Result<MuxStream*> MuxSession::stream_for_frame(StreamId id, bool peer_sends) {
   if (index < next_peer_[k]) {
     return find(id);
   }
-  if (is_qmux() && index >= max_peer_streams_[k]) {
+  // Also in the legacy framing: one frame with a huge id would otherwise open every lower id.
+  if (index >= max_peer_streams_[k]) {
     return moqd::fail(ErrorCode::kBoundsExceeded, "stream limit exceeded");
   }
   // §4.3: peer streams open implicitly and in order; lower ids of the kind open with it.
@@ -473,7 +475,7 @@ void MuxSession::grant_connection_credit() {
 void MuxSession::maybe_count_released(MuxStream& s) {
   bool recv_done = s.fin_received_ || s.reset_received_ || s.stop_sent_;
   bool send_done = !has_send_side(s.id_) || s.fin_queued_ || s.reset_sent_;
-  if (!is_qmux() || is_local(s.id_) || s.counted_released_ || !recv_done || !send_done) {
+  if (is_local(s.id_) || s.counted_released_ || !recv_done || !send_done) {
     return;
   }
   s.counted_released_ = true;
@@ -481,6 +483,10 @@ void MuxSession::maybe_count_released(MuxStream& s) {
   ++released_peer_streams_[k];
   uint64_t initial = k == 0 ? config_.max_streams_bidi : config_.max_streams_uni;
   uint64_t allowed = initial + released_peer_streams_[k];
+  if (!is_qmux()) {
+    max_peer_streams_[k] = allowed;  // no MAX_STREAMS frame: the window just slides
+    return;
+  }
   if (allowed - max_peer_streams_[k] >= std::max<uint64_t>(1, initial / 2)) {
     max_peer_streams_[k] = allowed;
     send_control(encode_max_streams(k == 1, allowed));

@@ -684,5 +684,31 @@ TEST_P(MuxServerTest, ChannelClosedReportsOnce) {
   EXPECT_EQ(visitor_.closed, 1);
 }
 
+// Found by fuzz/mux_fuzzer (out of memory): one STREAM frame naming client bidi index ~86 million
+// made the legacy framing, which had no stream limit, open every lower index first.
+TEST_P(MuxServerTest, HugePeerStreamIdClosesInsteadOfOpeningEveryLowerId) {
+  start();
+  feed_hex(GetParam() == Framing::kQmux00 ? "0a 94 94 94 94 01 20" : "08 94 94 94 94 20");
+  expect_protocol_close();
+  EXPECT_TRUE(visitor_.incoming.empty());
+  EXPECT_EQ(session_->stream_count(), 0u);
+}
+
+// The peer stream window slides as streams finish, in both framings, so a long session that opens
+// one uni stream per group never hits the limit, while a jump past the window still closes.
+TEST_P(MuxServerTest, PeerStreamWindowSlidesAsStreamsFinish) {
+  MuxConfig config;
+  config.max_streams_uni = 2;
+  start(config);
+  feed(stream_frame(2, 1, true).span());   // index 0
+  feed(stream_frame(6, 1, true).span());   // index 1
+  feed(stream_frame(10, 1, true).span());  // index 2: allowed, 0 and 1 are done
+  feed(stream_frame(14, 1, true).span());  // index 3
+  EXPECT_EQ(visitor_.closed, 0);
+  EXPECT_EQ(visitor_.incoming.size(), 4u);
+  feed(stream_frame(26, 1).span());  // index 6: past the window of 2 open at once
+  expect_protocol_close();
+}
+
 }  // namespace
 }  // namespace moqd::transport::websocket
