@@ -96,6 +96,12 @@ struct Options {
   size_t cache_groups = 8;
   std::string cache_bytes = "64MiB";
   std::string cache_age = "30s";
+  std::string cache_budget = "1GiB";
+  std::string max_publisher_cache = "256MiB";
+  std::string max_publisher_rate = "256MiB";
+  size_t max_streams = 1000;
+  std::string max_session_buffer = "16MiB";
+  size_t max_path_length = 1024;
   std::string log_level = "info";
 };
 
@@ -134,6 +140,20 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--cache-groups", o.cache_groups, "groups cached per track (default 8)");
   app.add_option("--cache-bytes", o.cache_bytes, "bytes cached per track (default 64MiB)");
   app.add_option("--cache-age", o.cache_age, "age of cached groups (default 30s)");
+  app.add_option("--cache-budget", o.cache_budget,
+                 "cached bytes over all tracks; oldest groups of the least recently served tracks "
+                 "are evicted past it; split evenly between workers (default 1GiB)");
+  app.add_option("--max-publisher-cache", o.max_publisher_cache,
+                 "cached bytes of one publisher's tracks (default 256MiB)");
+  app.add_option("--max-publisher-rate", o.max_publisher_rate,
+                 "payload bytes per second one publisher may send, 0 for no limit; past it the "
+                 "session is closed with bounds_exceeded (default 256MiB)");
+  app.add_option("--max-streams", o.max_streams,
+                 "streams of each direction a peer may have open per session (default 1000)");
+  app.add_option("--max-session-buffer", o.max_session_buffer,
+                 "bytes a peer may send that moqd has not yet consumed, per session (default 16MiB)");
+  app.add_option("--max-path-length", o.max_path_length,
+                 "bytes in a broadcast path or track name (default 1024)");
   app.add_option("--log-level", o.log_level, "debug, info, warn or error (default info)");
 }
 
@@ -231,6 +251,23 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   c.decode.max_message_size = size;
   if (!parse_size(o.max_ws_message_size, size)) return bad("--max-ws-message-size", o.max_ws_message_size);
   c.websocket.max_message_size = size + 4096;
+  if (!parse_size(o.cache_budget, c.cache_budget)) return bad("--cache-budget", o.cache_budget);
+  if (!parse_size(o.max_publisher_cache, c.limits.max_publisher_cache)) {
+    return bad("--max-publisher-cache", o.max_publisher_cache);
+  }
+  if (!parse_size(o.max_publisher_rate, c.limits.max_publisher_rate)) {
+    return bad("--max-publisher-rate", o.max_publisher_rate);
+  }
+  if (!parse_size(o.max_session_buffer, c.mux.max_data) || c.mux.max_data < 65536) {
+    return bad("--max-session-buffer (at least 64KiB)", o.max_session_buffer);
+  }
+  c.mux.max_stream_data = std::min<uint64_t>(c.mux.max_stream_data, c.mux.max_data);
+  if (o.max_streams == 0) return bad("--max-streams", "0");
+  c.mux.max_streams_bidi = o.max_streams;
+  c.mux.max_streams_uni = o.max_streams;
+  if (o.max_path_length == 0) return bad("--max-path-length", "0");
+  c.decode.max_path_size = o.max_path_length;
+  c.decode.max_track_name_size = o.max_path_length;
   c.limits.max_subscriptions = o.max_subscriptions;
   c.limits.max_announce_streams = o.max_announce_streams;
   c.limits.max_announced_paths = o.max_announced_paths;

@@ -169,7 +169,10 @@ Track* Origin::create_track(Broadcast& b, const std::string& name) {
   auto t = std::make_unique<Track>(b.path, name, config_.cache, config_.upstream_linger, clock_,
                                    timers_);
   Track* raw = t.get();
-  raw->set_source(&b.publishers.back().source->track_source(b.path, name));
+  BroadcastSource* publisher = b.publishers.back().source;
+  raw->set_source(&publisher->track_source(b.path, name));
+  raw->attach_budget(config_.budget);
+  raw->attach_budget(publisher->cache_budget());
   // The Track cancels this timer callback when destroyed, so the raw pointers stay valid.
   raw->set_idle_callback([this, raw] { on_track_idle(raw); });
   b.tracks.emplace(name, std::move(t));

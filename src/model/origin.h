@@ -31,6 +31,8 @@ class BroadcastSource {
   virtual ~BroadcastSource() = default;
   // The source that will feed track `name` of broadcast `path`; called when a Track is created.
   virtual TrackSource& track_source(const std::string& path, const std::string& name) = 0;
+  // The budget this publisher's cached bytes count against (--max-publisher-cache), or null.
+  virtual CacheBudget* cache_budget() { return nullptr; }
 };
 
 // Discovery listener for a prefix.
@@ -44,6 +46,9 @@ class AnnounceListener {
 struct OriginConfig {
   CacheLimits cache;
   Duration upstream_linger = std::chrono::seconds(5);  // --upstream-linger
+  // This worker's share of the global cache budget (--cache-budget / workers); null: unbounded.
+  // Owned by the caller and must outlive the Origin.
+  CacheBudget* budget = nullptr;
 };
 
 class Origin {

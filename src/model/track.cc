@@ -18,6 +18,80 @@ Track::~Track() {
   timers_.cancel(linger_timer_);
   timers_.cancel(idle_timer_);
   stop_upstream();
+  release_budgets(cached_bytes_);
+  for (auto& b : budgets_) {
+    if (b.budget != nullptr) {
+      b.budget->detach(b.link);
+      b.budget = nullptr;
+    }
+  }
+}
+
+void Track::attach_budget(CacheBudget* budget) {
+  if (budget == nullptr) {
+    return;
+  }
+  for (auto& b : budgets_) {
+    if (b.budget == nullptr) {
+      b.budget = budget;
+      b.link = budget->attach(this);
+      budget->charge(cached_bytes_);
+      return;
+    }
+  }
+}
+
+void Track::forget_budget(CacheBudget* budget) {
+  for (auto& b : budgets_) {
+    if (b.budget == budget) {
+      budget->detach(b.link);
+      b.budget = nullptr;
+    }
+  }
+}
+
+void Track::note_served() {
+  for (auto& b : budgets_) {
+    if (b.budget != nullptr) {
+      b.budget->touch(b.link);
+    }
+  }
+}
+
+void Track::charge_budgets(uint64_t n) {
+  for (auto& b : budgets_) {
+    if (b.budget != nullptr) {
+      b.budget->charge(n);
+    }
+  }
+  for (auto& b : budgets_) {
+    if (b.budget != nullptr && b.budget->used() > b.budget->limit()) {
+      b.budget->enforce();
+    }
+  }
+}
+
+void Track::release_budgets(uint64_t n) {
+  for (auto& b : budgets_) {
+    if (b.budget != nullptr) {
+      b.budget->release(n);
+    }
+  }
+}
+
+bool Track::evict_oldest_group() {
+  if (cache_.size() <= 1) {
+    return false;
+  }
+  drop_oldest();
+  return true;
+}
+
+void Track::drop_oldest() {
+  uint64_t bytes = cache_.front()->bytes();
+  cached_bytes_ -= bytes;
+  cache_.pop_front();
+  release_budgets(bytes);
 }
 
 Group* Track::begin_group(uint64_t sequence) {
@@ -55,6 +129,7 @@ void Track::append_chunk(Group& g, Bytes chunk) {
   g.append_chunk(std::move(chunk));
   if (is_cached(g)) {
     cached_bytes_ += g.bytes() - before;
+    charge_budgets(g.bytes() - before);
   }
   evict();
   notify();
@@ -179,8 +254,7 @@ void Track::evict() {
     if (!over) {
       return;
     }
-    cached_bytes_ -= oldest->bytes();
-    cache_.pop_front();
+    drop_oldest();
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "model/cache_budget.h"
 #include "model/group.h"
 
 namespace moqd::model {
@@ -113,6 +114,18 @@ class Track {
   // Largest group sequence seen, if any.
   std::optional<uint64_t> largest_sequence() const { return largest_sequence_; }
 
+  // Shares this track's cache with a budget (at most kMaxBudgets: the worker's and the
+  // publisher's). Growth beyond a budget evicts the oldest groups of its least recently served
+  // tracks.
+  static constexpr size_t kMaxBudgets = 2;
+  void attach_budget(CacheBudget* budget);
+  // A subscriber took data: this track becomes the most recently served in its budgets.
+  void note_served();
+  // Evicts the oldest cached group unless it is the newest; false when nothing can go.
+  bool evict_oldest_group();
+  // The budget is being destroyed: drop the link without touching it further.
+  void forget_budget(CacheBudget* budget);
+
   // Cached state, for tests and metrics.
   size_t cached_groups() const { return cache_.size(); }
   uint64_t cached_bytes() const { return cached_bytes_; }
@@ -120,6 +133,9 @@ class Track {
  private:
   void notify();
   void evict();
+  void charge_budgets(uint64_t n);
+  void release_budgets(uint64_t n);
+  void drop_oldest();
   bool is_cached(const Group& g) const;
   void stop_upstream();
   void schedule_idle();
@@ -143,6 +159,11 @@ class Track {
   uint64_t next_arrival_ = 0;
   std::optional<uint64_t> largest_sequence_;
   std::optional<uint8_t> priority_;
+  struct BudgetLink {
+    CacheBudget* budget = nullptr;
+    CacheBudget::Link link;
+  };
+  BudgetLink budgets_[kMaxBudgets];
   // Removed listeners become null while a callback runs (notify_depth_ > 0) and are compacted
   // after, so listeners may remove themselves from inside callbacks.
   std::vector<TrackListener*> listeners_;

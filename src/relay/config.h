@@ -6,6 +6,7 @@
 
 #include "model/origin.h"
 #include "session/config.h"
+#include "transport/websocket/mux_session.h"
 #include "transport/websocket/ws_connection.h"
 #include "wire/version.h"
 
@@ -19,6 +20,11 @@ struct RelayConfig {
   wire::DecodeLimits decode;
   model::OriginConfig origin;
   transport::websocket::WsConfig websocket;
+  // Stream limits and receive windows per session (--max-streams, --max-session-buffer).
+  transport::websocket::MuxConfig mux;
+  // Cached payload bytes over all tracks of the relay (--cache-budget); each worker gets an equal
+  // share, so no byte of accounting crosses cores.
+  uint64_t cache_budget = 1ull << 30;
   Duration drain_timeout = std::chrono::seconds(10);  // --drain-timeout
 };
 

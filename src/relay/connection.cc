@@ -55,7 +55,8 @@ void ServerConnection::on_upgraded() {
   const auto& sp = ws_.subprotocol();
   const auto& request = ws_.request();
   mux_ = std::make_unique<ws::MuxSession>(ws_, worker_.loop(), sp.framing, ws::Role::kServer,
-                                          sp.app_protocol, request.target(), peer_);
+                                          sp.app_protocol, request.target(), peer_,
+                                          worker_.relay().config().mux);
   ws_.set_message_handler(mux_.get());
   const RelayConfig& rc = worker_.relay().config();
   session::SessionConfig sc;

@@ -2,18 +2,29 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "base/log.h"
 #include "relay/connection.h"
 #include "relay/relay.h"
 
 namespace moqd::relay {
 
+namespace {
+model::OriginConfig origin_config(const RelayConfig& c, model::CacheBudget* budget) {
+  model::OriginConfig oc = c.origin;
+  oc.budget = budget;
+  return oc;
+}
+}  // namespace
+
 RelayWorker::RelayWorker(Relay& relay, size_t index, runtime::Workers& workers,
                          const std::vector<Bridge*>& bridges)
     : relay_(relay),
       index_(index),
       loop_(workers.loop(index)),
-      origin_(relay.config().origin, loop_, loop_),
+      budget_(relay.config().cache_budget / std::max<size_t>(1, relay.config().workers)),
+      origin_(origin_config(relay.config(), &budget_), loop_, loop_),
       bridge_(index, workers, origin_, bridges) {}
 
 RelayWorker::~RelayWorker() {

@@ -32,6 +32,7 @@ class RelayWorker {
   runtime::EventLoop& loop() { return loop_; }
   model::Origin& origin() { return origin_; }
   Bridge& bridge() { return bridge_; }
+  const model::CacheBudget& budget() const { return budget_; }
 
   // Listens on host:port (SO_REUSEPORT: every worker binds the same port).
   Status listen(const std::string& host, uint16_t port);
@@ -53,6 +54,7 @@ class RelayWorker {
   Relay& relay_;
   size_t index_;
   runtime::EventLoop& loop_;
+  model::CacheBudget budget_;  // this worker's share of --cache-budget; outlives origin_
   model::Origin origin_;
   Bridge bridge_;
   bool draining_ = false;

@@ -28,6 +28,8 @@ struct SessionLimits {
   Duration max_backlog_age = std::chrono::seconds(10);  // idem, by the oldest group's age
   Duration stall_timeout = std::chrono::seconds(30);    // no progress with data queued: close
   Duration setup_timeout = std::chrono::seconds(10);    // SETUP must complete within this
+  uint64_t max_publisher_cache = 256ull << 20;  // cached bytes of one publisher's tracks
+  uint64_t max_publisher_rate = 256ull << 20;   // payload bytes/s a publisher may send; 0: no limit
 };
 
 struct SessionConfig {

@@ -145,6 +145,7 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   TimerId fin_timer_ = 0;
   bool pumping_ = false;
   bool idle_ = true;
+  bool served_ = false;
 };
 
 // An upstream subscription: the track source for one (broadcast, track) of the peer's broadcasts.

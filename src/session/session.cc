@@ -24,8 +24,11 @@ Session::Session(transport::Session& transport, SessionConfig config, model::Ori
       handler_(handler),
       clock_(clock),
       timers_(timers),
-      id_(g_next_session_id.fetch_add(1, std::memory_order_relaxed)) {
+      id_(g_next_session_id.fetch_add(1, std::memory_order_relaxed)),
+      publisher_budget_(config_.limits.max_publisher_cache) {
   config_.root = model::normalize_path(config_.root);
+  ingress_tokens_ = static_cast<double>(config_.limits.max_publisher_rate);
+  ingress_refilled_ = clock_.now();
   transport_.set_visitor(this);
 }
 
@@ -231,6 +234,23 @@ void Session::on_closed(uint64_t code, std::string_view reason) {
   ErrorCode ec = code <= static_cast<uint64_t>(ErrorCode::kGoingAway) ? static_cast<ErrorCode>(code)
                                                                         : ErrorCode::kTransport;
   handler_.on_session_closed(make_error(ec, "session closed"));
+}
+
+bool Session::admit_ingress(uint64_t n) {
+  const uint64_t rate = config_.limits.max_publisher_rate;
+  if (rate == 0) {
+    return true;
+  }
+  Instant now = clock_.now();
+  double elapsed = std::chrono::duration<double>(now - ingress_refilled_).count();
+  ingress_refilled_ = now;
+  ingress_tokens_ = std::min(static_cast<double>(rate), ingress_tokens_ + elapsed * static_cast<double>(rate));
+  ingress_tokens_ -= static_cast<double>(n);
+  if (ingress_tokens_ >= 0) {
+    return true;
+  }
+  fail(make_error(ErrorCode::kBoundsExceeded, "publisher over --max-publisher-rate"));
+  return false;
 }
 
 model::TrackSource& Session::track_source(const std::string& path, const std::string& name) {

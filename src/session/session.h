@@ -59,6 +59,12 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
 
   // model::BroadcastSource: tracks of broadcasts this session's peer publishes.
   model::TrackSource& track_source(const std::string& path, const std::string& name) override;
+  model::CacheBudget* cache_budget() override { return &publisher_budget_; }
+
+  // Counts `n` payload bytes received from the publishing peer against --max-publisher-rate
+  // (a token bucket holding one second of the rate). False, and the session is closing with
+  // bounds_exceeded, once the peer sends faster.
+  bool admit_ingress(uint64_t n);
 
   // --- used by the stream handlers ---
   void on_setup_complete(wire::Version version);
@@ -113,6 +119,9 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   std::vector<std::string> peer_announced_;
   uint64_t next_upstream_id_ = 0;
   size_t announce_streams_ = 0;
+  model::CacheBudget publisher_budget_;
+  double ingress_tokens_ = 0;
+  Instant ingress_refilled_{};
 };
 
 // Base of the per-stream state machines. Owned by the Session.

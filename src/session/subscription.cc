@@ -290,6 +290,7 @@ void Subscription::write_group(GroupWriter& w) {
         break;
       case model::GroupCursor::Kind::kChunk:
         w.stream_->write(step.chunk);
+        served_ = true;
         break;
       case model::GroupCursor::Kind::kEnd:
         w.stream_->finish();
@@ -319,8 +320,12 @@ void Subscription::pump() {
   collect_new_groups();
   drop_old_groups();
   open_writers();
+  served_ = false;
   for (auto& w : writers_) {
     write_group(*w);
+  }
+  if (served_ && track_ != nullptr) {
+    track_->note_served();
   }
   std::erase_if(writers_, [](const auto& w) { return w->done_; });
   idle_ = !has_waiting_data();

@@ -259,6 +259,9 @@ void GroupReceiver::on_readable() {
       break;
     }
     size_t n = static_cast<size_t>(std::min<uint64_t>(frame_left_, data.size()));
+    if (!session_.admit_ingress(n)) {
+      return;
+    }
     Bytes chunk = Bytes::copy(data.first(n));
     stream_->consume(n);
     frame_left_ -= n;

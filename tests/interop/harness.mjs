@@ -584,3 +584,144 @@ export function moqdStopsCleanly(ctx) {
     await stopMoqdClean(ctx.moqd);
   });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bystander (hostile and resource tests)
+
+// The bytes of frame `n` of a bystander track: a label then a pattern derived from n.
+export function bystanderFrame(n, size = 64) {
+  const b = Buffer.alloc(size);
+  b.write(`frame ${n} `);
+  for (let i = Buffer.byteLength(`frame ${n} `); i < size; i++) b[i] = (n * 31 + i) & 0xff;
+  return b;
+}
+
+// A JS publisher and a JS subscriber on their own connections that keep a live track flowing
+// while a test attacks moqd: `track` gets a frame every `everyMs` (groups of `framesPerGroup`),
+// frame n in group floor(n / framesPerGroup). check() waits until the subscriber has every frame
+// published so far and asserts them byte for byte, from its first group on, with no gap, no
+// group error, and both connections open. A second track `bulkTrack`, served only when
+// requested, carries `bulkFrameSize`-byte frames as fast as `bulkEveryMs` allows (for tests that
+// need a subscriber's socket to fill up).
+export async function startBystander(url, {
+  path: p = "bystander",
+  track: trackName = "t",
+  everyMs = 20,
+  framesPerGroup = 10,
+  frameSize = 64,
+  bulkTrack = "bulk",
+  bulkFrameSize = 128 * 1024,
+  bulkEveryMs = 5,
+} = {}) {
+  const pubConn = await connect(url);
+  const subConn = await connect(url);
+  const closed = { pub: false, sub: false };
+  pubConn.closed.then(() => (closed.pub = true), () => (closed.pub = true));
+  subConn.closed.then(() => (closed.sub = true), () => (closed.sub = true));
+  const broadcast = new Moq.Broadcast();
+  pubConn.publish(p, broadcast);
+  const state = { published: 0, requests: 0, timers: [], stopped: false };
+  let served = false;
+  (async () => {
+    for (;;) {
+      const req = await broadcast.requested();
+      if (!req) break;
+      state.requests++;
+      if (req.track.name === bulkTrack) {
+        serveBulk(req.track);
+        continue;
+      }
+      if (req.track.name !== trackName || served) {
+        // A second upstream request for the live track would restart its sequences.
+        state.unexpected = `request #${state.requests} for ${req.track.name}`;
+        req.track.close(new Error("unexpected request"));
+        continue;
+      }
+      served = true;
+      serveLive(req.track);
+    }
+  })().catch((err) => recordAsyncError("bystander requested", err));
+
+  function serveLive(track) {
+    let group;
+    const timer = setInterval(() => {
+      const n = state.published;
+      if (n % framesPerGroup === 0) {
+        group?.close();
+        group = track.appendGroup();
+      }
+      group.writeFrame(bystanderFrame(n, frameSize));
+      state.published = n + 1;
+    }, everyMs);
+    state.timers.push(timer);
+  }
+
+  function serveBulk(track) {
+    let group;
+    let n = 0;
+    const frame = bystanderFrame(0, bulkFrameSize);
+    const timer = setInterval(() => {
+      try {
+        if (n % 8 === 0) {
+          group?.close();
+          group = track.appendGroup();
+        }
+        group.writeFrame(frame);
+        n++;
+      } catch {
+        clearInterval(timer); // the relay ended the subscription
+      }
+    }, bulkEveryMs);
+    state.timers.push(timer);
+  }
+
+  await waitActive(subConn, p);
+  const sub = subscribeTrack(subConn, p, trackName);
+  await sub.waitFrames(1, 10_000);
+
+  const describe = () =>
+    `bystander published=${state.published} requests=${state.requests} unexpected=${state.unexpected} closed=${JSON.stringify(closed)} ` +
+    `received=${JSON.stringify(summary(sub.groups))} ended=${sub.state.ended} error=${sub.state.error}`;
+
+  // Frames of the first received group onwards, in order: [{n, bytes}] where n is the frame number.
+  const flatten = () => {
+    const groups = normalize(sub.groups);
+    const out = [];
+    for (const g of groups) g.frames.forEach((f, i) => out.push({ n: g.group * framesPerGroup + i, bytes: f }));
+    return out;
+  };
+
+  return {
+    state,
+    sub,
+    describe,
+    // Asserts the bystander lost nothing up to now.
+    async check(ms = 10_000) {
+      const target = state.published;
+      const first = Math.min(...sub.groups.map((g) => g.group)) * framesPerGroup;
+      await waitFor(
+        () => {
+          if (sub.state.ended) throw new Error(`bystander subscription ended: ${describe()}`);
+          return flatten().filter((f) => f.n < target).length >= target - first;
+        },
+        ms,
+        () => `the bystander to receive frames ${first}..${target - 1}: ${describe()}`,
+      );
+      const frames = flatten().filter((f) => f.n < state.published);
+      assert.equal(state.unexpected, undefined, describe());
+      assert.ok(!closed.pub && !closed.sub, `a bystander connection closed: ${describe()}`);
+      for (const g of sub.groups) assert.equal(g.error, undefined, `bystander group ${g.group} failed: ${describe()}`);
+      frames.forEach((f, i) => {
+        assert.equal(f.n, first + i, `bystander gap at frame ${first + i}: ${describe()}`);
+        assert.ok(f.bytes.equals(bystanderFrame(f.n, frameSize)), `bystander frame ${f.n} differs`);
+      });
+      return frames.length;
+    },
+    stop() {
+      state.stopped = true;
+      for (const t of state.timers) clearInterval(t);
+      closeConnection(subConn);
+      closeConnection(pubConn);
+    },
+  };
+}

@@ -123,7 +123,7 @@ Status parse_status_line(std::string_view line, HttpResponse& resp) {
   std::string_view code = line.substr(9, 3);
   // RFC 9110 §15: a status below 100 is invalid, and "050" would be written back as "50".
   if (!std::all_of(code.begin(), code.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-      (line.size() > 12 && line[12] != ' ')) {
+      code[0] == '0' || (line.size() > 12 && line[12] != ' ')) {
     return fail(ErrorCode::kDecode, "malformed http status line");
   }
   std::string_view reason = line.size() > 12 ? line.substr(13) : std::string_view();

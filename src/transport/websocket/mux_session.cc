@@ -228,6 +228,11 @@ Status MuxSession::on_stream_frame(const MuxFrame& f) {
   if (is_qmux() && conn_received_ + len > conn_recv_max_) {
     return moqd::fail(ErrorCode::kBoundsExceeded, "flow control error");
   }
+  // The legacy framing has no flow control: bound what the peer can make us buffer unread by the
+  // same connection window.
+  if (!is_qmux() && conn_received_ - conn_consumed_ + len > config_.max_data) {
+    return moqd::fail(ErrorCode::kBoundsExceeded, "receive buffer limit exceeded");
+  }
   MuxStream* s = *found;
   if (s == nullptr || state_ != State::kOpen || s->fin_received_ || s->reset_received_) {
     discard_incoming(len);

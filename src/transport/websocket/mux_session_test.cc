@@ -642,6 +642,30 @@ TEST_P(MuxServerQmuxTest, DataPastConnectionCreditClosesSession) {
   expect_protocol_close();
 }
 
+// Both framings bound what a peer can make us buffer unread: qmux by its credit, the legacy
+// framing (no flow control) by the same window.
+TEST_P(MuxServerTest, UnreadBytesPastTheConnectionWindowCloseSession) {
+  MuxConfig config;
+  config.max_data = 150;
+  start(config);
+  visitor_.auto_read = false;
+  feed(stream_frame(0, 100).span());
+  feed(stream_frame(4, 50).span());
+  EXPECT_EQ(visitor_.closed, 0);
+  feed(stream_frame(8, 1).span());
+  expect_protocol_close();
+}
+
+TEST_P(MuxServerTest, ConsumedBytesDoNotCountAgainstTheWindow) {
+  MuxConfig config;
+  config.max_data = 150;
+  start(config);
+  for (int i = 0; i < 10; ++i) {
+    feed(stream_frame(0, 100).span());
+  }
+  EXPECT_EQ(visitor_.closed, 0);
+}
+
 TEST_P(MuxServerQmuxTest, StreamsPastLimitCloseSession) {
   MuxConfig config;
   config.max_streams_uni = 2;
