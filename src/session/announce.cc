@@ -45,6 +45,9 @@ void AnnounceResponder::on_readable() {
       return;
     }
     if (session_.announce_stream_count() >= session_.config().limits.max_announce_streams) {
+      MOQD_LOG(kInfo, "session %llu announce refused prefix=%s code=%u (too many announce streams)",
+               static_cast<unsigned long long>(session_.id()), full.c_str(),
+               static_cast<unsigned>(ErrorCode::kBoundsExceeded));
       stream_->reset(static_cast<uint64_t>(ErrorCode::kBoundsExceeded));
       finish();
       return;

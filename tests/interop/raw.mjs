@@ -506,6 +506,11 @@ export class RawMux {
     return poll(() => pred(this.stream(id)) && this.stream(id), ms, () => `${what ?? `stream ${id}`} (${this.describe()})`);
   }
 
+  // Resolves with the truthy value of cond().
+  waitUntil(cond, ms, what) {
+    return poll(cond, ms, () => `${what} (${this.describe()})`);
+  }
+
   // Resolves with the APPLICATION_CLOSE {code, reason}.
   waitAppClose(ms, what = "APPLICATION_CLOSE") {
     return poll(() => this.appClose, ms, () => `${what} (${this.describe()})`);
