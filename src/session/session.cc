@@ -37,22 +37,30 @@ Session::~Session() {
   timers_.cancel(stall_timer_);
   timers_.cancel(sweep_timer_);
   if (!closed_) {
-    closed_ = true;
     transport_.set_visitor(nullptr);
-    for (auto& h : handlers_) {
-      h->on_session_closed();
-    }
-    for (auto& [key, u] : upstream_tracks_) {
-      u->on_session_closed();
-    }
+    detach_from_transport();
   }
+  withdraw_peer_announcements();
+  handlers_.clear();
+  upstream_tracks_.clear();
+}
+
+void Session::detach_from_transport() {
+  closed_ = true;
+  for (auto& h : handlers_) {
+    h->on_session_closed();
+  }
+  for (auto& [key, u] : upstream_tracks_) {
+    u->on_session_closed();
+  }
+}
+
+void Session::withdraw_peer_announcements() {
   auto announced = std::move(peer_announced_);
   peer_announced_.clear();
   for (const auto& path : announced) {
     handler_.on_peer_announce(path, false, 0, *this);
   }
-  handlers_.clear();
-  upstream_tracks_.clear();
 }
 
 std::string Session::to_full(std::string_view peer_path) const {
@@ -213,24 +221,12 @@ void Session::on_closed(uint64_t code, std::string_view reason) {
   if (closed_) {
     return;
   }
-  {
-    MOQD_LOG(kInfo, "session %llu end peer=%s version=%s code=%llu reason=%.*s",
-             static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
-             version_or_none(version_), static_cast<unsigned long long>(code),
-             static_cast<int>(reason.size()), reason.data());
-  }
-  closed_ = true;
-  for (auto& h : handlers_) {
-    h->on_session_closed();
-  }
-  for (auto& [key, u] : upstream_tracks_) {
-    u->on_session_closed();
-  }
-  auto announced = std::move(peer_announced_);
-  peer_announced_.clear();
-  for (const auto& path : announced) {
-    handler_.on_peer_announce(path, false, 0, *this);
-  }
+  MOQD_LOG(kInfo, "session %llu end peer=%s version=%s code=%llu reason=%.*s",
+           static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
+           version_or_none(version_), static_cast<unsigned long long>(code),
+           static_cast<int>(reason.size()), reason.data());
+  detach_from_transport();
+  withdraw_peer_announcements();
   ErrorCode ec = code <= static_cast<uint64_t>(ErrorCode::kGoingAway) ? static_cast<ErrorCode>(code)
                                                                         : ErrorCode::kTransport;
   handler_.on_session_closed(make_error(ec, "session closed"));

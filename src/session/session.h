@@ -90,6 +90,10 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
 
  private:
   void open_discovery();
+  // The transport is gone: every handler drops its stream pointers.
+  void detach_from_transport();
+  // The peer's broadcasts leave the origin (through the handler).
+  void withdraw_peer_announcements();
   void open_setup_stream();
   void check_stalls();
   void sweep();
