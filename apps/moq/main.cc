@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "bench.h"
 #include "client/connection.h"
 #include "model/path.h"
 #include "runtime/event_loop.h"
@@ -381,6 +382,14 @@ int main(int argc, char** argv) {
   clock->add_option("PATH", c.path, "broadcast path")->required();
   clock->add_option("--track", c.track, "track name (default seconds)");
   clock->add_option("--timeout", c.timeout, "sub: exit after this many seconds");
+  bench::Options bo;
+  auto* bench_cmd = app.add_subcommand("bench", "load test: one publisher, N subscribers, latency and throughput");
+  bench_cmd->add_option("URL", bo.url, "relay URL")->required();
+  bench_cmd->add_option("--subscribers", bo.subscribers, "subscriber connections (default 10)");
+  bench_cmd->add_option("--rate", bo.rate, "frames per second (default 100)");
+  bench_cmd->add_option("--frame-size", bo.frame_size, "bytes per frame (default 1000)");
+  bench_cmd->add_option("--group-every", bo.group_every, "frames per group (default 10)");
+  bench_cmd->add_option("--seconds", bo.seconds, "how long to publish (default 5)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -388,6 +397,11 @@ int main(int argc, char** argv) {
   }
   if (verbose) {
     log::set_level(log::Level::kDebug);
+  }
+  if (bench_cmd->parsed()) {
+    int rc = bench::run(bo);
+    log::flush();
+    return rc;
   }
   if (auto u = client::parse_url(c.url); !u) {
     return die("URL", u.error());
