@@ -163,6 +163,13 @@ void Track::end(Error reason) {
   ended_ = true;
   timers_.cancel(linger_timer_);
   linger_timer_ = 0;
+  // No producer call reaches an ended track, so a group still open would stay open for good and
+  // its readers would wait on it forever: abort it, and readers reset their copies.
+  for (const GroupRef& g : cache_) {
+    if (!g->is_done()) {
+      g->abort();
+    }
+  }
   ++notify_depth_;
   for (size_t i = 0, n = listeners_.size(); i < n; ++i) {
     TrackListener* l = std::exchange(listeners_[i], nullptr);

@@ -82,8 +82,9 @@ class Track {
   void append_chunk(Group& g, Bytes chunk);
   void finish_group(Group& g);
   void abort_group(Group& g);
-  // Ends the track: every listener gets on_track_ended and is removed, then the source is stopped
-  // (if it was started). A no-op if already ended. The idle callback follows from a timer.
+  // Ends the track: cached groups still open are aborted, every listener gets on_track_ended and
+  // is removed, then the source is stopped (if it was started). A no-op if already ended. The idle
+  // callback follows from a timer.
   void end(Error reason);
 
   // --- owner side ---

@@ -185,6 +185,17 @@ Bridge::~Bridge() {
 }
 
 void Bridge::publish_local(const std::string& path, bool active, uint64_t hops) {
+  if (active) {
+    ++local_publishers_[path];
+  } else {
+    auto it = local_publishers_.find(path);
+    if (it != local_publishers_.end() && --it->second > 0) {
+      return;  // another local session still publishes it; its own switch ends the feeds
+    }
+    if (it != local_publishers_.end()) {
+      local_publishers_.erase(it);
+    }
+  }
   for (size_t i = 0; i < bridges_.size(); ++i) {
     if (i == self_) {
       continue;

@@ -84,6 +84,8 @@ class Bridge {
   std::map<std::pair<size_t, uint64_t>, std::unique_ptr<Feed>> feeds_;
   // Feeds this worker receives, by id.
   std::map<uint64_t, Inbound> inbound_;
+  // Local sessions announcing each path: the other workers hear "ended" when the last one leaves.
+  std::map<std::string, size_t> local_publishers_;
   uint64_t next_feed_id_ = 1;
 };
 

@@ -15,6 +15,11 @@ ServerConnection::ServerConnection(RelayWorker& worker, int fd, std::string peer
       ws_(tcp_, worker.loop(), worker.loop(), worker.relay().config().websocket,
           [this](const ws::HttpRequest& r) { return on_request(r); }) {
   ws_.set_open_callback([this] { on_upgraded(); });
+  ws_.set_response_callback([this](int status, const char* reason) {
+    if (status >= 400) {
+      MOQD_LOG(kInfo, "http refused peer=%s status=%d reason=%s", peer_.c_str(), status, reason);
+    }
+  });
   tcp_.set_handler(this);
   worker_.connections.fetch_add(1, std::memory_order_relaxed);
 }

@@ -21,6 +21,8 @@ class ServerConnection final : public transport::PipeHandler, public session::Se
 
   // Closes the session (if any) with `reason`, or the socket.
   void close(Error reason);
+  // Drops the TCP connection at once (RST).
+  void abort() { tcp_.abort(); }
 
   // transport::PipeHandler: forwards to the WebSocket layer; a closed pipe retires us.
   void on_pipe_data(std::span<const uint8_t> data) override;

@@ -69,6 +69,13 @@ void RelayWorker::drain() {
   for (auto& c : connections_) {
     c->close(make_error(ErrorCode::kGoingAway, "relay shutting down"));
   }
+  // A peer that stopped reading never completes the close handshake: after half the drain time,
+  // drop what is left so moqd exits within --drain-timeout.
+  loop_.schedule(relay_.config().drain_timeout / 2, [this] {
+    for (auto& c : connections_) {
+      c->abort();
+    }
+  });
 }
 
 void RelayWorker::on_peer_announce(const std::string& path, bool active, uint64_t hops,

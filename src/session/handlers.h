@@ -108,8 +108,8 @@ class Subscription final : public StreamHandler, public model::TrackListener {
 
   // Writes what the transport will take; opens streams for new groups.
   void pump();
-  // True when data is waiting and nothing moved for `stall`.
-  bool is_stalled(Instant now, Duration stall) const;
+  // True when some of the track's data is not yet written to the transport.
+  bool has_waiting_data() const;
 
   class GroupWriter;
 
@@ -127,7 +127,6 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   void remove_writer(GroupWriter* w);
   void end_subscription();
   bool wants_group(const model::Group& g) const;
-  bool has_waiting_data() const;
   uint64_t send_order(uint64_t sequence) const;
 
   wire::Subscribe req_;
@@ -140,11 +139,9 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   uint64_t next_arrival_ = 0;  // groups of the track with arrival >= this are still to come
   std::deque<model::GroupRef> pending_;  // groups waiting for a stream
   std::vector<std::unique_ptr<GroupWriter>> writers_;
-  Instant last_progress_;
   Instant last_group_end_{};
   TimerId fin_timer_ = 0;
   bool pumping_ = false;
-  bool idle_ = true;
   bool served_ = false;
 };
 

@@ -125,8 +125,8 @@ void Session::on_setup_complete(wire::Version version) {
            static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
            std::string(transport_.kind()).c_str(), wire::version_name(version),
            config_.root.c_str());
-  Duration period = std::max<Duration>(config_.limits.stall_timeout / 4, std::chrono::milliseconds(50));
-  stall_timer_ = timers_.schedule(period, [this] { check_stalls(); });
+  progress_at_ = clock_.now();
+  stall_timer_ = timers_.schedule(Duration::zero(), [this] { check_stalls(); });
   if (config_.discover_prefix) {
     open_discovery();
   }
@@ -300,16 +300,24 @@ void Session::sweep() {
   }
 }
 
+// A peer is stalled when data waits to be sent to it and, for stall_timeout, none of it left the
+// connection. Bytes queued into the transport are not progress; bytes handed to the network are.
 void Session::check_stalls() {
   stall_timer_ = 0;
   Instant now = clock_.now();
-  for (Subscription* s : subscriptions_) {
-    if (s->is_stalled(now, config_.limits.stall_timeout)) {
-      fail(make_error(ErrorCode::kTimeout, "subscriber made no progress within stall timeout"));
-      return;
-    }
+  uint64_t sent = transport_.bytes_sent();
+  bool waiting = transport_.unsent_bytes() > 0;
+  for (size_t i = 0; !waiting && i < subscriptions_.size(); ++i) {
+    waiting = subscriptions_[i]->has_waiting_data();
   }
-  Duration period = std::max<Duration>(config_.limits.stall_timeout / 4, std::chrono::milliseconds(50));
+  if (!waiting || sent != progress_sent_) {
+    progress_sent_ = sent;
+    progress_at_ = now;
+  } else if (now - progress_at_ > config_.limits.stall_timeout) {
+    fail(make_error(ErrorCode::kTimeout, "subscriber made no progress within stall timeout"));
+    return;
+  }
+  Duration period = std::max<Duration>(config_.limits.stall_timeout / 8, std::chrono::milliseconds(25));
   stall_timer_ = timers_.schedule(period, [this] { check_stalls(); });
 }
 

@@ -124,6 +124,8 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   uint64_t next_upstream_id_ = 0;
   size_t announce_streams_ = 0;
   model::CacheBudget publisher_budget_;
+  uint64_t progress_sent_ = 0;  // transport bytes_sent() at the last sign of progress
+  Instant progress_at_{};
   double ingress_tokens_ = 0;
   Instant ingress_refilled_{};
 };
@@ -178,7 +180,7 @@ std::optional<T> StreamHandler::read_message(F&& decode) {
     return std::nullopt;
   }
   if (!r->has_value()) {
-    if (stream_->is_fin_received()) {
+    if (stream_->has_peer_fin()) {
       // The peer ended the stream in the middle of a message.
       session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
     }

@@ -36,8 +36,7 @@ class Subscription::GroupWriter final : public transport::StreamVisitor {
   bool done_ = false;
 };
 
-Subscription::Subscription(Session& s, transport::Stream& stream)
-    : StreamHandler(s), last_progress_(s.clock().now()) {
+Subscription::Subscription(Session& s, transport::Stream& stream) : StreamHandler(s) {
   attach(stream);
 }
 
@@ -157,7 +156,6 @@ void Subscription::start(const wire::Subscribe& req) {
     model::GroupRef newest = track->newest_group();
     next_arrival_ = newest ? newest->arrival() : track->next_arrival();
   }
-  last_progress_ = session_.clock().now();
   track->raise_priority(req.priority);
   track->add_listener(this);
   pump();
@@ -303,7 +301,6 @@ void Subscription::write_group(GroupWriter& w) {
         break;
     }
     w.cursor_.advance(step);
-    last_progress_ = session_.clock().now();
   }
 }
 
@@ -312,11 +309,6 @@ void Subscription::pump() {
     return;
   }
   pumping_ = true;
-  if (idle_) {
-    // Stall time counts from when data became available, not from the last write.
-    last_progress_ = session_.clock().now();
-    idle_ = false;
-  }
   collect_new_groups();
   drop_old_groups();
   open_writers();
@@ -328,7 +320,6 @@ void Subscription::pump() {
     track_->note_served();
   }
   std::erase_if(writers_, [](const auto& w) { return w->done_; });
-  idle_ = !has_waiting_data();
   pumping_ = false;
   // lite-03 end_group: the subscription ends once the last wanted group has been sent.
   if ((track_ended_ || reached_end_) && writers_.empty() && pending_.empty() && fin_timer_ == 0) {
@@ -342,10 +333,6 @@ void Subscription::pump() {
       });
     }
   }
-}
-
-bool Subscription::is_stalled(Instant now, Duration stall) const {
-  return now - last_progress_ > stall && has_waiting_data();
 }
 
 bool Subscription::has_waiting_data() const {

@@ -58,12 +58,16 @@ class Stream {
   virtual void consume(size_t n) = 0;
   // True once every byte has been consumed and the peer's FIN has arrived.
   virtual bool is_fin_received() const = 0;
+  // True once the peer's FIN has arrived, even if bytes before it are still unread (so a reader
+  // can tell a message cut short by FIN from one still arriving).
+  virtual bool has_peer_fin() const = 0;
   // Tells the peer to stop sending; further bytes are discarded.
   virtual void stop_sending(uint64_t code) = 0;
 
   // --- send side (not for remote uni streams) ---
-  // Bytes write() will take now. The transport keeps a bounded queue per stream; once it drains
-  // below its low-water mark after hitting 0, on_writable() fires.
+  // Bytes write() will take now. The transport keeps a bounded queue per stream, and bounds the
+  // bytes queued over all streams of the session; once the queue that limited it drains below its
+  // low-water mark after this returned 0, on_writable() fires.
   virtual size_t write_capacity() const = 0;
   // Queues bytes without copying them (the transport keeps the reference until sent, or for
   // QUIC until acknowledged). Takes all of `data` even past write_capacity(); callers pace
@@ -119,6 +123,11 @@ class Session {
   virtual std::string_view peer() const = 0;
   // Transport name for logs and metrics: "websocket/qmux-00", "websocket/webtransport", "quic".
   virtual std::string_view kind() const = 0;
+  // Stream payload bytes handed to the network since the session began. A reader that makes
+  // progress moves it; bytes merely queued do not.
+  virtual uint64_t bytes_sent() const = 0;
+  // Stream payload bytes written by the user and not yet handed to the network.
+  virtual size_t unsent_bytes() const = 0;
 };
 
 // The byte pipe under a stream-multiplexing transport such as WebSocket: a TCP socket in

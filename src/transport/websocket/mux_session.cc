@@ -382,7 +382,15 @@ size_t MuxSession::stream_write_capacity(const MuxStream& s) const {
   if (state_ != State::kOpen || !has_send_side(s.id_) || s.fin_queued_ || s.reset_sent_) {
     return 0;
   }
-  return s.queued_ >= config_.stream_queue_target ? 0 : config_.stream_queue_target - s.queued_;
+  size_t stream_room =
+      s.queued_ >= config_.stream_queue_target ? 0 : config_.stream_queue_target - s.queued_;
+  size_t session_room = unsent_ >= config_.send_buffer ? 0 : config_.send_buffer - unsent_;
+  if (session_room == 0 && !s.blocked_on_session_) {
+    // on_writable() is owed once the session's queue drains (stream_flushed()).
+    const_cast<MuxStream&>(s).blocked_on_session_ = true;
+    blocked_on_session_.push_back(s.id_);
+  }
+  return std::min(stream_room, session_room);
 }
 
 void MuxSession::stream_write(MuxStream& s, Bytes data) {
@@ -391,6 +399,7 @@ void MuxSession::stream_write(MuxStream& s, Bytes data) {
     return;
   }
   s.queued_ += data.size();
+  unsent_ += data.size();
   s.send_queue_.push_back(std::move(data));
   if (s.queued_ >= config_.stream_queue_target) {
     s.exhausted_ = true;
@@ -414,6 +423,7 @@ void MuxSession::stream_reset(MuxStream& s, uint64_t code) {
     return;
   }
   s.send_queue_.clear();
+  unsent_ -= s.queued_;
   s.queued_ = 0;
   s.reset_sent_ = true;
   s.exhausted_ = false;
@@ -600,8 +610,18 @@ bool MuxSession::send_stream_frame(MuxStream& s) {
     front = front.slice(n);
   }
   s.queued_ -= n;
+  unsent_ -= n;
   s.send_offset_ += n;
   conn_sent_ += n;
+  if (!blocked_on_session_.empty() && unsent_ <= config_.send_buffer / 2) {
+    for (StreamId id : blocked_on_session_) {
+      if (MuxStream* b = find(id); b != nullptr) {
+        b->blocked_on_session_ = false;
+        writable_pending_.push_back(id);
+      }
+    }
+    blocked_on_session_.clear();
+  }
   bool fin = s.fin_queued_ && s.queued_ == 0;
   s.fin_sent_ = fin;
   parts[0] = encode_stream_header(framing_, s.id_, n, fin);
@@ -758,6 +778,8 @@ void MuxSession::deliver_closed() {
   ready_.clear();
   doomed_.clear();
   writable_pending_.clear();
+  blocked_on_session_.clear();
+  unsent_ = 0;
   streams_.clear();
 }
 

@@ -39,6 +39,9 @@ struct MuxConfig {
   // Bytes one stream queues before write_capacity() reaches 0 (256 KiB); on_writable() fires
   // when the queue drains below half of it.
   size_t stream_queue_target = size_t{256} << 10;
+  // Bytes queued over all streams before write_capacity() reports 0 (per session), so a peer that
+  // stops reading leaves its backlog in the relay's shared cache rather than in send queues.
+  size_t send_buffer = size_t{1} << 20;
   // The scheduler stops pulling from streams while channel.buffered() is at or above this
   // (512 KiB).
   size_t channel_high_water = size_t{512} << 10;
@@ -58,6 +61,7 @@ class MuxStream final : public Stream {
   std::span<const uint8_t> peek() const override;
   void consume(size_t n) override;
   bool is_fin_received() const override;
+  bool has_peer_fin() const override { return fin_received_; }
   void stop_sending(uint64_t code) override;
   size_t write_capacity() const override;
   void write(Bytes data) override;
@@ -99,6 +103,7 @@ class MuxStream final : public Stream {
   bool reset_sent_ = false;
   bool exhausted_ = false;  // write_capacity() hit 0; on_writable() owed once it drains
   bool in_ready_ = false;   // listed in the scheduler's ready set
+  bool blocked_on_session_ = false;  // write_capacity() hit 0 on the session's send buffer
 };
 
 class MuxSession final : public Session, public MessageHandler {
@@ -123,6 +128,8 @@ class MuxSession final : public Session, public MessageHandler {
   std::string_view path() const override { return path_; }
   std::string_view peer() const override { return peer_; }
   std::string_view kind() const override;
+  uint64_t bytes_sent() const override { return conn_sent_; }
+  size_t unsent_bytes() const override { return unsent_; }
 
   // MessageHandler
   void on_message(std::span<const uint8_t> message) override;
@@ -219,6 +226,9 @@ class MuxSession final : public Session, public MessageHandler {
   std::string close_reason_;
 
   std::unordered_map<StreamId, std::unique_ptr<MuxStream>> streams_;
+  size_t unsent_ = 0;  // stream bytes queued, all streams
+  // Streams whose write_capacity() returned 0 because of send_buffer; told when it drains.
+  mutable std::vector<StreamId> blocked_on_session_;
   uint64_t next_local_[2] = {0, 0};  // next stream index we open, [bidi, uni]
   uint64_t next_peer_[2] = {0, 0};   // next index the peer may open implicitly
 

@@ -317,6 +317,31 @@ TEST_P(MuxPairTest, WritableFiresAfterQueueDrains) {
   EXPECT_EQ(c->write_capacity(), 64u * 1024);
 }
 
+TEST_P(MuxPairTest, SessionSendBufferBoundsQueuedBytesAcrossStreams) {
+  MuxConfig config;
+  config.stream_queue_target = 64 * 1024;
+  config.send_buffer = 100 * 1024;
+  start({}, config);
+  Stream* a = client_->open_uni();
+  Stream* b = client_->open_uni();
+  RecordingStream ar(*a);
+  RecordingStream br(*b);
+  a->write(pattern(60 * 1024));
+  EXPECT_EQ(client_->unsent_bytes(), 60u * 1024);
+  EXPECT_EQ(b->write_capacity(), 40u * 1024);  // the session's room, not the stream's 64 KiB
+  b->write(pattern(40 * 1024));
+  EXPECT_EQ(b->write_capacity(), 0u);
+  EXPECT_EQ(a->write_capacity(), 0u);
+  uint64_t sent_before = client_->bytes_sent();
+  run();
+  EXPECT_EQ(client_->unsent_bytes(), 0u);
+  EXPECT_EQ(client_->bytes_sent() - sent_before, 100u * 1024);
+  // Both streams were told they may write again.
+  EXPECT_GE(ar.writable, 1);
+  EXPECT_GE(br.writable, 1);
+  EXPECT_EQ(b->write_capacity(), 64u * 1024);
+}
+
 TEST_P(MuxPairTest, ChannelHighWaterPausesSchedulerUntilWritable) {
   MuxConfig config;
   config.channel_high_water = 64 * 1024;

@@ -376,6 +376,9 @@ void WsServerConnection::respond_and_close(const PlainResponse& plain, const cha
   };
   resp.headers.insert(resp.headers.end(), plain.extra_headers.begin(), plain.extra_headers.end());
   pipe_.send(Bytes::copy(write_http_response(resp)));
+  if (on_response_) {
+    on_response_(plain.status, reason);
+  }
   end_handshake(kCloseNormal, reason);
 }
 

@@ -161,6 +161,10 @@ class WsServerConnection final : public WsConnection {
   // Called once the 101 is queued and before any frame is read, so the owner can build the
   // multiplexer and set the message handler here.
   void set_open_callback(std::function<void()> fn) { on_open_ = std::move(fn); }
+  // Called when a plain HTTP response is sent (status, and why), e.g. to log refusals.
+  void set_response_callback(std::function<void(int status, const char* reason)> fn) {
+    on_response_ = std::move(fn);
+  }
 
   // The request, once it has arrived (empty before).
   const HttpRequest& request() const { return request_; }
@@ -177,6 +181,7 @@ class WsServerConnection final : public WsConnection {
 
   RequestHandler request_handler_;
   std::function<void()> on_open_;
+  std::function<void(int, const char*)> on_response_;
   HttpHeadReader head_;
   HttpRequest request_;
   Subprotocol subprotocol_;
