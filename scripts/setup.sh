@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build g++ clang-14 libclang-rt-14-dev
   libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev libgnutls28-dev pkg-config
+  libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -29,10 +29,13 @@ unit() {  # dir [ctest args...]
 }
 interop() {  # dir [test files...]
   local dir=$1; shift
-  local files=("$@")
-  [[ ${#files[@]} -gt 0 ]] || files=(./*.test.mjs)
-  (cd tests/interop && MOQD_BIN="$PWD/../../$dir/bin/moqd" MOQ_BIN="$PWD/../../$dir/bin/moq" \
-    node --test --test-concurrency=1 "${files[@]}")
+  (
+    cd tests/interop
+    local files=("$@")
+    [[ ${#files[@]} -gt 0 ]] || files=(./*.test.mjs)
+    MOQD_BIN="$PWD/../../$dir/bin/moqd" MOQ_BIN="$PWD/../../$dir/bin/moq" \
+      node --test --test-concurrency=1 "${files[@]}"
+  )
 }
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
