@@ -412,6 +412,7 @@ test(`churn soak (seed ${seed})`, { timeout: 60_000 }, async () => {
       throw failure;
     }
     assert.deepEqual(result, { code: 0, signal: null }, `${exit}\n${tail(moqd.stderrText())}`);
+    assert.doesNotMatch(moqd.stderrText(), /ERROR: (Address|Leak)Sanitizer|runtime error:/, `sanitizer report (seed ${seed})\n${tail(moqd.stderrText())}`);
   }
 });
 
