@@ -1,0 +1,336 @@
+#pragma once
+// Connection: one QUIC connection (ngtcp2 0.12 + GnuTLS), server or client role, exposed as a
+// transport::Session. Sans-I/O: the owner feeds received datagrams to on_packet() and gets
+// outgoing ones through a PacketSink; time comes from a Clock and the loss/idle/pacing timer runs
+// on Timers. Owned by the worker's endpoint (or a test); one worker thread.
+//
+// Sending is zero-copy: Stream::write() keeps the Bytes, ngtcp2 reads them through ngtcp2_vec,
+// and they are dropped only once acknowledged (acked_stream_data_offset), or when the stream is
+// reset or closed, or the connection ends. No visitor callback is made from inside a visitor's
+// call or from inside an ngtcp2 callback: events are queued and delivered after the packet, timer
+// or deferred flush that produced them.
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <gnutls/gnutls.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/bytes.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "transport/quic/tls.h"
+#include "transport/transport.h"
+
+namespace moqd::transport::quic {
+
+// Where a connection's datagrams go: a UDP socket in production, a SimNetwork in tests. The
+// packet is valid only during the call; `path.remote` is the destination.
+class PacketSink {
+ public:
+  virtual ~PacketSink() = default;
+  virtual void send_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt) = 0;
+};
+
+class Connection;
+
+// Lifecycle events for the connection's owner. Called from the loop, never re-entrantly.
+class ConnectionObserver {
+ public:
+  virtual ~ConnectionObserver() = default;
+  // The handshake finished; protocol() is now known. The owner typically attaches the MoQ
+  // session (Session::set_visitor) here.
+  virtual void on_handshake_completed(Connection& conn) = 0;
+  // The connection is over, including its closing or draining period: the owner may destroy it,
+  // even from inside this call.
+  virtual void on_done(Connection& conn) = 0;
+};
+
+// Fills a new connection ID of the generator's chosen length (cid->datalen set by it) and its
+// 16-byte stateless reset token. Used for our initial SCID and every NEW_CONNECTION_ID.
+using CidGenerator = std::function<void(ngtcp2_cid* cid, uint8_t* reset_token)>;
+
+// Makes the connection's TLS session (tls.h make_server_session / make_client_session, which
+// also carry the ALPN list). `conn_ref` is the connection's own and lives as long as it.
+using TlsFactory = std::function<Result<TlsSession>(ngtcp2_crypto_conn_ref* conn_ref)>;
+
+struct ConnectionConfig {
+  // Receive limits advertised in our transport parameters. Credit is returned as the
+  // application consumes; ngtcp2 may grow windows up to the *_window limits.
+  uint64_t max_data = uint64_t{16} << 20;        // bytes, connection window (16 MiB)
+  uint64_t max_stream_data = uint64_t{1} << 20;  // bytes, per-stream window (1 MiB)
+  uint64_t max_window = uint64_t{64} << 20;      // bytes, connection window autotune cap
+  uint64_t max_stream_window = uint64_t{16} << 20;  // bytes, per-stream autotune cap
+  uint64_t max_streams_bidi = 100;   // peer-initiated bidi streams open at once
+  uint64_t max_streams_uni = 1000;   // peer-initiated uni streams open at once
+  Duration idle_timeout = std::chrono::seconds(30);
+  Duration handshake_timeout = std::chrono::seconds(10);
+  // Unsent bytes one stream queues before write_capacity() reaches 0 (256 KiB); on_writable()
+  // fires once it drains below half of it.
+  size_t stream_queue_target = size_t{256} << 10;
+  // Unsent bytes over all streams before write_capacity() reports 0 (4 MiB).
+  size_t send_buffer = size_t{4} << 20;
+};
+
+// What a connection needs from its owner. Everything referenced must outlive the connection.
+struct ConnectionContext {
+  PacketSink& sink;
+  const Clock& clock;
+  Timers& timers;
+  CidGenerator new_cid;
+  ConnectionObserver* observer = nullptr;
+};
+
+class QuicStream;
+
+class Connection final : public Session {
+ public:
+  using Config = ConnectionConfig;
+
+  // Client: starts the handshake on `path` (the Initial goes out from a 0-delay timer).
+  // `make_tls` makes a client session (Binding::kQuic). Fails (kTransport) when TLS or ngtcp2
+  // setup fails.
+  [[nodiscard]] static Result<std::unique_ptr<Connection>> connect(const ngtcp2_path& path,
+                                                                   const TlsFactory& make_tls,
+                                                                   ConnectionContext ctx,
+                                                                   Config config = {});
+  // Server: the connection for the first Initial packet `pkt` (ngtcp2_accept), with our SCID
+  // from ctx.new_cid. Does not read it: hand the same packet to on_packet() next. Fails
+  // (kProtocolViolation) when `pkt` is not an acceptable Initial, or (kTransport) as connect().
+  [[nodiscard]] static Result<std::unique_ptr<Connection>> accept(const ngtcp2_path& path,
+                                                                  std::span<const uint8_t> pkt,
+                                                                  const TlsFactory& make_tls,
+                                                                  ConnectionContext ctx,
+                                                                  Config config = {});
+  // Delivers on_closed() if it has not been delivered (no CONNECTION_CLOSE is sent).
+  ~Connection() override;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // One received datagram. Errors mean the connection is closing or closed (on_closed follows
+  // from this call's event delivery); the owner needs to do nothing but keep it until on_done.
+  Status on_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt);
+  // Writes what congestion control, pacing and flow control allow (the write loop). Called after
+  // every packet and timer; the owner calls it again when the socket becomes writable.
+  void flush();
+
+  bool is_handshake_completed() const { return handshake_completed_; }
+  // Closed for the application (on_closed delivered or pending).
+  bool is_closed() const { return state_ != State::kOpen; }
+  bool is_done() const { return state_ == State::kDone; }
+  bool is_server() const { return server_; }
+  // Stream objects alive (released ones that still hold unacked data count), for tests.
+  size_t stream_count() const { return streams_.size(); }
+  ngtcp2_conn* native() { return conn_; }
+
+  // transport::Session
+  void set_visitor(SessionVisitor* visitor) override { visitor_ = visitor; }
+  Stream* open_bidi() override { return open_stream(false); }
+  Stream* open_uni() override { return open_stream(true); }
+  void close(uint64_t code, std::string_view reason) override;
+  std::string_view protocol() const override { return protocol_; }
+  std::string_view path() const override { return "/"; }
+  std::string_view peer() const override { return peer_; }
+  std::string_view kind() const override { return "quic"; }
+  uint64_t bytes_sent() const override { return bytes_sent_; }
+  size_t unsent_bytes() const override { return unsent_; }
+
+
+ private:
+  friend class QuicStream;
+  struct Trampolines;  // the ngtcp2 C callbacks, forwarding to the on_* members
+  enum class State { kOpen, kClosing, kDone };
+  // A visitor event waiting for delivery from the loop.
+  struct Event {
+    enum Kind { kIncoming, kReadable, kWritable, kReset, kStopSending, kStreamsAvailable,
+                kHandshake } kind;
+    int64_t stream_id = -1;
+    uint64_t code = 0;
+  };
+
+  // ngtcp2 events, from inside ngtcp2 calls: they only record state and queue events.
+  void on_recv_stream_data(uint32_t flags, int64_t id, std::span<const uint8_t> data);
+  void on_acked_stream_data(int64_t id, uint64_t offset, uint64_t len);
+  void on_stream_open(int64_t id);
+  void on_stream_close(uint32_t flags, int64_t id, uint64_t code);
+  void on_stream_reset(int64_t id, uint64_t code);
+  void on_extend_max_stream_data(int64_t id);
+  void on_extend_max_local_streams();
+  void on_handshake_completed();
+  bool on_new_connection_id(ngtcp2_cid* cid, uint8_t* token, size_t cidlen);
+
+  Connection(bool server, ConnectionContext ctx, Config config, const ngtcp2_path& path);
+  Status init_tls(const TlsFactory& make_tls);
+  void fill_callbacks(ngtcp2_callbacks& cb) const;
+  void fill_settings(ngtcp2_settings& settings) const;
+  void fill_params(ngtcp2_transport_params& params) const;
+
+  ngtcp2_tstamp now_ts() const;
+  QuicStream* find(int64_t id);
+  QuicStream& create_stream(int64_t id);
+  Stream* open_stream(bool uni);
+  bool is_local(int64_t id) const {
+    return is_server_initiated(static_cast<StreamId>(id)) == server_;
+  }
+  bool has_send_side(int64_t id) const {
+    return !transport::is_uni(static_cast<StreamId>(id)) || is_local(id);
+  }
+  bool has_recv_side(int64_t id) const {
+    return !transport::is_uni(static_cast<StreamId>(id)) || !is_local(id);
+  }
+
+  void on_read_error(int rv);
+  void credit_peer_stream(QuicStream& s);
+  void maybe_close_peer_uni(QuicStream& s);
+
+  // Stream operations (called by QuicStream).
+  void stream_consume(QuicStream& s, size_t n);
+  void stream_stop_sending(QuicStream& s, uint64_t code);
+  size_t stream_write_capacity(const QuicStream& s) const;
+  void stream_write(QuicStream& s, Bytes data);
+  void stream_finish(QuicStream& s);
+  void stream_reset(QuicStream& s, uint64_t code);
+  void stream_set_send_order(QuicStream& s, uint64_t order);
+  void stream_release(QuicStream& s);
+  void drop_unread(QuicStream& s);
+  void drop_unsent(QuicStream& s);
+
+  // Write loop.
+  bool has_send_work(const QuicStream& s) const;
+  void make_ready(QuicStream& s);
+  void unready(QuicStream& s);
+  QuicStream* next_ready();
+  size_t gather(QuicStream& s, ngtcp2_vec* vecs, size_t max_vecs, size_t* total) const;
+  void account_sent(QuicStream& s, size_t n, bool fin);
+  void write_packets();
+  bool on_write_error(QuicStream* s, int rv);
+  void send(std::span<const uint8_t> pkt, const ngtcp2_path& path);
+
+  // Timers and event delivery.
+  void schedule_flush();
+  void arm_expiry();
+  void on_expiry();
+  void after_io();
+  void push(Event e) { events_.push_back(e); }
+  void deliver_events();
+  void deliver_event(const Event& e);
+  void maybe_reap(QuicStream& s);
+  void reap();
+
+  // Closing.
+  void close_locally(const ngtcp2_connection_close_error& err, uint64_t code,
+                     std::string_view reason);
+  void fail(int liberr);
+  // `linger`: keep the connection for the closing/draining period (3 PTO) before on_done.
+  void enter_closed(uint64_t code, std::string_view reason, bool linger);
+  void deliver_closed();
+  void finish_done();
+
+  const bool server_;
+  ConnectionContext ctx_;
+  const Config config_;
+  ngtcp2_crypto_conn_ref conn_ref_{};
+  TlsSession tls_;
+  ngtcp2_conn* conn_ = nullptr;  // deleted in the destructor, before tls_
+  ngtcp2_path_storage path_;
+  std::string peer_;
+  std::string protocol_;
+  SessionVisitor* visitor_ = nullptr;
+
+  State state_ = State::kOpen;
+  bool handshake_completed_ = false;
+  bool close_pending_ = false;  // closed; on_closed() not delivered yet
+  bool in_delivery_ = false;
+  uint64_t close_code_ = 0;
+  std::string close_reason_;
+  std::vector<uint8_t> close_pkt_;  // our CONNECTION_CLOSE, re-sent while closing
+  uint64_t packets_while_closing_ = 0;
+
+  std::unordered_map<int64_t, std::unique_ptr<QuicStream>> streams_;
+  std::map<uint64_t, std::deque<int64_t>, std::greater<>> ready_;
+  std::vector<Event> events_;
+  std::vector<int64_t> doomed_;
+  mutable std::vector<int64_t> blocked_on_session_;
+  bool streams_blocked_ = false;
+  size_t unsent_ = 0;
+  uint64_t bytes_sent_ = 0;
+  std::vector<uint8_t> tx_buf_;
+
+  TimerId flush_timer_ = 0;
+  TimerId expiry_timer_ = 0;
+  ngtcp2_tstamp expiry_at_ = UINT64_MAX;
+  TimerId done_timer_ = 0;
+};
+
+// One stream of a Connection. Owned by the connection; see transport::Stream for the contract.
+class QuicStream final : public Stream {
+ public:
+  QuicStream(Connection& conn, int64_t id) : conn_(conn), id_(id) {}
+
+  StreamId id() const override { return static_cast<StreamId>(id_); }
+  void set_visitor(StreamVisitor* visitor) override;
+  std::span<const uint8_t> peek() const override;
+  void consume(size_t n) override { conn_.stream_consume(*this, n); }
+  bool is_fin_received() const override { return fin_received_ && unread() == 0; }
+  bool has_peer_fin() const override { return fin_received_; }
+  void stop_sending(uint64_t code) override { conn_.stream_stop_sending(*this, code); }
+  size_t write_capacity() const override { return conn_.stream_write_capacity(*this); }
+  void write(Bytes data) override { conn_.stream_write(*this, std::move(data)); }
+  void finish() override { conn_.stream_finish(*this); }
+  void reset(uint64_t code) override { conn_.stream_reset(*this, code); }
+  size_t buffered() const override { return static_cast<size_t>(written_ - sent_); }
+  void set_send_order(uint64_t order) override { conn_.stream_set_send_order(*this, order); }
+  void release() override { conn_.stream_release(*this); }
+
+  // Send buffers still referenced (written and neither acknowledged nor dropped), for tests.
+  size_t held_buffers() const { return send_queue_.size(); }
+
+ private:
+  friend class Connection;
+
+  size_t unread() const { return recv_buf_.size() - recv_read_; }
+
+  Connection& conn_;
+  const int64_t id_;
+  StreamVisitor* visitor_ = nullptr;
+  bool released_ = false;
+  bool closed_ = false;    // ngtcp2 closed it (stream_close), or see maybe_close_peer_uni
+  bool credited_ = false;  // peer-initiated: MAX_STREAMS credit returned
+
+  // Receive side: recv_buf_[recv_read_..] is unread.
+  std::vector<uint8_t> recv_buf_;
+  size_t recv_read_ = 0;
+  bool fin_received_ = false;
+  bool reset_received_ = false;
+  bool stop_sent_ = false;
+
+  // Send side. send_queue_ holds every byte from offset base_ (oldest unacked Bytes) up to
+  // written_; [next_idx_, next_off_] is where unsent data starts.
+  std::deque<Bytes> send_queue_;
+  uint64_t base_ = 0;
+  uint64_t acked_ = 0;
+  uint64_t sent_ = 0;
+  uint64_t written_ = 0;
+  size_t next_idx_ = 0;
+  size_t next_off_ = 0;
+  uint64_t send_order_ = 0;
+  bool fin_queued_ = false;
+  bool fin_sent_ = false;
+  bool reset_sent_ = false;       // reset() by us
+  bool stopped_by_peer_ = false;  // ngtcp2 reset it after the peer's STOP_SENDING
+  bool stop_reported_ = false;
+  bool data_blocked_ = false;   // stream flow control; waits for extend_max_stream_data
+  bool exhausted_ = false;      // write_capacity() hit 0; on_writable() owed
+  bool in_ready_ = false;
+  bool blocked_on_session_ = false;
+};
+
+}  // namespace moqd::transport::quic

@@ -1,0 +1,278 @@
+#include "transport/quic/tls.h"
+
+#include <arpa/inet.h>
+#include <gnutls/crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+
+#include <vector>
+
+#include "base/log.h"
+
+namespace moqd::transport::quic {
+
+// Heap-allocated so that its address, which GnuTLS holds, survives moves of the TlsSession.
+struct ClientVerifyState {
+  std::string server_name;  // gnutls_session_set_verify_cert keeps the pointer, not a copy
+  Sha256 fingerprint{};
+};
+
+TlsSession::TlsSession() = default;
+TlsSession::TlsSession(GnutlsSessionPtr session, CredentialsPtr own_credentials,
+                       std::unique_ptr<ClientVerifyState> verify)
+    : own_credentials_(std::move(own_credentials)),
+      verify_(std::move(verify)),
+      session_(std::move(session)) {}
+TlsSession::~TlsSession() = default;
+TlsSession::TlsSession(TlsSession&&) noexcept = default;
+TlsSession& TlsSession::operator=(TlsSession&&) noexcept = default;
+
+namespace {
+
+// RFC 7301 §3.1: a protocol name is 1 to 255 bytes.
+constexpr size_t kMaxAlpnLength = 255;
+
+tl::unexpected<Error> gnutls_fail(const char* detail, int rv) {
+  MOQD_LOG(kWarn, "tls: %s: %s", detail, gnutls_strerror(rv));
+  return fail(ErrorCode::kTransport, detail);
+}
+
+Result<GnutlsSessionPtr> init_session(unsigned int role, Binding binding) {
+  unsigned int flags = role;
+  if (binding == Binding::kQuic) {
+    // RFC 9001 §8.3: QUIC has no EndOfEarlyData; tickets are sent when ngtcp2 asks.
+    flags |= GNUTLS_NO_END_OF_EARLY_DATA;
+    if (role == GNUTLS_SERVER) {
+      flags |= GNUTLS_NO_AUTO_SEND_TICKET;
+    }
+  }
+  gnutls_session_t s = nullptr;
+  if (int rv = gnutls_init(&s, flags); rv < 0) {
+    return gnutls_fail("gnutls_init failed", rv);
+  }
+  GnutlsSessionPtr session(s);
+  if (int rv = gnutls_priority_set_direct(s, kTlsPriority, nullptr); rv < 0) {
+    return gnutls_fail("TLS priority rejected", rv);
+  }
+  return session;
+}
+
+Status bind_quic(gnutls_session_t s, unsigned int role, ngtcp2_crypto_conn_ref* conn_ref) {
+  if (conn_ref == nullptr) {
+    return fail(ErrorCode::kTransport, "QUIC TLS session needs a conn_ref");
+  }
+  const int rv = role == GNUTLS_SERVER ? ngtcp2_crypto_gnutls_configure_server_session(s)
+                                       : ngtcp2_crypto_gnutls_configure_client_session(s);
+  if (rv != 0) {
+    return fail(ErrorCode::kTransport, "ngtcp2 TLS configuration failed");
+  }
+  gnutls_session_set_ptr(s, conn_ref);
+  return {};
+}
+
+Status set_alpns(gnutls_session_t s, std::span<const std::string> alpns, unsigned int flags) {
+  if (alpns.empty() || alpns.size() > kMaxAlpns) {
+    return fail(ErrorCode::kTransport, "ALPN list must hold 1 to 8 protocols");
+  }
+  std::vector<gnutls_datum_t> list;
+  list.reserve(alpns.size());
+  for (const std::string& alpn : alpns) {
+    if (alpn.empty() || alpn.size() > kMaxAlpnLength) {
+      return fail(ErrorCode::kTransport, "ALPN protocol must be 1 to 255 bytes");
+    }
+    list.push_back({reinterpret_cast<unsigned char*>(const_cast<char*>(alpn.data())),
+                    static_cast<unsigned int>(alpn.size())});
+  }
+  // GnuTLS copies the names.
+  if (int rv = gnutls_alpn_set_protocols(s, list.data(), static_cast<unsigned>(list.size()), flags);
+      rv < 0) {
+    return gnutls_fail("ALPN setup failed", rv);
+  }
+  return {};
+}
+
+// The common part of both roles: flags, priority, ngtcp2 hooks and ALPN.
+Result<GnutlsSessionPtr> make_session(unsigned int role, std::span<const std::string> alpns,
+                                      ngtcp2_crypto_conn_ref* conn_ref, Binding binding) {
+  auto session = init_session(role, binding);
+  if (!session) {
+    return session;
+  }
+  if (binding == Binding::kQuic) {
+    if (auto s = bind_quic(session->get(), role, conn_ref); !s) {
+      return tl::unexpected(s.error());
+    }
+  }
+  unsigned int alpn_flags = GNUTLS_ALPN_MANDATORY;
+  if (role == GNUTLS_SERVER) {
+    alpn_flags |= GNUTLS_ALPN_SERVER_PRECEDENCE;
+  }
+  if (auto s = set_alpns(session->get(), alpns, alpn_flags); !s) {
+    return tl::unexpected(s.error());
+  }
+  return session;
+}
+
+bool is_ip_literal(const std::string& name) {
+  uint8_t buf[16];
+  return inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;
+}
+
+bool equal_constant_time(const Sha256& a, const uint8_t* b) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<uint8_t>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
+// gnutls_session_set_verify_function callback for VerifyMode::kFingerprint. The pinned hash sits in
+// the session's db pointer, which only server-side session resumption uses: the session pointer
+// belongs to ngtcp2's conn_ref.
+int verify_pinned_leaf(gnutls_session_t session) {
+  const auto* state = static_cast<const ClientVerifyState*>(gnutls_db_get_ptr(session));
+  unsigned int count = 0;
+  const gnutls_datum_t* peers = gnutls_certificate_get_peers(session, &count);
+  if (state == nullptr || peers == nullptr || count == 0) {
+    return GNUTLS_E_CERTIFICATE_ERROR;
+  }
+  Sha256 got{};
+  if (gnutls_hash_fast(GNUTLS_DIG_SHA256, peers[0].data, peers[0].size, got.data()) < 0) {
+    return GNUTLS_E_CERTIFICATE_ERROR;
+  }
+  if (!equal_constant_time(state->fingerprint, got.data())) {
+    MOQD_LOG(kWarn, "tls: server certificate sha256 %s does not match the pinned one",
+             to_hex(got).c_str());
+    return GNUTLS_E_CERTIFICATE_ERROR;
+  }
+  return 0;
+}
+
+Status load_trust(gnutls_certificate_credentials_t cred, const Verification& v) {
+  if (v.mode == VerifyMode::kSystem) {
+    if (int rv = gnutls_certificate_set_x509_system_trust(cred); rv < 0) {
+      return gnutls_fail("cannot load the system trust store", rv);
+    }
+  } else if (v.mode == VerifyMode::kCaFile) {
+    int rv = gnutls_certificate_set_x509_trust_file(cred, v.ca_file.c_str(), GNUTLS_X509_FMT_PEM);
+    if (rv <= 0) {
+      return gnutls_fail("CA file holds no usable certificate",
+                         rv < 0 ? rv : GNUTLS_E_NO_CERTIFICATE_FOUND);
+    }
+  }
+  return {};
+}
+
+// Installs the checks of `v` on `s`; returns the state the session reads during the handshake.
+std::unique_ptr<ClientVerifyState> set_verification(gnutls_session_t s,
+                                                    std::string_view server_name,
+                                                    const Verification& v) {
+  auto state = std::make_unique<ClientVerifyState>();
+  state->server_name = std::string(server_name);
+  state->fingerprint = v.fingerprint;
+  switch (v.mode) {
+    case VerifyMode::kSystem:
+    case VerifyMode::kCaFile:
+      gnutls_session_set_verify_cert(s, state->server_name.c_str(), 0);
+      break;
+    case VerifyMode::kFingerprint:
+      gnutls_db_set_ptr(s, state.get());
+      gnutls_session_set_verify_function(s, verify_pinned_leaf);
+      break;
+    case VerifyMode::kInsecure:
+      break;
+  }
+  return state;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+}  // namespace
+
+Result<Sha256> parse_sha256_hex(std::string_view hex) {
+  Sha256 out{};
+  size_t nibbles = 0;
+  for (char c : hex) {
+    if (c == ':') {
+      continue;
+    }
+    const int v = hex_value(c);
+    if (v < 0 || nibbles >= out.size() * 2) {
+      return fail(ErrorCode::kDecode, "fingerprint must be 64 hex digits");
+    }
+    out[nibbles / 2] = static_cast<uint8_t>(out[nibbles / 2] << 4 | v);
+    ++nibbles;
+  }
+  if (nibbles != out.size() * 2) {
+    return fail(ErrorCode::kDecode, "fingerprint must be 64 hex digits");
+  }
+  return out;
+}
+
+Result<TlsSession> make_server_session(const Certificate& cert, std::span<const std::string> alpns,
+                                       ngtcp2_crypto_conn_ref* conn_ref, Binding binding) {
+  auto session = make_session(GNUTLS_SERVER, alpns, conn_ref, binding);
+  if (!session) {
+    return tl::unexpected(session.error());
+  }
+  if (int rv = gnutls_credentials_set(session->get(), GNUTLS_CRD_CERTIFICATE, cert.credentials());
+      rv < 0) {
+    return gnutls_fail("set server credentials failed", rv);
+  }
+  return TlsSession(std::move(*session));
+}
+
+Result<TlsSession> make_client_session(std::string_view server_name,
+                                       std::span<const std::string> alpns,
+                                       const Verification& verification,
+                                       ngtcp2_crypto_conn_ref* conn_ref, Binding binding) {
+  const bool checks_name =
+      verification.mode == VerifyMode::kSystem || verification.mode == VerifyMode::kCaFile;
+  if (checks_name && server_name.empty()) {
+    return fail(ErrorCode::kTransport, "certificate verification needs a server name");
+  }
+  gnutls_certificate_credentials_t raw = nullptr;
+  if (int rv = gnutls_certificate_allocate_credentials(&raw); rv < 0) {
+    return gnutls_fail("allocate credentials failed", rv);
+  }
+  CredentialsPtr cred(raw);
+  if (auto s = load_trust(raw, verification); !s) {
+    return tl::unexpected(s.error());
+  }
+  auto session = make_session(GNUTLS_CLIENT, alpns, conn_ref, binding);
+  if (!session) {
+    return tl::unexpected(session.error());
+  }
+  gnutls_session_t s = session->get();
+  const std::string name(server_name);
+  int rv = gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, raw);
+  // RFC 6066 §3: SNI carries host names only, never IP literals.
+  if (rv >= 0 && !name.empty() && !is_ip_literal(name)) {
+    rv = gnutls_server_name_set(s, GNUTLS_NAME_DNS, name.data(), name.size());
+  }
+  if (rv < 0) {
+    return gnutls_fail("client session setup failed", rv);
+  }
+  auto verify = set_verification(s, name, verification);
+  return TlsSession(std::move(*session), std::move(cred), std::move(verify));
+}
+
+std::string selected_alpn(gnutls_session_t session) {
+  gnutls_datum_t proto{nullptr, 0};
+  if (gnutls_alpn_get_selected_protocol(session, &proto) < 0 || proto.data == nullptr) {
+    return {};
+  }
+  return std::string(reinterpret_cast<const char*>(proto.data), proto.size);
+}
+
+}  // namespace moqd::transport::quic
