@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { after, test } from "node:test";
 
 import { TEST_TIMEOUT_MS, moqdStopsCleanly, startBystander, useMoqd } from "./harness.mjs";
-import { Opcode, RawLite, RawTcp, RawWs, parseHttpResponse, sessionEndRe, upgradeRequest, waitLog, wsFrame } from "./raw.mjs";
+import { Opcode, RawLite, RawTcp, RawWs, parseHttpResponse, peerField, sessionEndRe, upgradeRequest, waitLog, wsFrame } from "./raw.mjs";
 
 const MAX_WS_MESSAGE = 65536;
 const ctx = useMoqd(["--upgrade-timeout", "1s", "--setup-timeout", "1s", "--stall-timeout", "2s", "--max-ws-message-size", String(MAX_WS_MESSAGE)]);
@@ -18,7 +18,7 @@ const opts = { timeout: TEST_TIMEOUT_MS };
 const host = () => `${ctx.moqd.host}:${ctx.moqd.port}`;
 
 // Sends `bytes` on a fresh TCP connection and returns the HTTP status moqd answered with, after
-// checking moqd closed the connection.
+// checking moqd closed the connection and logged the refusal.
 async function httpExchange(bytes, ms = 5_000) {
   const tcp = await RawTcp.connect(ctx.moqd.host, ctx.moqd.port);
   tcp.write(bytes);
@@ -26,11 +26,12 @@ async function httpExchange(bytes, ms = 5_000) {
   const resp = parseHttpResponse(tcp.received());
   assert.ok(resp, `no HTTP response; got ${JSON.stringify(tcp.received().toString())}`);
   assert.equal(ended.how, "fin", "moqd closes the connection gracefully after its answer");
+  await waitLog(ctx.moqd, refusedRe(tcp, resp.status));
   return resp.status;
 }
 
-// moqd writes no log line for a refused HTTP request yet, so the HTTP cases assert only what the
-// client saw and the bystander.
+const refusedRe = (tcp, status) => new RegExp(`http refused ${peerField(tcp)} status=${status} `);
+
 test("garbage instead of an HTTP request gets 400 and a close", opts, async () => {
   await startedBystander();
   assert.equal(await httpExchange(Buffer.from("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n", "latin1")), 400);
@@ -66,6 +67,7 @@ test("a slowloris header trickled and never finished gets 408 after --upgrade-ti
   }
   const elapsed = Date.now() - started;
   assert.equal(parseHttpResponse(tcp.received())?.status, 408);
+  await waitLog(ctx.moqd, refusedRe(tcp, 408));
   assert.ok(elapsed >= 900 && elapsed < 4_000, `closed after ${elapsed} ms with --upgrade-timeout 1s`);
   await bystander.check();
 });
