@@ -1,4 +1,4 @@
-// moq bench: a load generator. One publisher and N subscribers, each its own WebSocket
+// moq bench: a load generator. One publisher and N subscribers, each its own WebSocket or QUIC
 // connection to the relay, all on this process's one event loop. Every frame carries its send
 // time, so the subscribers measure end-to-end latency through the relay.
 #include "bench.h"
@@ -16,7 +16,9 @@
 
 #include "base/log.h"
 #include "client/connection.h"
+#include "client/quic_connection.h"
 #include "model/origin.h"
+#include "model/path.h"
 #include "runtime/event_loop.h"
 
 namespace moqd::bench {
@@ -45,7 +47,7 @@ class Holder final : public model::TrackListener {
 // One subscriber connection and what it measured.
 struct Subscriber {
   std::unique_ptr<model::Origin> origin;
-  std::unique_ptr<client::Connection> conn;
+  client::LinkPtr conn;
   std::unique_ptr<client::FrameReader> reader;
   uint64_t frames = 0;
   uint64_t bytes = 0;
@@ -70,13 +72,16 @@ int run(const Options& o) {
     fprintf(stderr, "moq bench: %s\n", url.error().detail);
     return 2;
   }
-  std::string path = "bench/" + std::to_string(getpid());
   client::ConnectionOptions base;
   base.url = *url;
+  base.transport = o.transport;
+  base.tls = o.tls;
 
   // Publisher.
   model::Origin pub_origin(model::OriginConfig{}, loop, loop);
-  client::Connection pub(loop, pub_origin, base);
+  client::LinkPtr pub_link = client::make_link(loop, pub_origin, base);
+  client::Link& pub = *pub_link;
+  std::string path = model::join_path(pub.path_prefix(), "bench/" + std::to_string(getpid()));
   if (auto st = pub.connect(); !st) {
     fprintf(stderr, "moq bench: connect: %s\n", st.error().detail);
     return 1;
@@ -93,7 +98,7 @@ int run(const Options& o) {
     s.origin = std::make_unique<model::Origin>(model::OriginConfig{}, loop, loop);
     client::ConnectionOptions so = base;
     so.discover_prefix = path;
-    s.conn = std::make_unique<client::Connection>(loop, *s.origin, so);
+    s.conn = client::make_link(loop, *s.origin, so);
     if (auto st = s.conn->connect(); !st) {
       fprintf(stderr, "moq bench: connect: %s\n", st.error().detail);
       return 1;

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "client/connection.h"
+
 namespace moqd::bench {
 
 struct Options {
@@ -13,6 +15,8 @@ struct Options {
   size_t frame_size = 1000;   // bytes (at least 8: the send time)
   uint64_t group_every = 10;  // frames per group
   double seconds = 5;
+  client::TransportKind transport = client::TransportKind::kWebSocket;
+  client::TlsOptions tls;
 };
 
 // Prints one summary line; 0 when every subscriber received every frame.

@@ -1,8 +1,12 @@
-// moq: a command-line MoQ client over WebSocket, sharing moqd's session code.
+// moq: a command-line MoQ client over QUIC or WebSocket, sharing moqd's session code.
 //   moq pub URL PATH --track NAME      frames from stdin (a line each, or --length-prefixed)
 //   moq sub URL PATH --track NAME      frames to stdout (a line each, or --length-prefixed)
 //   moq announced URL PREFIX           "active PATH" / "ended PATH" lines
 //   moq clock pub|sub URL PATH         a group per minute, a frame per second
+// Transport: ws:// and wss:// URLs use WebSocket; http:// and https:// URLs use kHttpTransport
+// unless --transport ws|quic says otherwise. Over QUIC, https:// verifies the certificate (system
+// store, --tls-ca, --tls-fingerprint, or --tls-insecure) and http:// pins the hash the relay
+// serves at /certificate.sha256, as the JS client does.
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,6 +19,7 @@
 #include "base/log.h"
 #include "bench.h"
 #include "client/connection.h"
+#include "client/quic_connection.h"
 #include "model/path.h"
 #include "runtime/event_loop.h"
 
@@ -48,7 +53,42 @@ struct Common {
   uint64_t group_every = 1;
   uint64_t max_frames = 0;
   std::string timeout = "0";
+  std::string transport;  // "", "ws" or "quic"
+  std::string versions;   // --versions: comma-separated names; empty means all
+  client::TlsOptions tls;
 };
+
+// The transport for http:// and https:// URLs when --transport is not given.
+constexpr client::TransportKind kHttpTransport = client::TransportKind::kQuic;
+
+// "moq-lite-02,moq-lite-04" as a set; nullopt when a name is unknown.
+std::optional<wire::VersionSet> parse_versions(const std::string& list) {
+  wire::VersionSet set = wire::VersionSet::none();
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = std::min(list.find(',', start), list.size());
+    auto v = wire::version_from_name(std::string_view(list).substr(start, comma - start));
+    if (!v) {
+      return std::nullopt;
+    }
+    set.add(*v);
+    start = comma + 1;
+  }
+  return set;
+}
+
+client::TransportKind transport_for(const client::Url& url, const std::string& flag) {
+  if (flag == "ws") {
+    return client::TransportKind::kWebSocket;
+  }
+  if (flag == "quic") {
+    return client::TransportKind::kQuic;
+  }
+  if (url.scheme == "ws" || url.scheme == "wss") {
+    return client::TransportKind::kWebSocket;
+  }
+  return kHttpTransport;
+}
 
 int die(const char* what, const Error& e) {
   fprintf(stderr, "moq: %s: %s (%s)\n", what, e.detail, error_code_name(e.code));
@@ -60,6 +100,11 @@ client::ConnectionOptions options_for(const Common& c, std::optional<std::string
   auto url = client::parse_url(c.url);
   if (url) {
     o.url = *url;
+    o.transport = transport_for(*url, c.transport);
+  }
+  o.tls = c.tls;
+  if (!c.versions.empty()) {
+    o.versions = parse_versions(c.versions).value_or(wire::VersionSet::all());
   }
   if (!c.framing.empty()) {
     o.framings = {c.framing};
@@ -142,8 +187,9 @@ void read_stdin_frames(runtime::EventLoop& loop, bool length_prefixed,
 // Publishes frames into a local track that the relay subscribes to through the session.
 class Publisher {
  public:
-  Publisher(model::Origin& origin, const Common& c) : origin_(origin), c_(c) {
-    path_ = model::normalize_path(c.path);
+  Publisher(model::Origin& origin, const Common& c, const std::string& prefix)
+      : origin_(origin), c_(c) {
+    path_ = model::join_path(prefix, model::normalize_path(c.path));
     origin.announce(path_, &broadcast_, 0);
     track_ = origin.track(path_, c.track);
     track_->add_listener(&holder_);
@@ -198,8 +244,11 @@ Duration parse_seconds(const std::string& s) {
   return Duration(static_cast<int64_t>(std::stod(s) * 1e6));
 }
 
+// --timeout ran out before the session was set up (for QUIC: no handshake answer yet).
+const Error kNeverReady{ErrorCode::kTimeout, "no session with the relay before the timeout"};
+
 // Runs the loop until `done` or the connection closes; false on a failed connection.
-int run_until_done(runtime::EventLoop& loop, client::Connection& conn, const std::function<bool()>& done) {
+int run_until_done(runtime::EventLoop& loop, client::Link& conn, const std::function<bool()>& done) {
   while (!done() && !conn.is_closed()) {
     loop.run_once(std::chrono::milliseconds(100));
   }
@@ -209,11 +258,12 @@ int run_until_done(runtime::EventLoop& loop, client::Connection& conn, const std
 int cmd_pub(const Common& c, bool clock) {
   runtime::EventLoop loop;
   model::Origin origin(model::OriginConfig{}, loop, loop);
-  client::Connection conn(loop, origin, options_for(c, std::nullopt));
+  client::LinkPtr link = client::make_link(loop, origin, options_for(c, std::nullopt));
+  client::Link& conn = *link;
   if (auto st = conn.connect(); !st) {
     return die("connect", st.error());
   }
-  Publisher pub(origin, c);
+  Publisher pub(origin, c, conn.path_prefix());
   bool eof = false;
   std::function<void()> tick;  // outlives the loop below, which runs its timers
   if (clock) {
@@ -259,14 +309,31 @@ int cmd_pub(const Common& c, bool clock) {
   return 0;
 }
 
+// Connects for watching c.path (discovery under it); returns the link, or null after printing
+// why, and the full path to watch.
+std::pair<client::LinkPtr, std::string> connect_under(runtime::EventLoop& loop, model::Origin& origin,
+                                                      const Common& c) {
+  client::ConnectionOptions options = options_for(c, std::nullopt);
+  std::string path = model::join_path(client::path_prefix_for(options), model::normalize_path(c.path));
+  options.discover_prefix = path;
+  client::LinkPtr link = client::make_link(loop, origin, std::move(options));
+  if (auto st = link->connect(); !st) {
+    die("connect", st.error());
+    return {nullptr, path};
+  }
+  return {std::move(link), path};
+}
+
 int cmd_sub(const Common& c) {
   runtime::EventLoop loop;
   model::Origin origin(model::OriginConfig{}, loop, loop);
-  std::string path = model::normalize_path(c.path);
-  client::Connection conn(loop, origin, options_for(c, path));
-  if (auto st = conn.connect(); !st) {
-    return die("connect", st.error());
+  auto connected = connect_under(loop, origin, c);
+  if (!connected.first) {
+    return 1;
   }
+  client::LinkPtr link = std::move(connected.first);
+  const std::string path = connected.second;
+  client::Link& conn = *link;
   std::unique_ptr<client::FrameReader> reader;
   bool ended = false;
   uint64_t frames = 0;
@@ -306,8 +373,12 @@ int cmd_sub(const Common& c) {
   origin.remove_listener(&watch);
   reader.reset();
   bool failed = conn.is_closed() && !ended && !(c.max_frames > 0 && frames >= c.max_frames);
+  bool never_ready = !conn.is_ready() && !conn.is_closed();
   conn.close();
   loop.run_until([&] { return conn.is_closed(); }, std::chrono::seconds(2));
+  if (never_ready) {
+    return die("connection", kNeverReady);
+  }
   if (failed) {
     return die("connection", conn.close_reason());
   }
@@ -317,26 +388,58 @@ int cmd_sub(const Common& c) {
 int cmd_announced(const Common& c) {
   runtime::EventLoop loop;
   model::Origin origin(model::OriginConfig{}, loop, loop);
-  std::string prefix = model::normalize_path(c.path);
-  client::Connection conn(loop, origin, options_for(c, prefix));
-  if (auto st = conn.connect(); !st) {
-    return die("connect", st.error());
+  auto connected = connect_under(loop, origin, c);
+  if (!connected.first) {
+    return 1;
   }
+  client::LinkPtr link = std::move(connected.first);
+  const std::string prefix = connected.second;
+  client::Link& conn = *link;
+  // Paths print relative to the URL's path whatever the transport.
   struct Print final : model::AnnounceListener {
     void on_announce(const std::string& p, bool active, uint64_t) override {
-      printf("%s %s\n", active ? "active" : "ended", p.c_str());
+      auto rest = model::strip_prefix(url_prefix, p);
+      std::string shown(rest ? *rest : std::string_view(p));
+      printf("%s %s\n", active ? "active" : "ended", shown.c_str());
       fflush(stdout);
     }
+    std::string url_prefix;
   } print;
+  print.url_prefix = conn.path_prefix();
   origin.add_listener(prefix, &print);
   Duration timeout = parse_seconds(c.timeout);
   Instant start = loop.now();
   run_until_done(loop, conn, [&] { return timeout > Duration::zero() && loop.now() - start > timeout; });
   origin.remove_listener(&print);
   bool failed = conn.is_closed();
+  bool never_ready = !conn.is_ready() && !failed;
   conn.close();
   loop.run_until([&] { return conn.is_closed(); }, std::chrono::seconds(2));
+  if (never_ready) {
+    return die("connection", kNeverReady);
+  }
   return failed ? die("connection", conn.close_reason()) : 0;
+}
+
+void add_tls_flags(CLI::App* cmd, client::TlsOptions& tls) {
+  cmd->add_option("--tls-ca", tls.ca_file, "QUIC: trust only the CAs in this PEM file")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-fingerprint", tls.fingerprint,
+                  "QUIC: accept only the certificate with this SHA-256 (hex, as /certificate.sha256)");
+  cmd->add_flag("--tls-insecure", tls.insecure, "QUIC: accept any certificate (testing only)");
+}
+
+void add_transport_flags(CLI::App* cmd, Common& c) {
+  cmd->add_option("--framing", c.framing, "force the WebSocket framing: qmux-00 or webtransport");
+  cmd->add_option("--transport", c.transport,
+                  "quic or ws (default: quic for http:// and https:// URLs, ws for ws:// and wss://)")
+      ->check(CLI::IsMember({"ws", "quic"}));
+  cmd->add_option("--versions", c.versions,
+                  "MoQ versions to offer, comma-separated (e.g. moq-lite-02,moq-lite-04; default all)")
+      ->check([](const std::string& list) -> std::string {
+        return parse_versions(list) ? "" : "unknown version name in --versions";
+      });
+  add_tls_flags(cmd, c.tls);
 }
 
 void add_common(CLI::App* cmd, Common& c, bool with_track) {
@@ -345,9 +448,7 @@ void add_common(CLI::App* cmd, Common& c, bool with_track) {
   if (with_track) {
     cmd->add_option("--track", c.track, "track name")->required();
   }
-  cmd->add_option("--framing", c.framing, "force the WebSocket framing: qmux-00 or webtransport");
-  cmd->add_option("--transport", [](const CLI::results_t& r) { return r.size() == 1 && r[0] == "ws"; },
-                  "transport: ws (WebSocket; the only one until QUIC lands)");
+  add_transport_flags(cmd, c);
 }
 
 }  // namespace
@@ -355,7 +456,7 @@ void add_common(CLI::App* cmd, Common& c, bool with_track) {
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   log::set_level(log::Level::kWarn);
-  CLI::App app{"moq: Media over QUIC client (moq-lite over WebSocket)"};
+  CLI::App app{"moq: Media over QUIC client (moq-lite over QUIC or WebSocket)"};
   app.require_subcommand(1);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "log protocol events to stderr");
@@ -373,7 +474,7 @@ int main(int argc, char** argv) {
   auto* announced = app.add_subcommand("announced", "print broadcasts announced under a prefix");
   announced->add_option("URL", c.url, "relay URL")->required();
   announced->add_option("PREFIX", c.path, "path prefix")->required();
-  announced->add_option("--framing", c.framing, "force the WebSocket framing");
+  add_transport_flags(announced, c);
   announced->add_option("--timeout", c.timeout, "exit after this many seconds (default: never)");
   auto* clock = app.add_subcommand("clock", "publish or print a clock (a group a minute, a frame a second)");
   std::string mode;
@@ -382,6 +483,7 @@ int main(int argc, char** argv) {
   clock->add_option("PATH", c.path, "broadcast path")->required();
   clock->add_option("--track", c.track, "track name (default seconds)");
   clock->add_option("--timeout", c.timeout, "sub: exit after this many seconds");
+  add_transport_flags(clock, c);
   bench::Options bo;
   auto* bench_cmd = app.add_subcommand("bench", "load test: one publisher, N subscribers, latency and throughput");
   bench_cmd->add_option("URL", bo.url, "relay URL")->required();
@@ -390,6 +492,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--frame-size", bo.frame_size, "bytes per frame (default 1000)");
   bench_cmd->add_option("--group-every", bo.group_every, "frames per group (default 10)");
   bench_cmd->add_option("--seconds", bo.seconds, "how long to publish (default 5)");
+  bench_cmd->add_option("--transport", c.transport, "quic or ws (as for pub)")
+      ->check(CLI::IsMember({"ws", "quic"}));
+  add_tls_flags(bench_cmd, c.tls);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -399,6 +504,10 @@ int main(int argc, char** argv) {
     log::set_level(log::Level::kDebug);
   }
   if (bench_cmd->parsed()) {
+    if (auto u = client::parse_url(bo.url); u) {
+      bo.transport = transport_for(*u, c.transport);
+    }
+    bo.tls = c.tls;
     int rc = bench::run(bo);
     log::flush();
     return rc;

@@ -80,6 +80,7 @@ struct Options {
   std::string versions;
   std::string tls_cert;
   std::string tls_key;
+  uint32_t max_handshakes_per_second = 1000;
   std::string drain_timeout = "10s";
   std::string stall_timeout = "30s";
   std::string upstream_linger = "5s";
@@ -113,8 +114,12 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--config", o.config_file, "TOML file; every flag is a key of the same name");
   app.add_option("--versions", o.versions,
                  "comma-separated protocol versions to allow (default: all), e.g. moq-lite-02,moq-lite-01");
-  app.add_option("--tls-cert", o.tls_cert, "PEM certificate (TLS arrives with QUIC; not yet served)");
-  app.add_option("--tls-key", o.tls_key, "PEM private key");
+  app.add_option("--tls-cert", o.tls_cert,
+                 "PEM certificate chain for QUIC (default: a self-signed ECDSA certificate made at "
+                 "startup, valid 13 days, renewed in place; its hash is at GET /certificate.sha256)");
+  app.add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--max-handshakes-per-second", o.max_handshakes_per_second,
+                 "new QUIC connections accepted per second per worker; more are dropped (default 1000)");
   app.add_option("--drain-timeout", o.drain_timeout,
                  "on SIGTERM/SIGINT, time allowed for sessions to close (default 10s)");
   app.add_option("--stall-timeout", o.stall_timeout,
@@ -208,6 +213,27 @@ bool load_config_file(const std::string& file, CLI::App& app) {
   return true;
 }
 
+// --tls-cert/--tls-key load the certificate; without both, one is generated for the whole relay
+// (shared read-only by the workers) and renewed before it expires.
+bool load_certificate(const Options& o, moqd::relay::RelayConfig& c) {
+  using moqd::transport::quic::Certificate;
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    fprintf(stderr, "moqd: --tls-cert and --tls-key go together\n");
+    return false;
+  }
+  auto cert = o.tls_cert.empty() ? Certificate::generate_self_signed()
+                                 : Certificate::load(o.tls_cert, o.tls_key);
+  if (!cert) {
+    fprintf(stderr, "moqd: TLS certificate: %s\n", cert.error().detail);
+    return false;
+  }
+  c.renew_certificate = o.tls_cert.empty();
+  c.certificate = std::move(*cert);
+  MOQD_LOG(kInfo, "tls certificate sha256=%s (%s)", c.certificate->sha256_hex().c_str(),
+           c.renew_certificate ? "generated" : "loaded");
+  return true;
+}
+
 bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   auto bad = [](const char* flag, const std::string& v) {
     fprintf(stderr, "moqd: invalid value for %s: '%s'\n", flag, v.c_str());
@@ -232,10 +258,11 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
       start = comma + 1;
     }
   }
-  if (!o.tls_cert.empty() || !o.tls_key.empty()) {
-    fprintf(stderr, "moqd: --tls-cert/--tls-key: TLS is not supported yet (it arrives with QUIC)\n");
+  if (!load_certificate(o, c)) {
     return false;
   }
+  if (o.max_handshakes_per_second == 0) return bad("--max-handshakes-per-second", "0");
+  c.max_handshakes_per_second = o.max_handshakes_per_second;
   uint64_t size = 0;
   if (!parse_duration(o.drain_timeout, c.drain_timeout)) return bad("--drain-timeout", o.drain_timeout);
   if (!parse_duration(o.stall_timeout, c.limits.stall_timeout)) return bad("--stall-timeout", o.stall_timeout);

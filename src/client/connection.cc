@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "base/log.h"
+#include "model/path.h"
 
 namespace moqd::client {
 
@@ -69,8 +70,55 @@ Result<Url> parse_url(std::string_view s) {
   return u;
 }
 
+std::string path_prefix_for(const ConnectionOptions& options) {
+  if (options.transport == TransportKind::kQuic) {
+    return model::normalize_path(options.url.path);
+  }
+  return "";
+}
+
+void Link::start_session(transport::Session& transport) {
+  session::SessionConfig sc;
+  sc.role = session::Role::kClient;
+  sc.versions = options_.versions;
+  sc.root = "";
+  sc.discover_prefix = options_.discover_prefix;
+  session_ = std::make_unique<session::Session>(transport, std::move(sc), origin_, *this, loop_,
+                                                loop_);
+  session_->start();
+}
+
+void Link::on_session_ready(wire::Version) {
+  ready_ = true;
+  if (on_ready) {
+    on_ready();
+  }
+}
+
+void Link::on_peer_announce(const std::string& path, bool active, uint64_t hops,
+                            model::BroadcastSource& source) {
+  if (active) {
+    origin_.announce(path, &source, hops);
+  } else {
+    origin_.unannounce(path, &source);
+  }
+}
+
+void Link::on_session_closed(Error reason) { mark_closed(reason); }
+
+void Link::mark_closed(Error reason) {
+  if (closed_) {
+    return;
+  }
+  closed_ = true;
+  close_reason_ = reason;
+  if (on_closed) {
+    on_closed(reason);
+  }
+}
+
 Connection::Connection(runtime::EventLoop& loop, model::Origin& origin, ConnectionOptions options)
-    : loop_(loop), origin_(origin), options_(std::move(options)) {}
+    : Link(loop, origin, std::move(options)) {}
 
 Connection::~Connection() {
   session_.reset();
@@ -110,17 +158,11 @@ void Connection::on_upgraded(std::string_view subprotocol) {
                                           sp->app_protocol, options_.url.target(),
                                           options_.url.authority());
   ws_->set_message_handler(mux_.get());
-  session::SessionConfig sc;
-  sc.role = session::Role::kClient;
-  sc.versions = options_.versions;
-  sc.root = "";
-  sc.discover_prefix = options_.discover_prefix;
-  session_ = std::make_unique<session::Session>(*mux_, std::move(sc), origin_, *this, loop_, loop_);
-  session_->start();
+  start_session(*mux_);
 }
 
 void Connection::close() {
-  if (session_ && !closed_) {
+  if (session_ && !is_closed()) {
     session_->close(make_error(ErrorCode::kCancel, "client done"));
   } else if (tcp_) {
     tcp_->close();
@@ -138,34 +180,6 @@ void Connection::on_pipe_closed() {
   mark_closed(make_error(ErrorCode::kTransport, "connection closed"));
 }
 
-void Connection::on_session_ready(wire::Version) {
-  ready_ = true;
-  if (on_ready) {
-    on_ready();
-  }
-}
-
-void Connection::on_peer_announce(const std::string& path, bool active, uint64_t hops,
-                                  model::BroadcastSource& source) {
-  if (active) {
-    origin_.announce(path, &source, hops);
-  } else {
-    origin_.unannounce(path, &source);
-  }
-}
-
-void Connection::on_session_closed(Error reason) { mark_closed(reason); }
-
-void Connection::mark_closed(Error reason) {
-  if (closed_) {
-    return;
-  }
-  closed_ = true;
-  close_reason_ = reason;
-  if (on_closed) {
-    on_closed(reason);
-  }
-}
 
 FrameReader::FrameReader(model::Track& track, const Clock& clock, Timers& timers,
                          Duration reorder_wait, FrameFn on_frame, std::function<void(Error)> on_ended)

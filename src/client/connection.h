@@ -1,7 +1,9 @@
 #pragma once
-// The client side of a relay connection for the `moq` CLI (and later the load generator): TCP,
-// the WebSocket upgrade, the stream multiplexer and a MoQ session in the client role, all on one
-// event loop. The session serves and fills the given Origin, exactly as the relay's does.
+// The client side of a relay connection for the `moq` CLI and the load generator. Link is what
+// they hold: a MoQ session in the client role over some transport, on one event loop, serving
+// and filling the given Origin exactly as the relay's sessions do. Connection is the WebSocket
+// stack (TCP, the upgrade, the stream multiplexer); QuicConnection (quic_connection.h) is the
+// QUIC one, and make_link() there picks between them.
 #include <functional>
 #include <memory>
 #include <string>
@@ -27,8 +29,24 @@ struct Url {
 };
 Result<Url> parse_url(std::string_view url);
 
+enum class TransportKind {
+  kWebSocket,
+  kQuic,
+};
+
+// How a QUIC client checks the relay's certificate. https:// URLs use the system trust store
+// unless ca_file, fingerprint or insecure is set; http:// URLs fetch GET /certificate.sha256
+// over plain HTTP and pin it, as the JS client does (so they trust the network path).
+struct TlsOptions {
+  std::string ca_file;      // PEM CAs (or self-signed certificates) to trust instead
+  std::string fingerprint;  // hex SHA-256 of the leaf's DER, as --tls-fingerprint takes it
+  bool insecure = false;    // accept any certificate
+};
+
 struct ConnectionOptions {
   Url url;
+  TransportKind transport = TransportKind::kWebSocket;
+  TlsOptions tls;
   // WebSocket subprotocols offered, in preference order.
   std::vector<std::string> framings = {"qmux-00", "webtransport"};
   wire::VersionSet versions = wire::VersionSet::all();
@@ -36,31 +54,41 @@ struct ConnectionOptions {
   std::optional<std::string> discover_prefix;
 };
 
-// Owns the whole stack. One event loop; not thread-safe.
-class Connection final : public transport::PipeHandler, public session::SessionHandler {
- public:
-  Connection(runtime::EventLoop& loop, model::Origin& origin, ConnectionOptions options);
-  ~Connection() override;
+// The prefix a client joins to its broadcast paths (and discovery prefix) for `options`. WebSocket
+// carries the URL path and the relay roots the session there, so it is empty; raw QUIC carries no
+// path, so the session sees the whole origin and it is the URL's path.
+std::string path_prefix_for(const ConnectionOptions& options);
 
-  // Connects (blocking TCP connect, then the handshake on the loop).
-  Status connect();
-  void close();
+// One client session to a relay over one transport. Owned by the CLI; one event loop, not
+// thread-safe. on_ready fires once the MoQ session is set up; on_closed once, when the session or
+// the transport ends (also for a failed handshake). A derived class destroys session_ before its
+// transport.
+class Link : public session::SessionHandler {
+ public:
+  ~Link() override = default;
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  // Starts connecting: may block for name resolution and the TCP connect (or, for QUIC over
+  // http://, the certificate fetch); the handshakes then run on the loop. An error means nothing
+  // was started.
+  virtual Status connect() = 0;
+  // Closes the session (on_closed follows from the loop), or the transport before it exists.
+  virtual void close() = 0;
+  // True once every byte written so far has left this process.
+  virtual bool is_flushed() const = 0;
+  // path_prefix_for(the options).
+  std::string path_prefix() const { return path_prefix_for(options_); }
 
   bool is_ready() const { return ready_; }
   bool is_closed() const { return closed_; }
   // Why it closed, once closed.
   Error close_reason() const { return close_reason_; }
   session::Session* session() { return session_.get(); }
-  // True once every byte written so far has been handed to the kernel.
-  bool is_flushed() const;
 
   std::function<void()> on_ready;
   std::function<void(Error)> on_closed;
 
-  // transport::PipeHandler
-  void on_pipe_data(std::span<const uint8_t> data) override;
-  void on_pipe_writable() override;
-  void on_pipe_closed() override;
   // session::SessionHandler
   bool authorize(session::Action, std::string_view, std::string_view) override { return true; }
   void on_session_ready(wire::Version version) override;
@@ -68,20 +96,48 @@ class Connection final : public transport::PipeHandler, public session::SessionH
                         model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
 
- private:
-  void on_upgraded(std::string_view subprotocol);
+ protected:
+  Link(runtime::EventLoop& loop, model::Origin& origin, ConnectionOptions options)
+      : loop_(loop), origin_(origin), options_(std::move(options)) {}
+  // Makes and starts the client session over `transport`, which must outlive session_.
+  void start_session(transport::Session& transport);
   void mark_closed(Error reason);
 
   runtime::EventLoop& loop_;
   model::Origin& origin_;
   ConnectionOptions options_;
-  std::unique_ptr<runtime::TcpConnection> tcp_;
-  std::unique_ptr<transport::websocket::WsClientConnection> ws_;
-  std::unique_ptr<transport::websocket::MuxSession> mux_;
   std::unique_ptr<session::Session> session_;
+
+ private:
   bool ready_ = false;
   bool closed_ = false;
   Error close_reason_{ErrorCode::kCancel, ""};
+};
+
+using LinkPtr = std::unique_ptr<Link>;
+
+// The WebSocket stack: TCP, the upgrade, the stream multiplexer, then the session.
+class Connection final : public Link, public transport::PipeHandler {
+ public:
+  Connection(runtime::EventLoop& loop, model::Origin& origin, ConnectionOptions options);
+  ~Connection() override;
+
+  // Connects (blocking TCP connect, then the handshake on the loop).
+  Status connect() override;
+  void close() override;
+  bool is_flushed() const override;
+
+  // transport::PipeHandler
+  void on_pipe_data(std::span<const uint8_t> data) override;
+  void on_pipe_writable() override;
+  void on_pipe_closed() override;
+
+ private:
+  void on_upgraded(std::string_view subprotocol);
+
+  std::unique_ptr<runtime::TcpConnection> tcp_;
+  std::unique_ptr<transport::websocket::WsClientConnection> ws_;
+  std::unique_ptr<transport::websocket::MuxSession> mux_;
 };
 
 // Reads whole frames of a track as they complete, starting at the newest group (a late joiner),

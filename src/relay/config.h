@@ -1,11 +1,14 @@
 #pragma once
 // moqd's configuration (flags and TOML keys of the same names; see apps/moqd) and the auth hook.
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "model/origin.h"
 #include "session/config.h"
+#include "transport/quic/certificate.h"
+#include "transport/quic/connection.h"
 #include "transport/websocket/mux_session.h"
 #include "transport/websocket/ws_connection.h"
 #include "wire/version.h"
@@ -26,6 +29,17 @@ struct RelayConfig {
   // share, so no byte of accounting crosses cores.
   uint64_t cache_budget = 1ull << 30;
   Duration drain_timeout = std::chrono::seconds(10);  // --drain-timeout
+  // The TLS certificate for QUIC (--tls-cert/--tls-key, or generated at startup when absent).
+  // Immutable and shared read-only by every worker (a config snapshot); without one, QUIC
+  // Initials are dropped.
+  std::shared_ptr<const transport::quic::Certificate> certificate;
+  // Generated certificates are replaced before they expire (checked hourly by worker 0); loaded
+  // ones are the operator's to renew.
+  bool renew_certificate = false;
+  // New QUIC connections accepted per second per worker (--max-handshakes-per-second); Initials
+  // above it are dropped.
+  uint32_t max_handshakes_per_second = 1000;
+  transport::quic::ConnectionConfig quic;
 };
 
 // The auth hook: asked at accept (path = the session root), publish (each announced broadcast)

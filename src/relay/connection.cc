@@ -13,7 +13,8 @@ ServerConnection::ServerConnection(RelayWorker& worker, int fd, std::string peer
       peer_(std::move(peer)),
       tcp_(worker.loop(), fd, peer_),
       ws_(tcp_, worker.loop(), worker.loop(), worker.relay().config().websocket,
-          [this](const ws::HttpRequest& r) { return on_request(r); }) {
+          [this](const ws::HttpRequest& r) { return on_request(r); }),
+      session_(worker) {
   ws_.set_open_callback([this] { on_upgraded(); });
   ws_.set_response_callback([this](int status, const char* reason) {
     if (status >= 400) {
@@ -25,12 +26,7 @@ ServerConnection::ServerConnection(RelayWorker& worker, int fd, std::string peer
 }
 
 ServerConnection::~ServerConnection() {
-  session_.reset();
-  mux_.reset();
   worker_.connections.fetch_sub(1, std::memory_order_relaxed);
-  if (ready_) {
-    worker_.sessions.fetch_sub(1, std::memory_order_relaxed);
-  }
 }
 
 ws::RequestDecision ServerConnection::on_request(const ws::HttpRequest& r) {
@@ -50,7 +46,9 @@ ws::RequestDecision ServerConnection::on_request(const ws::HttpRequest& r) {
     return ws::PlainResponse{200, "application/json", worker_.relay().health_json(), {}};
   }
   if (r.path == "/certificate.sha256") {
-    // No certificate exists until QUIC/TLS is configured.
+    if (const auto& cert = worker_.certificate()) {
+      return ws::PlainResponse{200, "text/plain", cert->sha256_hex(), {}};
+    }
     return ws::PlainResponse{404, "text/plain", "no certificate: TLS is not configured\n", {}};
   }
   return ws::PlainResponse{404, "text/plain", "not found\n", {}};
@@ -63,26 +61,13 @@ void ServerConnection::on_upgraded() {
                                           sp.app_protocol, request.target(), peer_,
                                           worker_.relay().config().mux);
   ws_.set_message_handler(mux_.get());
-  const RelayConfig& rc = worker_.relay().config();
-  session::SessionConfig sc;
-  sc.role = session::Role::kServer;
-  sc.versions = rc.versions;
-  sc.limits = rc.limits;
-  sc.decode = rc.decode;
-  sc.root = request.path;
-  sc.query = request.query;
-  sc.discover_prefix = std::string();
-  session_ = std::make_unique<session::Session>(*mux_, std::move(sc), worker_.origin(), *this,
-                                                worker_.loop(), worker_.loop());
-  session_->start();
+  session_.start(*mux_, request.path, request.query);
 }
 
 void ServerConnection::close(Error reason) {
-  if (session_ && !closed_) {
-    session_->close(reason);
-    return;
+  if (!session_.close(reason)) {
+    tcp_.close();
   }
-  tcp_.close();
 }
 
 void ServerConnection::on_pipe_data(std::span<const uint8_t> data) { ws_.on_pipe_data(data); }
@@ -95,22 +80,5 @@ void ServerConnection::on_pipe_closed() {
   ServerConnection* self = this;
   worker_.loop().defer([worker, self] { worker->remove_connection(self); });
 }
-
-bool ServerConnection::authorize(session::Action action, std::string_view path,
-                                 std::string_view query) {
-  return worker_.relay().auth().allow(action, path, query);
-}
-
-void ServerConnection::on_session_ready(wire::Version) {
-  ready_ = true;
-  worker_.sessions.fetch_add(1, std::memory_order_relaxed);
-}
-
-void ServerConnection::on_peer_announce(const std::string& path, bool active, uint64_t hops,
-                                        model::BroadcastSource& source) {
-  worker_.on_peer_announce(path, active, hops, source);
-}
-
-void ServerConnection::on_session_closed(Error) { closed_ = true; }
 
 }  // namespace moqd::relay

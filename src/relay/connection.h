@@ -6,7 +6,7 @@
 #include <string>
 
 #include "runtime/tcp.h"
-#include "session/session.h"
+#include "relay/relay_session.h"
 #include "transport/websocket/mux_session.h"
 #include "transport/websocket/ws_connection.h"
 
@@ -14,7 +14,7 @@ namespace moqd::relay {
 
 class RelayWorker;
 
-class ServerConnection final : public transport::PipeHandler, public session::SessionHandler {
+class ServerConnection final : public transport::PipeHandler {
  public:
   ServerConnection(RelayWorker& worker, int fd, std::string peer);
   ~ServerConnection() override;
@@ -29,12 +29,6 @@ class ServerConnection final : public transport::PipeHandler, public session::Se
   void on_pipe_writable() override;
   void on_pipe_closed() override;
 
-  // session::SessionHandler
-  bool authorize(session::Action action, std::string_view path, std::string_view query) override;
-  void on_session_ready(wire::Version version) override;
-  void on_peer_announce(const std::string& path, bool active, uint64_t hops,
-                        model::BroadcastSource& source) override;
-  void on_session_closed(Error reason) override;
 
  private:
   transport::websocket::RequestDecision on_request(const transport::websocket::HttpRequest& r);
@@ -45,9 +39,7 @@ class ServerConnection final : public transport::PipeHandler, public session::Se
   runtime::TcpConnection tcp_;
   transport::websocket::WsServerConnection ws_;
   std::unique_ptr<transport::websocket::MuxSession> mux_;
-  std::unique_ptr<session::Session> session_;
-  bool ready_ = false;
-  bool closed_ = false;
+  RelaySession session_;  // destroyed before mux_
 };
 
 }  // namespace moqd::relay

@@ -36,6 +36,9 @@ class Relay {
   // JSON for GET /health. Any thread.
   std::string health_json() const;
   int64_t session_count() const;
+  size_t worker_count() const { return relay_workers_.size(); }
+  // Worker `i`; touch it only from its own thread (post there first).
+  RelayWorker& worker(size_t i) { return *relay_workers_[i]; }
 
  private:
   RelayConfig config_;

@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "relay/connection.h"
+#include "relay/quic_endpoint.h"
 #include "relay/relay.h"
 
 namespace moqd::relay {
@@ -23,16 +24,20 @@ RelayWorker::RelayWorker(Relay& relay, size_t index, runtime::Workers& workers,
     : relay_(relay),
       index_(index),
       loop_(workers.loop(index)),
+      workers_(workers),
+      certificate_(relay.config().certificate),
       budget_(relay.config().cache_budget / std::max<size_t>(1, relay.config().workers)),
       origin_(origin_config(relay.config(), &budget_), loop_, loop_),
       bridge_(index, workers, origin_, bridges) {}
 
 RelayWorker::~RelayWorker() {
   connections_.clear();
+  endpoints_.clear();
   listeners_.clear();
-  for (int fd : udp_fds_) {
-    ::close(fd);
-  }
+}
+
+QuicEndpoint* RelayWorker::quic_endpoint(size_t index) {
+  return index < endpoints_.size() ? endpoints_[index].get() : nullptr;
 }
 
 Status RelayWorker::listen(const std::string& host, uint16_t port) {
@@ -42,13 +47,34 @@ Status RelayWorker::listen(const std::string& host, uint16_t port) {
     return tl::unexpected(l.error());
   }
   listeners_.push_back(std::move(*l));
-  // The UDP side of the same port is held for QUIC, so no other program takes it.
-  auto udp = runtime::bind_udp(host, port);
-  if (!udp) {
-    return tl::unexpected(udp.error());
+  auto ep = QuicEndpoint::open(*this, endpoints_.size(), host, port);
+  if (!ep) {
+    return tl::unexpected(ep.error());
   }
-  udp_fds_.push_back(*udp);
+  endpoints_.push_back(std::move(*ep));
+  if (index_ == 0 && endpoints_.size() == 1 && relay_.config().renew_certificate) {
+    loop_.schedule(kCertificateCheckInterval, [this] { check_certificate(); });
+  }
   return {};
+}
+
+void RelayWorker::check_certificate() {
+  loop_.schedule(kCertificateCheckInterval, [this] { check_certificate(); });
+  if (certificate_ == nullptr || !certificate_->needs_renewal(std::chrono::system_clock::now())) {
+    return;
+  }
+  auto fresh = transport::quic::Certificate::generate_self_signed();
+  if (!fresh) {
+    MOQD_LOG(kWarn, "quic: certificate renewal failed; keeping the old one");
+    return;
+  }
+  std::shared_ptr<const transport::quic::Certificate> cert(std::move(*fresh));
+  MOQD_LOG(kInfo, "quic: renewed the self-signed certificate sha256=%s",
+           cert->sha256_hex().c_str());
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    Relay* relay = &relay_;
+    workers_.post(i, [relay, i, cert] { relay->worker(i).set_certificate(cert); });
+  }
 }
 
 void RelayWorker::accept(int fd, std::string peer) {
@@ -66,6 +92,9 @@ void RelayWorker::remove_connection(ServerConnection* c) {
 void RelayWorker::drain() {
   draining_ = true;
   listeners_.clear();
+  for (auto& ep : endpoints_) {
+    ep->drain();
+  }
   for (auto& c : connections_) {
     c->close(make_error(ErrorCode::kGoingAway, "relay shutting down"));
   }
@@ -74,6 +103,9 @@ void RelayWorker::drain() {
   loop_.schedule(relay_.config().drain_timeout / 2, [this] {
     for (auto& c : connections_) {
       c->abort();
+    }
+    for (auto& ep : endpoints_) {
+      ep->abort();
     }
   });
 }

@@ -20,9 +20,13 @@ namespace moqd::relay {
 
 class Relay;
 class ServerConnection;
+class QuicEndpoint;
 
 class RelayWorker {
  public:
+  // How often worker 0 checks whether a generated certificate needs renewal.
+  static constexpr Duration kCertificateCheckInterval = std::chrono::hours(1);
+
   RelayWorker(Relay& relay, size_t index, runtime::Workers& workers,
               const std::vector<Bridge*>& bridges);
   ~RelayWorker();
@@ -33,8 +37,18 @@ class RelayWorker {
   model::Origin& origin() { return origin_; }
   Bridge& bridge() { return bridge_; }
   const model::CacheBudget& budget() const { return budget_; }
+  runtime::Workers& workers() { return workers_; }
+  // The endpoint for listen address `index` (listen() order), or null.
+  QuicEndpoint* quic_endpoint(size_t index);
+  // This worker's snapshot of the relay's certificate; new QUIC connections use it.
+  const std::shared_ptr<const transport::quic::Certificate>& certificate() const {
+    return certificate_;
+  }
+  void set_certificate(std::shared_ptr<const transport::quic::Certificate> cert) {
+    certificate_ = std::move(cert);
+  }
 
-  // Listens on host:port (SO_REUSEPORT: every worker binds the same port).
+  // Listens on host:port, TCP and QUIC over UDP (SO_REUSEPORT: every worker binds the same port).
   Status listen(const std::string& host, uint16_t port);
   // Worker thread: stop accepting and close every session with going_away.
   void drain();
@@ -50,16 +64,20 @@ class RelayWorker {
 
  private:
   void accept(int fd, std::string peer);
+  // Worker 0 only: replaces a generated certificate that needs renewal, on every worker.
+  void check_certificate();
 
   Relay& relay_;
   size_t index_;
   runtime::EventLoop& loop_;
+  runtime::Workers& workers_;
+  std::shared_ptr<const transport::quic::Certificate> certificate_;
   model::CacheBudget budget_;  // this worker's share of --cache-budget; outlives origin_
   model::Origin origin_;
   Bridge bridge_;
   bool draining_ = false;
   std::vector<std::unique_ptr<runtime::TcpListener>> listeners_;
-  std::vector<int> udp_fds_;
+  std::vector<std::unique_ptr<QuicEndpoint>> endpoints_;  // one per listen address
   std::list<std::unique_ptr<ServerConnection>> connections_;
 };
 

@@ -725,3 +725,18 @@ export async function startBystander(url, {
     },
   };
 }
+
+// ---------------------------------------------------------------------------------------------
+// QUIC (moq CLI over QUIC)
+
+// The hex SHA-256 moqd serves at /certificate.sha256 (trimmed), for --tls-fingerprint.
+export async function certificateSha256(baseUrl) {
+  const res = await httpGet(new URL("/certificate.sha256", baseUrl));
+  assert.equal(res.status, 200, `GET /certificate.sha256 answered ${res.status}`);
+  const hex = (await res.text()).trim();
+  assert.match(hex, /^[0-9a-f]{64}$/i, "certificate.sha256 body");
+  return hex;
+}
+
+// `http://HOST:PORT/...` as `https://HOST:PORT/...` (same port: moqd serves QUIC on the UDP side).
+export const httpsUrl = (url) => String(url).replace(/^http:/, "https:");

@@ -85,7 +85,9 @@ test("1,000 connections opened and dropped leave fds and memory where they were"
     for (const [i, p] of peers.entries()) (i % 2 ? p.tcp.destroy() : p.mux.close());
   }
   await settle();
-  await waitFor(() => fds(pid) === fdsBefore, 10_000, `open fds back to ${fdsBefore} (now ${fds(pid)})`);
+  // At most where it started: a connection of the previous test may still have been closing when
+  // the baseline was taken, so fewer is fine; more is a leak.
+  await waitFor(() => fds(pid) <= fdsBefore, 10_000, `open fds back to ${fdsBefore} (now ${fds(pid)})`);
   const grown = rss(pid) - rssBefore;
   console.log(`after 1000 connections: fds ${fds(pid)} (before ${fdsBefore}), rss +${(grown / MiB).toFixed(1)} MiB`);
   assert.ok(grown < 16 * MiB, `RSS grew by ${(grown / MiB).toFixed(1)} MiB`);

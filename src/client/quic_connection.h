@@ -1,0 +1,82 @@
+#pragma once
+// The client stack over raw QUIC: one UDP socket, one transport::quic::Connection, and the MoQ
+// session in the client role once the handshake has picked the ALPN ("moql" runs SETUP,
+// "moq-lite-03"/"moq-lite-04" do not). Owned by the CLI or the load generator; one event loop.
+#include <ngtcp2/ngtcp2.h>
+#include <sys/socket.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/connection.h"
+#include "runtime/udp.h"
+#include "transport/quic/connection.h"
+#include "transport/quic/tls.h"
+
+namespace moqd::client {
+
+// ALPNs a QUIC client offers for `versions`, most preferred first: moq-lite-04, moq-lite-03, and
+// moql (SETUP, for the remaining drafts).
+std::vector<std::string> quic_alpns(wire::VersionSet versions);
+
+// How to verify the relay for `url` and `tls` (see TlsOptions). For http:// (and ws://) URLs
+// without a TLS flag this fetches http://host:port/certificate.sha256 (blocking, bounded by
+// `fetch_timeout`) and pins it. Fails on a bad --tls-fingerprint, a failed fetch or a malformed
+// hash.
+Result<transport::quic::Verification> verification_for(const Url& url, const TlsOptions& tls,
+                                                       Duration fetch_timeout);
+
+// Blocking GET of `target` from url's host:port over plain HTTP/1.1; the body of a 200 answer.
+// Fails (kTransport) on connection errors, non-200 statuses or when `timeout` passes.
+Result<std::string> http_get(const Url& url, std::string_view target, Duration timeout);
+
+class QuicConnection final : public Link,
+                             private transport::quic::PacketSink,
+                             private transport::quic::ConnectionObserver {
+ public:
+  // How long the blocking GET /certificate.sha256 may take.
+  static constexpr Duration kFetchTimeout = std::chrono::seconds(5);
+
+  QuicConnection(runtime::EventLoop& loop, model::Origin& origin, ConnectionOptions options);
+  ~QuicConnection() override;
+
+  // Resolves the host, settles verification (maybe fetching the pinned hash), opens the socket
+  // and sends the first Initial; the handshake then runs on the loop.
+  Status connect() override;
+  void close() override;
+  bool is_flushed() const override;
+
+ private:
+  // PacketSink
+  void send_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt) override;
+  // ConnectionObserver
+  void on_handshake_completed(transport::quic::Connection& conn) override;
+  void on_done(transport::quic::Connection& conn) override;
+  // The connection's visitor until the MoQ session takes over at the end of the handshake: it
+  // turns a failed handshake into close_reason().
+  struct HandshakeVisitor final : transport::SessionVisitor {
+    explicit HandshakeVisitor(QuicConnection& owner) : owner(owner) {}
+    void on_incoming_stream(transport::Stream& stream) override;
+    void on_streams_available() override {}
+    void on_closed(uint64_t code, std::string_view reason) override;
+    QuicConnection& owner;
+  };
+
+  Status resolve();
+  void on_datagram(const sockaddr* from, socklen_t from_len, std::span<const uint8_t> datagram);
+  ngtcp2_path path_to(const sockaddr* remote, socklen_t remote_len);
+
+  HandshakeVisitor handshake_visitor_{*this};
+  sockaddr_storage remote_{};
+  socklen_t remote_len_ = 0;
+  sockaddr_storage local_{};
+  socklen_t local_len_ = 0;
+  std::unique_ptr<runtime::UdpSocket> udp_;
+  std::unique_ptr<transport::quic::Connection> conn_;  // destroyed before udp_
+};
+
+// The stack options.transport names.
+LinkPtr make_link(runtime::EventLoop& loop, model::Origin& origin, ConnectionOptions options);
+
+}  // namespace moqd::client

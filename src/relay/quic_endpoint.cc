@@ -1,0 +1,284 @@
+#include "relay/quic_endpoint.h"
+
+#include <gnutls/crypto.h>
+
+#include <cstring>
+
+#include "base/log.h"
+#include "relay/relay.h"
+#include "relay/relay_session.h"
+#include "relay/worker.h"
+#include "session/session.h"
+#include "transport/quic/cid.h"
+#include "transport/quic/tls.h"
+
+namespace moqd::relay {
+
+namespace quic = transport::quic;
+
+namespace {
+
+// A stateless reset is at most this long (RFC 9000 §10.3 suggests looking like a short packet)
+// and always shorter than its trigger, so two endpoints cannot reset each other in a loop.
+constexpr size_t kMaxResetLength = 43;
+constexpr size_t kMinResetLength = 1 + NGTCP2_MIN_STATELESS_RESET_RANDLEN + NGTCP2_STATELESS_RESET_TOKENLEN;
+
+std::string cid_key(std::span<const uint8_t> cid) {
+  return std::string(reinterpret_cast<const char*>(cid.data()), cid.size());
+}
+
+}  // namespace
+
+// The ALPNs moqd accepts, most preferred first, minus the versions --versions removed.
+std::vector<std::string> quic_alpns(const wire::VersionSet& versions) {
+  std::vector<std::string> out;
+  if (versions.contains(wire::Version::kLite04)) {
+    out.push_back("moq-lite-04");
+  }
+  if (versions.contains(wire::Version::kLite03)) {
+    out.push_back("moq-lite-03");
+  }
+  if (versions.contains(wire::Version::kLite01) || versions.contains(wire::Version::kLite02)) {
+    out.push_back("moql");  // SETUP on the first bidi stream selects lite-01 or lite-02
+  }
+  return out;
+}
+
+// One accepted QUIC connection and its MoQ session (the QUIC counterpart of ServerConnection's
+// session part). Owned by its QuicEndpoint; destroyed from the loop once the connection is done.
+class QuicServerSession final : public quic::ConnectionObserver {
+ public:
+  QuicServerSession(QuicEndpoint& endpoint, std::shared_ptr<const quic::Certificate> cert)
+      : endpoint_(endpoint), worker_(endpoint.worker()), cert_(std::move(cert)), session_(worker_) {
+    worker_.connections.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~QuicServerSession() override {
+    worker_.connections.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  const quic::Certificate& certificate() const { return *cert_; }
+  void set_connection(std::unique_ptr<quic::Connection> c) { conn_ = std::move(c); }
+  quic::Connection* connection() { return conn_.get(); }
+  std::vector<std::string>& cids() { return cids_; }
+
+  void close(Error reason) {
+    if (!session_.close(reason) && conn_ && !conn_->is_closed()) {
+      conn_->close(static_cast<uint64_t>(reason.code), reason.detail);
+    }
+  }
+
+  // quic::ConnectionObserver
+  void on_handshake_completed(quic::Connection& conn) override {
+    session_.start(conn, "", "");  // raw QUIC has no URL path: the session sees the whole origin
+  }
+  void on_done(quic::Connection&) override { endpoint_.remove(this); }
+
+ private:
+  QuicEndpoint& endpoint_;
+  RelayWorker& worker_;
+  std::shared_ptr<const quic::Certificate> cert_;  // TLS sessions borrow its credentials
+  std::unique_ptr<quic::Connection> conn_;
+  RelaySession session_;           // destroyed before conn_
+  std::vector<std::string> cids_;  // every CID routed to us, until we are done
+};
+
+Result<std::unique_ptr<QuicEndpoint>> QuicEndpoint::open(RelayWorker& worker, size_t index,
+                                                         const std::string& host, uint16_t port) {
+  runtime::UdpSocket::Options o;
+  o.reuse_port = true;
+  auto s = runtime::UdpSocket::bind(worker.loop(), host, port, o);
+  if (!s) {
+    return tl::unexpected(s.error());
+  }
+  std::unique_ptr<QuicEndpoint> ep(new QuicEndpoint(worker, index, std::move(*s)));
+  return ep;
+}
+
+QuicEndpoint::QuicEndpoint(RelayWorker& worker, size_t index,
+                           std::unique_ptr<runtime::UdpSocket> socket)
+    : worker_(worker), index_(index), socket_(std::move(socket)) {
+  socket_->set_handler([this](const sockaddr* from, socklen_t len, std::span<const uint8_t> d) {
+    on_datagram(from, len, d, false);
+  });
+}
+
+QuicEndpoint::~QuicEndpoint() {
+  by_cid_.clear();
+  sessions_.clear();
+}
+
+void QuicEndpoint::inject(const sockaddr* from, socklen_t from_len,
+                          std::span<const uint8_t> datagram) {
+  on_datagram(from, from_len, datagram, true);
+  socket_->flush();
+}
+
+ngtcp2_path QuicEndpoint::make_path(const sockaddr* from, socklen_t from_len) {
+  ngtcp2_path path{};
+  path.local.addr = const_cast<sockaddr*>(
+      reinterpret_cast<const sockaddr*>(&socket_->local_address()));
+  path.local.addrlen = socket_->local_address_len();
+  path.remote.addr = const_cast<sockaddr*>(from);
+  path.remote.addrlen = from_len;
+  return path;
+}
+
+void QuicEndpoint::on_datagram(const sockaddr* from, socklen_t from_len,
+                               std::span<const uint8_t> datagram, bool forwarded) {
+  auto dcid = quic::extract_dcid(datagram, quic::kCidLength);
+  if (!dcid) {
+    return;
+  }
+  ngtcp2_path path = make_path(from, from_len);
+  if (auto it = by_cid_.find(cid_key(*dcid)); it != by_cid_.end()) {
+    if (quic::Connection* c = it->second->connection()) {
+      (void)c->on_packet(path, datagram);  // errors close the connection; on_done follows
+    }
+    return;
+  }
+  if (quic::is_initial(datagram)) {
+    accept(path, datagram);
+    return;
+  }
+  if (!forwarded && forward(*dcid, from, from_len, datagram)) {
+    return;
+  }
+  if (!quic::is_long_header(datagram)) {
+    send_stateless_reset(from, from_len, *dcid, datagram.size());
+  }
+}
+
+bool QuicEndpoint::forward(std::span<const uint8_t> dcid, const sockaddr* from, socklen_t from_len,
+                           std::span<const uint8_t> datagram) {
+  auto owner = quic::worker_of(dcid);
+  size_t workers = worker_.relay().worker_count();
+  if (!owner || *owner == worker_.index() || *owner >= workers) {
+    return false;
+  }
+  sockaddr_storage addr{};
+  std::memcpy(&addr, from, std::min<size_t>(from_len, sizeof addr));
+  Relay* relay = &worker_.relay();
+  size_t index = index_;
+  size_t to = *owner;
+  worker_.workers().post(to, [relay, to, index, addr, from_len,
+                              bytes = std::vector<uint8_t>(datagram.begin(), datagram.end())] {
+    if (QuicEndpoint* ep = relay->worker(to).quic_endpoint(index)) {
+      ep->inject(reinterpret_cast<const sockaddr*>(&addr), from_len, bytes);
+    }
+  });
+  return true;
+}
+
+void QuicEndpoint::roll_window() {
+  Instant now = worker_.loop().now();
+  if (now - window_start_ >= std::chrono::seconds(1)) {
+    window_start_ = now;
+    handshakes_in_window_ = 0;
+    resets_in_window_ = 0;
+    logged_handshake_limit_ = false;
+  }
+}
+
+bool QuicEndpoint::allow_handshake() {
+  roll_window();
+  if (handshakes_in_window_ >= worker_.relay().config().max_handshakes_per_second) {
+    if (!logged_handshake_limit_) {
+      MOQD_LOG(kWarn, "quic: over --max-handshakes-per-second on worker %zu; dropping Initials",
+               worker_.index());
+      logged_handshake_limit_ = true;
+    }
+    return false;
+  }
+  ++handshakes_in_window_;
+  return true;
+}
+
+void QuicEndpoint::accept(const ngtcp2_path& path, std::span<const uint8_t> datagram) {
+  auto cert = worker_.certificate();
+  if (draining_ || cert == nullptr || !allow_handshake()) {
+    return;
+  }
+  auto owned = std::make_unique<QuicServerSession>(*this, cert);
+  QuicServerSession* s = owned.get();
+  std::vector<std::string> alpns = quic_alpns(worker_.relay().config().versions);
+  auto tls = [s, alpns](ngtcp2_crypto_conn_ref* ref) {
+    return quic::make_server_session(s->certificate(), alpns, ref);
+  };
+  size_t self = worker_.index();
+  quic::ConnectionContext ctx{*this, worker_.loop(), worker_.loop(),
+                              [this, s, self](ngtcp2_cid* cid, uint8_t* token) {
+                                quic::generate_cid(self, cid, token);
+                                on_cid_issued(s, *cid);
+                              },
+                              s};
+  auto c = quic::Connection::accept(path, datagram, tls, std::move(ctx),
+                                    worker_.relay().config().quic);
+  if (!c) {
+    return;  // not an acceptable Initial (or no TLS): nothing was sent, nothing is kept
+  }
+  auto dcid = quic::extract_dcid(datagram, quic::kCidLength);
+  by_cid_[cid_key(*dcid)] = s;  // the client keeps its chosen DCID until our Initial arrives
+  s->cids().push_back(cid_key(*dcid));
+  s->set_connection(std::move(*c));
+  sessions_.push_back(std::move(owned));
+  (void)s->connection()->on_packet(path, datagram);
+}
+
+void QuicEndpoint::on_cid_issued(QuicServerSession* s, const ngtcp2_cid& cid) {
+  std::string key = cid_key({cid.data, cid.datalen});
+  by_cid_[key] = s;
+  s->cids().push_back(std::move(key));
+}
+
+void QuicEndpoint::remove(QuicServerSession* s) {
+  for (const auto& key : s->cids()) {
+    if (auto it = by_cid_.find(key); it != by_cid_.end() && it->second == s) {
+      by_cid_.erase(it);
+    }
+  }
+  s->cids().clear();
+  // on_done may come from inside the connection: destroy it once the call has returned.
+  worker_.loop().defer([this, s] {
+    sessions_.remove_if([s](const auto& p) { return p.get() == s; });
+  });
+}
+
+void QuicEndpoint::send_stateless_reset(const sockaddr* to, socklen_t to_len,
+                                        std::span<const uint8_t> dcid, size_t trigger_len) {
+  if (dcid.size() != quic::kCidLength || trigger_len <= kMinResetLength) {
+    return;
+  }
+  roll_window();
+  if (resets_in_window_ >= kMaxResetsPerSecond) {
+    return;
+  }
+  ++resets_in_window_;
+  size_t len = std::min(trigger_len - 1, kMaxResetLength);
+  uint8_t rand[kMaxResetLength];
+  size_t randlen = len - 1 - NGTCP2_STATELESS_RESET_TOKENLEN;
+  gnutls_rnd(GNUTLS_RND_NONCE, rand, randlen);
+  auto token = quic::stateless_reset_token(dcid);
+  uint8_t pkt[kMaxResetLength];
+  auto n = ngtcp2_pkt_write_stateless_reset(pkt, sizeof pkt, token.data(), rand, randlen);
+  if (n > 0) {
+    socket_->send(to, to_len, {pkt, static_cast<size_t>(n)});
+  }
+}
+
+void QuicEndpoint::send_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt) {
+  socket_->send(path.remote.addr, path.remote.addrlen, pkt);
+}
+
+void QuicEndpoint::drain() {
+  draining_ = true;
+  for (auto& s : sessions_) {
+    s->close(make_error(ErrorCode::kGoingAway, "relay shutting down"));
+  }
+}
+
+void QuicEndpoint::abort() {
+  by_cid_.clear();
+  sessions_.clear();
+}
+
+}  // namespace moqd::relay

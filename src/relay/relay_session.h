@@ -1,0 +1,43 @@
+#pragma once
+// The relay's side of one MoQ session, whatever transport carries it (WebSocket or QUIC): builds
+// the session::Session on the transport session, answers its hooks (auth through the relay's
+// Authorizer, the peer's announcements into the worker's origin and bridge) and keeps the
+// worker's session count for /health. Owned by its connection object, on the worker's thread;
+// destroyed before the transport session it runs on.
+#include <memory>
+#include <string>
+
+#include "session/session.h"
+
+namespace moqd::relay {
+
+class RelayWorker;
+
+class RelaySession final : public session::SessionHandler {
+ public:
+  explicit RelaySession(RelayWorker& worker) : worker_(worker) {}
+  ~RelaySession() override;
+  RelaySession(const RelaySession&) = delete;
+  RelaySession& operator=(const RelaySession&) = delete;
+
+  // Starts the MoQ session over `transport`. `root` is the URL path ("" over raw QUIC, which has
+  // none) and `query` the URL query, both handed to the auth hook.
+  void start(transport::Session& transport, std::string root, std::string query);
+  // Closes the MoQ session; false when there is none (the caller closes its transport itself).
+  bool close(Error reason);
+
+  // session::SessionHandler
+  bool authorize(session::Action action, std::string_view path, std::string_view query) override;
+  void on_session_ready(wire::Version version) override;
+  void on_peer_announce(const std::string& path, bool active, uint64_t hops,
+                        model::BroadcastSource& source) override;
+  void on_session_closed(Error reason) override;
+
+ private:
+  RelayWorker& worker_;
+  std::unique_ptr<session::Session> session_;
+  bool ready_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace moqd::relay

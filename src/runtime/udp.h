@@ -1,0 +1,114 @@
+#pragma once
+// UDP for QUIC: one non-blocking socket per worker and listen address (or one per client), batched
+// both ways. Everything here belongs to the EventLoop it was given and runs on that loop's thread.
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "runtime/event_loop.h"
+
+namespace moqd::runtime {
+
+// A non-blocking UDP socket on an EventLoop. Receives with recvmmsg (and UDP_GRO where the kernel
+// supports it, splitting super-datagrams by the cmsg segment size), sends through a batch that
+// flush() writes with UDP_SEGMENT (GSO) for runs of equal-size datagrams to one peer, falling back
+// to sendmmsg / sendmsg when GSO is unavailable or fails (EIO etc). One thread.
+// When the kernel's send buffer is full (EAGAIN) the unsent tail waits for EPOLLOUT; at most
+// kMaxQueuedBytes wait, and send() drops datagrams beyond that (QUIC recovers lost packets).
+// The handler may destroy the socket from inside a callback.
+class UdpSocket final : private IoHandler {
+ public:
+  struct Options {
+    bool reuse_port = false;  // SO_REUSEPORT (+ SO_REUSEADDR): one socket per worker on a port
+    bool gso = true;          // send runs of equal-size datagrams as one UDP_SEGMENT super-datagram
+    bool gro = true;          // ask the kernel for UDP_GRO super-datagrams on receive
+    size_t buffer_bytes = 4 << 20;  // SO_RCVBUF / SO_SNDBUF (forced when privileged), bytes
+  };
+  using Handler = std::function<void(const sockaddr* from, socklen_t from_len,
+                                     std::span<const uint8_t> datagram)>;
+  struct Stats {
+    uint64_t datagrams_in, datagrams_out, sendmsg_calls, gso_batches, gro_batches;
+  };
+
+  // Bytes waiting in the send batch above which send() drops datagrams.
+  static constexpr size_t kMaxQueuedBytes = 4 << 20;
+  // The largest datagram send() accepts and receive buffers hold (a GRO super-datagram included).
+  static constexpr size_t kMaxDatagram = 65535;
+
+  static Result<std::unique_ptr<UdpSocket>> bind(EventLoop& loop, const std::string& host,
+                                                 uint16_t port, Options o);
+  // A client socket bound to an ephemeral port of the right family for `host`.
+  static Result<std::unique_ptr<UdpSocket>> open_client(EventLoop& loop, const std::string& host,
+                                                        Options o);
+  ~UdpSocket() override;
+  UdpSocket(const UdpSocket&) = delete;
+  UdpSocket& operator=(const UdpSocket&) = delete;
+
+  // The first non-null handler starts reading; datagrams are dropped while the handler is null.
+  void set_handler(Handler h);
+  // Copies `datagram` into the batch; empty or oversized datagrams are ignored.
+  void send(const sockaddr* to, socklen_t to_len, std::span<const uint8_t> datagram);
+  // Writes the batch now. Also done automatically at the end of each loop iteration (loop.defer).
+  void flush();
+  const sockaddr_storage& local_address() const { return local_; }
+  socklen_t local_address_len() const { return local_len_; }
+  uint16_t port() const;
+  int fd() const { return fd_; }
+  const Stats& stats() const { return stats_; }
+  // Datagrams dropped by send() because the batch was full, or by the kernel refusing them.
+  uint64_t datagrams_dropped() const { return dropped_; }
+
+ private:
+  struct Pending {
+    size_t offset = 0;  // into buf_
+    uint16_t len = 0;
+    socklen_t to_len = 0;
+    sockaddr_storage to{};
+  };
+  struct Message;  // one mmsghdr's worth: a GSO run or a single datagram
+
+  UdpSocket(EventLoop& loop, int fd, Options o);
+  static Result<std::unique_ptr<UdpSocket>> open(EventLoop& loop, const sockaddr* addr,
+                                                 socklen_t len, Options o);
+  void on_io(uint32_t events) override;
+  void on_readable();
+  // Returns false when the handler destroyed the socket.
+  bool deliver(const sockaddr* from, socklen_t from_len, const uint8_t* data, size_t len,
+               size_t segment);
+  size_t run_length(size_t first) const;
+  size_t fill_messages(size_t first, std::vector<Message>& out);
+  // Returns the number of entries written, or 0 when the socket would block.
+  size_t send_messages(size_t first);
+  void compact();
+  void schedule_flush();
+  void watch_writable(bool on);
+  void update_events();
+
+  EventLoop& loop_;
+  int fd_;
+  Options options_;
+  sockaddr_storage local_{};
+  socklen_t local_len_ = 0;
+  Handler handler_;
+  uint32_t events_ = 0;  // registered with the loop
+  bool watching_out_ = false;
+  Stats stats_{};
+  uint64_t dropped_ = 0;
+  std::vector<uint8_t> buf_;      // queued datagrams back to back
+  std::vector<Pending> pending_;  // in send order
+  size_t sent_ = 0;               // entries of pending_ already written
+  bool flush_scheduled_ = false;
+  std::shared_ptr<bool> alive_token_;  // lets a deferred flush see that the socket is gone
+  std::vector<uint8_t> recv_buf_;
+  bool* alive_ = nullptr;  // set while inside on_io; cleared by the destructor
+};
+
+}  // namespace moqd::runtime
