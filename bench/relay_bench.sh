@@ -4,7 +4,9 @@
 # case it prints the generator's line plus moqd's CPU use, from /proc/PID/stat, over the run:
 # the share of its one core (the limit in the same run is 100%) and the CPU time per delivered
 # frame and per delivered MB. Bounded: each case publishes for SECONDS and stops.
-#   bench/relay_bench.sh [build-dir]
+#   bench/relay_bench.sh [build-dir]            the WebSocket fan-out cases
+#   CASES=quic bench/relay_bench.sh [build-dir]  one publisher to one subscriber over QUIC, with the
+#                                                relay's GSO/GRO on and off
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -15,11 +17,13 @@ ticks=$(getconf CLK_TCK)
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-run_case() {  # subscribers rate frame_size group_every
-  local subs=$1 rate=$2 size=$3 every=$4
+run_case() {  # subscribers rate frame_size group_every [transport] [moqd args...]
+  local subs=$1 rate=$2 size=$3 every=$4 transport=${5:-ws}
+  shift 5 2>/dev/null || shift $#
+  local extra=("$@")
   local out="$tmp/moqd.out"
   taskset -c "$relay_cpu" "$build/bin/moqd" --listen 127.0.0.1:0 --workers 1 --log-level warn \
-    --max-publisher-rate 0 >"$out" 2>"$tmp/moqd.err" &
+    --max-publisher-rate 0 "${extra[@]}" >"$out" 2>"$tmp/moqd.err" &
   local pid=$!
   for _ in $(seq 100); do grep -q "moqd ready" "$out" 2>/dev/null && break; sleep 0.05; done
   local url; url=$(sed -n 's/moqd ready url=//p' "$out")
@@ -27,7 +31,8 @@ run_case() {  # subscribers rate frame_size group_every
   local start; start=$(date +%s.%N)
   local line
   line=$(taskset -c "$gen_cpu" "$build/bin/moq" bench "$url" --subscribers "$subs" --rate "$rate" \
-           --frame-size "$size" --group-every "$every" --seconds "$seconds" || true)
+           --frame-size "$size" --group-every "$every" --seconds "$seconds" --transport "$transport" || true)
+  line="[$transport ${extra[*]}] $line"
   local t1; t1=$(cpu_ticks "$pid")
   local end; end=$(date +%s.%N)
   kill -TERM "$pid"; wait "$pid" || true
@@ -43,8 +48,14 @@ run_case() {  # subscribers rate frame_size group_every
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "# $(date -u +%FT%TZ) $(nproc) CPUs, $(uname -r), moqd $("$build/bin/moqd" --help >/dev/null 2>&1 && echo built) from $build"
-run_case 10 100 1000 10
-run_case 100 100 1000 10
-run_case 500 30 1000 10
-run_case 10 200 65536 10
-run_case 50 30 262144 4
+if [[ ${CASES:-ws} == quic ]]; then
+  run_case 1 400 262144 4 quic --udp-gso true --udp-gro true
+  run_case 1 400 262144 4 quic --udp-gso false --udp-gro false
+  run_case 1 400 262144 4 ws
+else
+  run_case 10 100 1000 10
+  run_case 100 100 1000 10
+  run_case 500 30 1000 10
+  run_case 10 200 65536 10
+  run_case 50 30 262144 4
+fi

@@ -104,6 +104,8 @@ struct Options {
   std::string max_session_buffer = "16MiB";
   size_t max_path_length = 1024;
   std::string log_level = "info";
+  bool udp_gso = true;
+  bool udp_gro = true;
 };
 
 void add_flags(CLI::App& app, Options& o) {
@@ -159,6 +161,8 @@ void add_flags(CLI::App& app, Options& o) {
                  "bytes a peer may send that moqd has not yet consumed, per session (default 16MiB)");
   app.add_option("--max-path-length", o.max_path_length,
                  "bytes in a broadcast path or track name (default 1024)");
+  app.add_option("--udp-gso", o.udp_gso, "UDP segmentation offload when sending QUIC (default true)");
+  app.add_option("--udp-gro", o.udp_gro, "UDP receive offload for QUIC (default true)");
   app.add_option("--log-level", o.log_level, "debug, info, warn or error (default info)");
 }
 
@@ -295,6 +299,8 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   if (o.max_path_length == 0) return bad("--max-path-length", "0");
   c.decode.max_path_size = o.max_path_length;
   c.decode.max_track_name_size = o.max_path_length;
+  c.udp_gso = o.udp_gso;
+  c.udp_gro = o.udp_gro;
   c.limits.max_subscriptions = o.max_subscriptions;
   c.limits.max_announce_streams = o.max_announce_streams;
   c.limits.max_announced_paths = o.max_announced_paths;

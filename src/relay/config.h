@@ -39,6 +39,10 @@ struct RelayConfig {
   // New QUIC connections accepted per second per worker (--max-handshakes-per-second); Initials
   // above it are dropped.
   uint32_t max_handshakes_per_second = 1000;
+  // UDP segmentation offload on send and receive (--udp-gso, --udp-gro); on by default, with a
+  // fallback where the kernel lacks them. Off is for measuring what they are worth.
+  bool udp_gso = true;
+  bool udp_gro = true;
   transport::quic::ConnectionConfig quic;
 };
 

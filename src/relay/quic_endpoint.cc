@@ -21,7 +21,8 @@ namespace {
 // A stateless reset is at most this long (RFC 9000 §10.3 suggests looking like a short packet)
 // and always shorter than its trigger, so two endpoints cannot reset each other in a loop.
 constexpr size_t kMaxResetLength = 43;
-constexpr size_t kMinResetLength = 1 + NGTCP2_MIN_STATELESS_RESET_RANDLEN + NGTCP2_STATELESS_RESET_TOKENLEN;
+// The packet is the random bytes (its first byte becomes the header byte) then the token.
+constexpr size_t kMinResetLength = NGTCP2_MIN_STATELESS_RESET_RANDLEN + NGTCP2_STATELESS_RESET_TOKENLEN;
 
 std::string cid_key(std::span<const uint8_t> cid) {
   return std::string(reinterpret_cast<const char*>(cid.data()), cid.size());
@@ -86,6 +87,8 @@ Result<std::unique_ptr<QuicEndpoint>> QuicEndpoint::open(RelayWorker& worker, si
                                                          const std::string& host, uint16_t port) {
   runtime::UdpSocket::Options o;
   o.reuse_port = true;
+  o.gso = worker.relay().config().udp_gso;
+  o.gro = worker.relay().config().udp_gro;
   auto s = runtime::UdpSocket::bind(worker.loop(), host, port, o);
   if (!s) {
     return tl::unexpected(s.error());
@@ -255,7 +258,7 @@ void QuicEndpoint::send_stateless_reset(const sockaddr* to, socklen_t to_len,
   ++resets_in_window_;
   size_t len = std::min(trigger_len - 1, kMaxResetLength);
   uint8_t rand[kMaxResetLength];
-  size_t randlen = len - 1 - NGTCP2_STATELESS_RESET_TOKENLEN;
+  size_t randlen = len - NGTCP2_STATELESS_RESET_TOKENLEN;
   gnutls_rnd(GNUTLS_RND_NONCE, rand, randlen);
   auto token = quic::stateless_reset_token(dcid);
   uint8_t pkt[kMaxResetLength];
