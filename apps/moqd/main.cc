@@ -121,7 +121,8 @@ void add_flags(CLI::App& app, Options& o) {
                  "startup, valid 13 days, renewed in place; its hash is at GET /certificate.sha256)");
   app.add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert");
   app.add_option("--max-handshakes-per-second", o.max_handshakes_per_second,
-                 "new QUIC connections accepted per second per worker; more are dropped (default 1000)");
+                 "QUIC handshakes accepted per second per worker; above it Initials without a "
+                 "token get a Retry (default 1000)");
   app.add_option("--drain-timeout", o.drain_timeout,
                  "on SIGTERM/SIGINT, time allowed for sessions to close (default 10s)");
   app.add_option("--stall-timeout", o.stall_timeout,

@@ -36,8 +36,9 @@ struct RelayConfig {
   // Generated certificates are replaced before they expire (checked hourly by worker 0); loaded
   // ones are the operator's to renew.
   bool renew_certificate = false;
-  // New QUIC connections accepted per second per worker (--max-handshakes-per-second); Initials
-  // above it are dropped.
+  // New QUIC connections accepted per second per worker (--max-handshakes-per-second); above it,
+  // an Initial without a token is answered with a Retry, so only clients that prove their address
+  // get a connection.
   uint32_t max_handshakes_per_second = 1000;
   // UDP segmentation offload on send and receive (--udp-gso, --udp-gro); on by default, with a
   // fallback where the kernel lacks them. Off is for measuring what they are worth.

@@ -3,6 +3,7 @@
 #include <gnutls/crypto.h>
 
 #include <cstring>
+#include <optional>
 
 #include "base/log.h"
 #include "relay/relay.h"
@@ -186,7 +187,7 @@ bool QuicEndpoint::allow_handshake() {
   roll_window();
   if (handshakes_in_window_ >= worker_.relay().config().max_handshakes_per_second) {
     if (!logged_handshake_limit_) {
-      MOQD_LOG(kWarn, "quic: over --max-handshakes-per-second on worker %zu; dropping Initials",
+      MOQD_LOG(kWarn, "quic: over --max-handshakes-per-second on worker %zu; answering with Retry",
                worker_.index());
       logged_handshake_limit_ = true;
     }
@@ -198,7 +199,20 @@ bool QuicEndpoint::allow_handshake() {
 
 void QuicEndpoint::accept(const ngtcp2_path& path, std::span<const uint8_t> datagram) {
   auto cert = worker_.certificate();
-  if (draining_ || cert == nullptr || !allow_handshake()) {
+  ngtcp2_pkt_hd hd;
+  if (draining_ || cert == nullptr || ngtcp2_accept(&hd, datagram.data(), datagram.size()) != 0) {
+    return;
+  }
+  std::optional<quic::RetryInfo> retry;
+  if (quic::has_retry_token(hd)) {
+    auto r = quic::verify_retry_token(path, hd, worker_.loop().now());
+    if (!r) {
+      send_invalid_token(path, hd);
+      return;
+    }
+    retry = *r;  // a proven address: not counted against the handshake rate
+  } else if (!allow_handshake()) {
+    send_retry(path, hd);
     return;
   }
   auto owned = std::make_unique<QuicServerSession>(*this, cert);
@@ -215,7 +229,7 @@ void QuicEndpoint::accept(const ngtcp2_path& path, std::span<const uint8_t> data
                               },
                               s};
   auto c = quic::Connection::accept(path, datagram, tls, std::move(ctx),
-                                    worker_.relay().config().quic);
+                                    worker_.relay().config().quic, retry);
   if (!c) {
     return;  // not an acceptable Initial (or no TLS): nothing was sent, nothing is kept
   }
@@ -225,6 +239,23 @@ void QuicEndpoint::accept(const ngtcp2_path& path, std::span<const uint8_t> data
   s->set_connection(std::move(*c));
   sessions_.push_back(std::move(owned));
   (void)s->connection()->on_packet(path, datagram);
+}
+
+void QuicEndpoint::send_retry(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd) {
+  ngtcp2_cid scid = quic::make_cid(worker_.index());  // the retried Initial comes back here
+  uint8_t pkt[quic::kStatelessPacketBufferSize];
+  auto n = quic::write_retry(path, hd, scid, worker_.loop().now(), pkt);
+  if (n) {
+    socket_->send(path.remote.addr, path.remote.addrlen, {pkt, *n});
+  }
+}
+
+void QuicEndpoint::send_invalid_token(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd) {
+  uint8_t pkt[quic::kStatelessPacketBufferSize];
+  auto n = quic::write_invalid_token_close(hd, pkt);
+  if (n) {
+    socket_->send(path.remote.addr, path.remote.addrlen, {pkt, *n});
+  }
 }
 
 void QuicEndpoint::on_cid_issued(QuicServerSession* s, const ngtcp2_cid& cid) {

@@ -10,9 +10,11 @@
 // always handled where they land: their DCID is the client's choice.
 //
 // An unknown short-header DCID gets a stateless reset (RFC 9000 §10.3): at most one per received
-// packet, always smaller than it, at most kMaxResetsPerSecond. New connections beyond
-// --max-handshakes-per-second are dropped with a log line (no Retry yet: Connection::accept has no
-// way to carry retry_scid / original_dcid into its transport parameters).
+// packet, always smaller than it, at most kMaxResetsPerSecond. Beyond --max-handshakes-per-second,
+// an Initial without a token gets a stateless Retry (RFC 9000 §8.1.2) instead of a connection;
+// an Initial with a valid Retry token is accepted whatever the rate, since its address is
+// proven, and one with an invalid Retry token gets CONNECTION_CLOSE INVALID_TOKEN. Both answers
+// are smaller than the 1200-byte Initial that triggers them, so they cannot amplify.
 #include <netinet/in.h>
 
 #include <list>
@@ -72,6 +74,8 @@ class QuicEndpoint final : public transport::quic::PacketSink {
   bool forward(std::span<const uint8_t> dcid, const sockaddr* from, socklen_t from_len,
                std::span<const uint8_t> datagram);
   void accept(const ngtcp2_path& path, std::span<const uint8_t> datagram);
+  void send_retry(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd);
+  void send_invalid_token(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd);
   void send_stateless_reset(const sockaddr* to, socklen_t to_len, std::span<const uint8_t> dcid,
                             size_t trigger_len);
   void roll_window();

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <utility>
 
@@ -232,7 +233,8 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ngtcp2_path& path,
 Result<std::unique_ptr<Connection>> Connection::accept(const ngtcp2_path& path,
                                                        std::span<const uint8_t> pkt,
                                                        const TlsFactory& make_tls,
-                                                       ConnectionContext ctx, Config config) {
+                                                       ConnectionContext ctx, Config config,
+                                                       const std::optional<RetryInfo>& retry) {
   ngtcp2_pkt_hd hd;
   if (ngtcp2_accept(&hd, pkt.data(), pkt.size()) != 0) {
     return moqd::fail(ErrorCode::kProtocolViolation, "not an acceptable Initial packet");
@@ -251,12 +253,85 @@ Result<std::unique_ptr<Connection>> Connection::accept(const ngtcp2_path& path,
   c->ctx_.new_cid(&scid, params.stateless_reset_token);
   params.stateless_reset_token_present = 1;
   params.original_dcid = hd.dcid;  // 0.12 has no original_dcid_present
+  if (retry) {
+    params.original_dcid = retry->original_dcid;
+    params.retry_scid = retry->retry_scid;
+    params.retry_scid_present = 1;
+    settings.token = hd.token;  // a validated token: lifts the anti-amplification limit
+  }
   if (ngtcp2_conn_server_new(&c->conn_, &hd.scid, &scid, &c->path_.path, hd.version, &cb,
                              &settings, &params, nullptr, c.get()) != 0) {
     return moqd::fail(ErrorCode::kTransport, "ngtcp2_conn_server_new failed");
   }
   ngtcp2_conn_set_tls_native_handle(c->conn_, c->tls_.get());
   return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stateless Retry.
+
+namespace {
+
+constexpr size_t kRetrySecretLength = 32;
+
+const std::array<uint8_t, kRetrySecretLength>& retry_secret() {
+  static const std::array<uint8_t, kRetrySecretLength> secret = [] {
+    std::array<uint8_t, kRetrySecretLength> s{};
+    gnutls_rnd(GNUTLS_RND_KEY, s.data(), s.size());
+    return s;
+  }();
+  return secret;
+}
+
+}  // namespace
+
+Result<size_t> write_retry(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd,
+                           const ngtcp2_cid& retry_scid, Instant now, std::span<uint8_t> out) {
+  const auto& secret = retry_secret();
+  uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN];
+  ngtcp2_ssize tokenlen = ngtcp2_crypto_generate_retry_token(
+      token, secret.data(), secret.size(), hd.version, path.remote.addr, path.remote.addrlen,
+      &retry_scid, &hd.dcid, to_ts(now));
+  if (tokenlen < 0) {
+    return moqd::fail(ErrorCode::kTransport, "cannot generate a Retry token");
+  }
+  ngtcp2_ssize n = ngtcp2_crypto_write_retry(out.data(), out.size(), hd.version, &hd.scid,
+                                             &retry_scid, &hd.dcid, token,
+                                             static_cast<size_t>(tokenlen));
+  if (n < 0) {
+    return moqd::fail(ErrorCode::kTransport, "cannot write a Retry packet");
+  }
+  return static_cast<size_t>(n);
+}
+
+bool has_retry_token(const ngtcp2_pkt_hd& hd) {
+  return hd.token.len > 0 && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY;
+}
+
+Result<RetryInfo> verify_retry_token(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd,
+                                     Instant now) {
+  if (!has_retry_token(hd)) {
+    return moqd::fail(ErrorCode::kProtocolViolation, "no Retry token");
+  }
+  const auto& secret = retry_secret();
+  RetryInfo info{};
+  if (ngtcp2_crypto_verify_retry_token(&info.original_dcid, hd.token.base, hd.token.len,
+                                       secret.data(), secret.size(), hd.version, path.remote.addr,
+                                       path.remote.addrlen, &hd.dcid,
+                                       to_ngtcp2(kRetryTokenLifetime), to_ts(now)) != 0) {
+    return moqd::fail(ErrorCode::kProtocolViolation, "invalid or expired Retry token");
+  }
+  info.retry_scid = hd.dcid;
+  return info;
+}
+
+Result<size_t> write_invalid_token_close(const ngtcp2_pkt_hd& hd, std::span<uint8_t> out) {
+  ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(
+      out.data(), out.size(), hd.version, &hd.scid, &hd.dcid, NGTCP2_INVALID_TOKEN, nullptr, 0);
+  if (n < 0) {
+    return moqd::fail(ErrorCode::kTransport, "cannot write CONNECTION_CLOSE");
+  }
+  return static_cast<size_t>(n);
 }
 
 Connection::~Connection() {

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -89,6 +90,38 @@ struct ConnectionContext {
   ConnectionObserver* observer = nullptr;
 };
 
+// Stateless Retry (RFC 9000 §8.1.2), for the endpoint in front of Connection::accept(). A token is
+// sealed with a per-process random secret and binds the client's address (path.remote), the
+// Retry's SCID and the client's original DCID, so any worker of the process can check it. Pure
+// functions, safe from any thread.
+
+// What a valid Retry token in a client's Initial tells the server; accept() puts both into our
+// transport parameters (§7.3) and counts the client's address as validated.
+struct RetryInfo {
+  ngtcp2_cid original_dcid;  // the DCID of the client's first Initial, read back from the token
+  ngtcp2_cid retry_scid;     // the SCID our Retry chose: the DCID of the Initial carrying the token
+};
+
+// How long a Retry token stays valid.
+inline constexpr Duration kRetryTokenLifetime = std::chrono::seconds(10);
+// Large enough for a Retry packet or an Initial CONNECTION_CLOSE written below.
+inline constexpr size_t kStatelessPacketBufferSize = 256;
+
+// Writes into `out` a Retry answering the Initial `hd` (decoded by ngtcp2_accept) that arrived on
+// `path`, with `retry_scid` as its SCID. Returns the packet's length, or kTransport.
+Result<size_t> write_retry(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd,
+                           const ngtcp2_cid& retry_scid, Instant now, std::span<uint8_t> out);
+// True when the Initial carries a token shaped like one of our Retry tokens; any other token (say,
+// another server's NEW_TOKEN) is to be treated as no token at all (§8.1.3).
+bool has_retry_token(const ngtcp2_pkt_hd& hd);
+// The RetryInfo of an Initial whose token is our Retry token for this client address and DCID,
+// younger than kRetryTokenLifetime; kProtocolViolation otherwise.
+Result<RetryInfo> verify_retry_token(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd,
+                                     Instant now);
+// Writes into `out` an Initial CONNECTION_CLOSE with INVALID_TOKEN answering `hd` (§8.1.2: an
+// invalid Retry token closes the connection attempt). Returns its length, or kTransport.
+Result<size_t> write_invalid_token_close(const ngtcp2_pkt_hd& hd, std::span<uint8_t> out);
+
 class QuicStream;
 
 class Connection final : public Session {
@@ -103,13 +136,13 @@ class Connection final : public Session {
                                                                    ConnectionContext ctx,
                                                                    Config config = {});
   // Server: the connection for the first Initial packet `pkt` (ngtcp2_accept), with our SCID
-  // from ctx.new_cid. Does not read it: hand the same packet to on_packet() next. Fails
-  // (kProtocolViolation) when `pkt` is not an acceptable Initial, or (kTransport) as connect().
-  [[nodiscard]] static Result<std::unique_ptr<Connection>> accept(const ngtcp2_path& path,
-                                                                  std::span<const uint8_t> pkt,
-                                                                  const TlsFactory& make_tls,
-                                                                  ConnectionContext ctx,
-                                                                  Config config = {});
+  // from ctx.new_cid. Does not read it: hand the same packet to on_packet() next. `retry`: what
+  // verify_retry_token() found in `pkt`'s token, when the endpoint validated the client with a
+  // Retry. Fails (kProtocolViolation) when `pkt` is not an acceptable Initial, or (kTransport) as
+  // connect().
+  [[nodiscard]] static Result<std::unique_ptr<Connection>> accept(
+      const ngtcp2_path& path, std::span<const uint8_t> pkt, const TlsFactory& make_tls,
+      ConnectionContext ctx, Config config = {}, const std::optional<RetryInfo>& retry = {});
   // Delivers on_closed() if it has not been delivered (no CONNECTION_CLOSE is sent).
   ~Connection() override;
   Connection(const Connection&) = delete;

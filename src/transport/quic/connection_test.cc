@@ -485,5 +485,160 @@ TEST_F(QuicConnectionTest, PeerUniStreamsAreCreditedBeyondTheLimit) {
   }));
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Stateless Retry: the test's server receiver plays the endpoint's part (QuicEndpoint::accept).
+
+class QuicRetryTest : public QuicConnectionTest {
+ protected:
+  // Replaces start()'s server receiver: a token-less Initial gets a Retry, a valid Retry token is
+  // accepted with its RetryInfo, an invalid one gets CONNECTION_CLOSE INVALID_TOKEN. `tamper`
+  // flips a byte of the token before the check.
+  void serve_with_retry() {
+    server_ep_.set_receiver([this](const ngtcp2_path& path, std::span<const uint8_t> in) {
+      std::vector<uint8_t> pkt(in.begin(), in.end());
+      ngtcp2_pkt_hd hd;
+      if (server_.conn == nullptr && ngtcp2_accept(&hd, pkt.data(), pkt.size()) == 0) {
+        if (tamper && hd.token.len > 0) {
+          pkt[static_cast<size_t>(hd.token.base - pkt.data()) + hd.token.len - 1] ^= 1;
+        }
+        uint8_t out[kStatelessPacketBufferSize];
+        if (!has_retry_token(hd)) {
+          ngtcp2_cid scid;
+          uint8_t reset[NGTCP2_STATELESS_RESET_TOKENLEN];
+          new_cid(&scid, reset);
+          auto n = write_retry(path, hd, scid, clock_.now(), out);
+          ASSERT_TRUE(n);
+          ++retries_sent;
+          server_ep_.send_packet(path, {out, *n});
+          return;
+        }
+        auto retry = verify_retry_token(path, hd, clock_.now());
+        if (!retry) {
+          auto n = write_invalid_token_close(hd, out);
+          ASSERT_TRUE(n);
+          ++invalid_tokens;
+          server_ep_.send_packet(path, {out, *n});
+          return;
+        }
+        EXPECT_TRUE(ngtcp2_cid_eq(&retry->retry_scid, &hd.dcid));
+        TlsFactory tls = [this](ngtcp2_crypto_conn_ref* ref) {
+          return make_server_session(*cert_, server_alpns_, ref);
+        };
+        auto c = Connection::accept(path, pkt, tls, context(server_ep_, server_), {},
+                                    with_retry_params ? std::optional<RetryInfo>(*retry)
+                                                      : std::nullopt);
+        ASSERT_TRUE(c);
+        server_.conn = std::move(*c);
+      }
+      if (server_.conn != nullptr && !server_.conn->is_done()) {
+        (void)server_.conn->on_packet(path, pkt);
+      }
+    });
+  }
+
+  // A token-less client Initial as the server sees it, and the path it came on.
+  void first_initial(std::vector<uint8_t>& pkt, ngtcp2_path& path) {
+    server_ep_.set_receiver([&](const ngtcp2_path& p, std::span<const uint8_t> in) {
+      if (pkt.empty()) {
+        pkt.assign(in.begin(), in.end());
+        path = p;
+      }
+    });
+    ASSERT_TRUE(run_until([&] { return !pkt.empty(); }));
+  }
+
+  bool tamper = false;
+  bool with_retry_params = true;
+  int retries_sent = 0;
+  int invalid_tokens = 0;
+};
+
+TEST_F(QuicRetryTest, ClientFollowsRetryAndHandshakeCompletes) {
+  start();
+  serve_with_retry();
+  ASSERT_TRUE(run_until([&] { return client_.handshake && server_.handshake; }));
+  EXPECT_EQ(retries_sent, 1);
+  EXPECT_EQ(invalid_tokens, 0);
+  EXPECT_EQ(client_.conn->protocol(), "moq-lite-04");
+  Stream* s = client_.conn->open_bidi();
+  ASSERT_NE(s, nullptr);
+  s->write(Bytes::copy("after retry"));
+  s->finish();
+  ASSERT_TRUE(run_until([&] {
+    return !server_.session.incoming.empty() && server_.session.incoming[0]->fin;
+  }));
+  EXPECT_EQ(server_.session.incoming[0]->data, "after retry");
+}
+
+// Without retry_scid / original_dcid from the token, the client must refuse the server
+// (RFC 9000 §7.3): the transport parameters are what binds the Retry to the handshake.
+TEST_F(QuicRetryTest, ClientRejectsServerThatOmitsRetryParams) {
+  with_retry_params = false;
+  start();
+  serve_with_retry();
+  ASSERT_TRUE(run_until([&] { return client_.conn->is_closed(); }, 1s));  // not by timeout
+  EXPECT_FALSE(client_.handshake);
+  EXPECT_EQ(retries_sent, 1);
+}
+
+TEST_F(QuicRetryTest, TamperedTokenGetsInvalidTokenClose) {
+  tamper = true;
+  start();
+  serve_with_retry();
+  ASSERT_TRUE(run_until([&] { return client_.conn->is_closed(); }, 1s));  // not by timeout
+  EXPECT_FALSE(client_.handshake);
+  EXPECT_EQ(server_.conn, nullptr);
+  EXPECT_EQ(retries_sent, 1);
+  EXPECT_GE(invalid_tokens, 1);
+}
+
+TEST_F(QuicRetryTest, TokenBindsAddressDcidAndLifetime) {
+  start();
+  std::vector<uint8_t> pkt;
+  ngtcp2_path path{};
+  first_initial(pkt, path);
+  ngtcp2_pkt_hd hd;
+  ASSERT_EQ(ngtcp2_accept(&hd, pkt.data(), pkt.size()), 0);
+  EXPECT_FALSE(has_retry_token(hd));
+  ngtcp2_cid scid;
+  uint8_t reset[NGTCP2_STATELESS_RESET_TOKENLEN];
+  new_cid(&scid, reset);
+  Instant issued = clock_.now();
+  uint8_t out[kStatelessPacketBufferSize];
+  // Pull the token back out of our own Retry, as the client would.
+  ngtcp2_pkt_hd retry_hd;
+  auto n = write_retry(path, hd, scid, issued, out);
+  ASSERT_TRUE(n);
+  ngtcp2_ssize header = ngtcp2_pkt_decode_hd_long(&retry_hd, out, *n);
+  ASSERT_GT(header, 0);
+  ASSERT_EQ(retry_hd.type, NGTCP2_PKT_RETRY);
+  EXPECT_TRUE(ngtcp2_cid_eq(&retry_hd.dcid, &hd.scid));
+  EXPECT_TRUE(ngtcp2_cid_eq(&retry_hd.scid, &scid));
+  EXPECT_LT(*n, pkt.size());  // a Retry never amplifies
+  // The token sits between the header and the 16-byte Retry Integrity Tag (RFC 9000 §17.2.5).
+  constexpr size_t kRetryTagLen = 16;
+  ASSERT_GT(*n, static_cast<size_t>(header) + kRetryTagLen);
+  std::vector<uint8_t> token(out + header, out + *n - kRetryTagLen);
+
+  ngtcp2_pkt_hd again = hd;  // the client's next Initial: DCID = our Retry SCID, with the token
+  again.dcid = scid;
+  again.token = {token.data(), token.size()};
+  ASSERT_TRUE(has_retry_token(again));
+  auto info = verify_retry_token(path, again, issued + 9s);
+  ASSERT_TRUE(info);
+  EXPECT_TRUE(ngtcp2_cid_eq(&info->original_dcid, &hd.dcid));
+  EXPECT_TRUE(ngtcp2_cid_eq(&info->retry_scid, &scid));
+
+  EXPECT_FALSE(verify_retry_token(path, again, issued + kRetryTokenLifetime + 1s));
+  ngtcp2_pkt_hd wrong_dcid = again;
+  wrong_dcid.dcid = hd.dcid;
+  EXPECT_FALSE(verify_retry_token(path, wrong_dcid, issued));
+  ngtcp2_path other = server_ep_.path_to(net_.add_endpoint(kClientPort + 1));  // another client
+  EXPECT_FALSE(verify_retry_token(other, again, issued));
+  token.back() ^= 1;
+  EXPECT_FALSE(verify_retry_token(path, again, issued));
+}
+
 }  // namespace
 }  // namespace moqd::transport::quic
