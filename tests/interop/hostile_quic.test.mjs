@@ -117,10 +117,10 @@ function varint(n) {
 
 // A TLS 1.3 ClientHello that GnuTLS accepts: X25519, TLS_AES_128_GCM_SHA256, moqd's ALPNs and
 // the QUIC transport parameters extension with initial_source_connection_id.
-function clientHello(scid) {
+function clientHello(scid, alpns = ["moq-lite-04", "moq-lite-03", "moql"]) {
   const { publicKey } = crypto.generateKeyPairSync("x25519");
   const pub = Buffer.from(publicKey.export({ format: "jwk" }).x, "base64url");
-  const alpn = vec16(Buffer.concat(["moq-lite-04", "moq-lite-03", "moql"].map((s) => vec8(Buffer.from(s)))));
+  const alpn = vec16(Buffer.concat(alpns.map((s) => vec8(Buffer.from(s)))));
   const tp = Buffer.concat([
     varint(0x0f), varint(scid.length), scid, // initial_source_connection_id
     varint(0x04), varint(4), Buffer.from([0x80, 0x10, 0x00, 0x00]), // initial_max_data 1 MiB
@@ -225,6 +225,10 @@ function serverInitialHandshakeType(datagram, originalDcid) {
       [, p] = readVarint(plain, p); // length
       return plain[p];
     }
+    if (type === 0x1c) { // CONNECTION_CLOSE (transport)
+      const [code] = readVarint(plain, p);
+      return { close: code };
+    }
     throw new Error(`server Initial frame type 0x${type.toString(16)} before CRYPTO: ${plain.subarray(p - 1, p + 40).toString("hex")}`);
   }
   throw new Error("server Initial without a CRYPTO frame");
@@ -308,6 +312,22 @@ test("a short-header packet for an unknown CID gets a stateless reset smaller th
     console.log(`burst of 5000 triggers sent in ${sendMs} ms got ${resets} stateless resets`);
     assert.ok(resets > 0, "no stateless reset at all for the burst");
     assert.ok(resets < 5000, `${resets} stateless resets for 5000 triggers: not rate limited`);
+    await checkBystanders();
+  } finally {
+    peer.close();
+  }
+});
+
+test("an Initial offering only an unknown ALPN is refused with no_application_protocol", opts, async () => {
+  await bystanders();
+  const peer = await udpPeer();
+  try {
+    const dcid = randBytes(8);
+    const scid = randBytes(8);
+    await peer.send(initialPacket({ dcid, scid, payload: cryptoFrame(clientHello(scid, ["h9-unknown"])) }));
+    await waitFor(() => peer.received.length > 0, 2_000, "moqd's answer to an Initial with an unknown ALPN");
+    // 0x178 = 0x100 + TLS alert 120 (no_application_protocol), RFC 9001 §4.8.
+    assert.deepEqual(serverInitialHandshakeType(peer.received[0].msg, dcid), { close: 0x178 });
     await checkBystanders();
   } finally {
     peer.close();
