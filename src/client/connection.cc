@@ -189,8 +189,7 @@ FrameReader::FrameReader(model::Track& track, const Clock& clock, Timers& timers
       reorder_wait_(reorder_wait),
       on_frame_(std::move(on_frame)),
       on_ended_(std::move(on_ended)) {
-  model::GroupRef newest = track.newest_group();
-  next_arrival_ = newest ? newest->arrival() : track.next_arrival();
+  next_arrival_ = track.late_join_arrival();
   track.add_listener(this);
   drain();
 }
@@ -217,8 +216,7 @@ void FrameReader::on_track_ended(model::Track&, Error reason) {
 
 void FrameReader::drain() {
   if (track_ != nullptr) {
-    uint64_t after = next_arrival_ == 0 ? UINT64_MAX : next_arrival_ - 1;
-    for (auto& g : track_->groups_after(after)) {
+    for (auto& g : track_->groups_from(next_arrival_)) {
       open_.push_back(Open{model::GroupCursor(std::move(g)), clock_.now()});
     }
     next_arrival_ = track_->next_arrival();

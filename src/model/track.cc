@@ -225,11 +225,11 @@ GroupRef Track::newest_group() const {
   return cache_.empty() ? GroupRef() : cache_.back();
 }
 
-std::vector<GroupRef> Track::groups_after(uint64_t after) const {
+std::vector<GroupRef> Track::groups_from(uint64_t first_arrival) const {
   size_t start = 0;
-  if (after != UINT64_MAX && !cache_.empty()) {
-    uint64_t first = cache_.front()->arrival();
-    start = after + 1 > first ? std::min<uint64_t>(after + 1 - first, cache_.size()) : 0;
+  if (!cache_.empty()) {
+    uint64_t oldest = cache_.front()->arrival();
+    start = first_arrival > oldest ? std::min<uint64_t>(first_arrival - oldest, cache_.size()) : 0;
   }
   return std::vector<GroupRef>(cache_.begin() + static_cast<ptrdiff_t>(start), cache_.end());
 }

@@ -107,9 +107,14 @@ class Track {
   std::optional<uint8_t> priority() const { return priority_; }
   // The newest cached group by arrival (where a late joiner starts), or null.
   GroupRef newest_group() const;
-  // Cached groups that arrived after arrival index `after` (pass UINT64_MAX for none yet, i.e. all
-  // cached), oldest first.
-  std::vector<GroupRef> groups_after(uint64_t after) const;
+  // Cached groups whose arrival index is at least `first_arrival`, oldest first (0: all cached).
+  // A reader keeps the next arrival it wants and passes it here.
+  std::vector<GroupRef> groups_from(uint64_t first_arrival) const;
+  // Where a late joiner starts reading: the newest cached group's arrival index, or the next one
+  // to be assigned when nothing is cached.
+  uint64_t late_join_arrival() const {
+    return cache_.empty() ? next_arrival_ : cache_.back()->arrival();
+  }
   // The next arrival index that will be assigned (one past the newest).
   uint64_t next_arrival() const { return next_arrival_; }
   // Largest group sequence seen, if any.

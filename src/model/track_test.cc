@@ -43,7 +43,7 @@ class TrackTest : public testing::Test {
 
   std::vector<uint64_t> cached_sequences() const {
     std::vector<uint64_t> out;
-    for (const GroupRef& g : track_->groups_after(UINT64_MAX)) {
+    for (const GroupRef& g : track_->groups_from(0)) {
       out.push_back(g->sequence());
     }
     return out;
@@ -116,7 +116,7 @@ TEST_F(TrackTest, LateJoinerStartsAtNewestGroup) {
   EXPECT_EQ(track_->next_arrival(), 3u);
 }
 
-TEST_F(TrackTest, GroupsAfterFollowsArrivalOrderNotSequence) {
+TEST_F(TrackTest, GroupsFromFollowsArrivalOrderNotSequence) {
   make_track(CacheLimits{.max_groups = 3});
   add_group(10, "a");  // arrival 0, evicted below
   add_group(11, "b");
@@ -129,11 +129,11 @@ TEST_F(TrackTest, GroupsAfterFollowsArrivalOrderNotSequence) {
     }
     return out;
   };
-  EXPECT_EQ(sequences(track_->groups_after(UINT64_MAX)), (std::vector<uint64_t>{11, 3, 12}));
-  EXPECT_EQ(sequences(track_->groups_after(0)), (std::vector<uint64_t>{11, 3, 12}));
-  EXPECT_EQ(sequences(track_->groups_after(2)), (std::vector<uint64_t>{12}));
-  EXPECT_TRUE(track_->groups_after(3).empty());
-  EXPECT_TRUE(track_->groups_after(100).empty());
+  EXPECT_EQ(sequences(track_->groups_from(0)), (std::vector<uint64_t>{11, 3, 12}));
+  EXPECT_EQ(sequences(track_->groups_from(1)), (std::vector<uint64_t>{11, 3, 12}));
+  EXPECT_EQ(sequences(track_->groups_from(3)), (std::vector<uint64_t>{12}));
+  EXPECT_TRUE(track_->groups_from(4).empty());
+  EXPECT_TRUE(track_->groups_from(101).empty());
   EXPECT_EQ(track_->largest_sequence(), 12u);
 }
 

@@ -62,8 +62,7 @@ class Feed final : public model::TrackListener {
  public:
   Feed(Bridge& bridge, size_t to, uint64_t id, model::Track& track)
       : bridge_(bridge), to_(to), id_(id), track_(&track) {
-    model::GroupRef newest = track.newest_group();
-    next_arrival_ = newest ? newest->arrival() : track.next_arrival();
+    next_arrival_ = track.late_join_arrival();
     track.add_listener(this);
   }
   ~Feed() override {
@@ -90,8 +89,7 @@ class Feed final : public model::TrackListener {
 
   void pump() {
     if (track_ != nullptr) {
-      uint64_t after = next_arrival_ == 0 ? UINT64_MAX : next_arrival_ - 1;
-      for (auto& g : track_->groups_after(after)) {
+      for (auto& g : track_->groups_from(next_arrival_)) {
         events_.push_back({FeedEvent::Kind::kGroup, g->sequence(), 0, Bytes()});
         cursors_.emplace_back(std::move(g));
       }

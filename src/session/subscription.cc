@@ -153,8 +153,7 @@ void Subscription::start(const wire::Subscribe& req) {
   if (req.start_group) {
     next_arrival_ = 0;
   } else {
-    model::GroupRef newest = track->newest_group();
-    next_arrival_ = newest ? newest->arrival() : track->next_arrival();
+    next_arrival_ = track->late_join_arrival();
   }
   track->raise_priority(req.priority);
   track->add_listener(this);
@@ -204,8 +203,7 @@ void Subscription::collect_new_groups() {
   if (track_ == nullptr) {
     return;
   }
-  uint64_t after = next_arrival_ == 0 ? UINT64_MAX : next_arrival_ - 1;
-  for (auto& g : track_->groups_after(after)) {
+  for (auto& g : track_->groups_from(next_arrival_)) {
     if (req_.end_group && g->sequence() >= *req_.end_group) {
       reached_end_ = true;
     }

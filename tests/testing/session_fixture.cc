@@ -112,7 +112,7 @@ bool FrameCollector::subscribe(model::Origin& origin, const std::string& path,
   track_ = t;
   ended = false;
   end_reason.reset();
-  any_ = false;
+  next_arrival_ = 0;
   t->add_listener(this);
   drain();
   return true;
@@ -136,9 +136,7 @@ void FrameCollector::on_track_ended(model::Track&, Error reason) {
 
 void FrameCollector::drain() {
   if (track_ != nullptr) {
-    uint64_t after = any_ ? next_arrival_ - 1 : UINT64_MAX;
-    for (model::GroupRef& g : track_->groups_after(after)) {
-      any_ = true;
+    for (model::GroupRef& g : track_->groups_from(next_arrival_)) {
       next_arrival_ = g->arrival() + 1;
       groups.push_back(Received{g->sequence(), {}, false, false});
       cursors_.emplace_back(groups.size() - 1, model::GroupCursor(std::move(g)));

@@ -149,7 +149,6 @@ class FrameCollector final : public model::TrackListener {
 
   model::Track* track_ = nullptr;
   uint64_t next_arrival_ = 0;
-  bool any_ = false;
   std::vector<std::pair<size_t, model::GroupCursor>> cursors_;
 };
 
