@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "client/connection.h"
+#include "client/local_broadcast.h"
 #include "client/quic_connection.h"
 #include "model/origin.h"
 #include "model/path.h"
@@ -30,19 +31,6 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
 }
-
-class LocalBroadcast final : public model::BroadcastSource, public model::TrackSource {
- public:
-  model::TrackSource& track_source(const std::string&, const std::string&) override { return *this; }
-  void start_track(model::Track&) override {}
-  void stop_track(model::Track&) override {}
-};
-
-class Holder final : public model::TrackListener {
- public:
-  void on_track_data(model::Track&) override {}
-  void on_track_ended(model::Track&, Error) override {}
-};
 
 // One subscriber connection and what it measured.
 struct Subscriber {
@@ -86,10 +74,10 @@ int run(const Options& o) {
     fprintf(stderr, "moq bench: connect: %s\n", st.error().detail);
     return 1;
   }
-  LocalBroadcast broadcast;
+  client::LocalBroadcast broadcast;
   pub_origin.announce(path, &broadcast);
   model::Track* track = pub_origin.track(path, "data");
-  Holder holder;
+  client::TrackHolder holder;
   track->add_listener(&holder);
 
   // Subscribers.

@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "bench.h"
 #include "client/connection.h"
+#include "client/local_broadcast.h"
 #include "client/quic_connection.h"
 #include "model/path.h"
 #include "runtime/event_loop.h"
@@ -26,23 +27,6 @@
 namespace {
 
 using namespace moqd;
-
-// A broadcast this process publishes: its tracks are filled by the program itself, so the
-// sources have nothing to start or stop.
-class LocalBroadcast final : public model::BroadcastSource, public model::TrackSource {
- public:
-  model::TrackSource& track_source(const std::string&, const std::string&) override { return *this; }
-  void start_track(model::Track&) override {}
-  void stop_track(model::Track&) override {}
-};
-
-// Keeps a local track alive while the program writes into it.
-class Holder final : public model::TrackListener {
- public:
-  void on_track_data(model::Track&) override {}
-  void on_track_ended(model::Track&, Error) override { ended = true; }
-  bool ended = false;
-};
 
 struct Common {
   std::string url;
@@ -232,8 +216,8 @@ class Publisher {
   model::Origin& origin_;
   const Common& c_;
   std::string path_;
-  LocalBroadcast broadcast_;
-  Holder holder_;
+  client::LocalBroadcast broadcast_;
+  client::TrackHolder holder_;
   model::Track* track_ = nullptr;
   model::Group* group_ = nullptr;
   uint64_t next_group_ = 0;
