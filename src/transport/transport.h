@@ -99,6 +99,9 @@ class SessionVisitor {
   // The session is over (peer close, transport error, or our own close()). Every Stream pointer is
   // invalid once this returns. Called exactly once.
   virtual void on_closed(uint64_t code, std::string_view reason) = 0;
+  // An unreliable datagram arrived (RFC 9221; WebTransport strips its session prefix first).
+  // Transports without datagrams never call it; MoQ sessions that use none may ignore it.
+  virtual void on_datagram(std::span<const uint8_t> /*payload*/) {}
 };
 
 // A multiplexed session with one peer. Owned by the transport's connection object; the MoQ
@@ -128,6 +131,13 @@ class Session {
   virtual uint64_t bytes_sent() const = 0;
   // Stream payload bytes written by the user and not yet handed to the network.
   virtual size_t unsent_bytes() const = 0;
+
+  // Unreliable datagrams (RFC 9221). The largest payload send_datagram() takes now; 0 when the
+  // transport or the peer has none.
+  virtual size_t max_datagram_size() const { return 0; }
+  // Queues one datagram (copied); it may still be lost. False when it is over
+  // max_datagram_size() or the transport has no datagrams.
+  virtual bool send_datagram(std::span<const uint8_t> /*payload*/) { return false; }
 };
 
 // The byte pipe under a stream-multiplexing transport such as WebSocket: a TCP socket in

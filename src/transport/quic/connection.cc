@@ -29,6 +29,15 @@ constexpr uint64_t kClosingPtos = 3;
 // QUIC CRYPTO_ERROR range (RFC 9001 §4.8): 0x100 + TLS alert.
 constexpr uint64_t kCryptoErrorBase = 0x100;
 
+// A packet that went out without room for the oldest queued datagram counts a miss; after this
+// many it is dropped, so that a datagram never waits behind retransmissions for ever.
+constexpr int kMaxDatagramMisses = 3;
+// What a 1-RTT packet spends besides a DATAGRAM frame's payload, taken at its worst so that a
+// datagram of max_datagram_size() fits an otherwise empty packet whatever ngtcp2 picks: short
+// header (1 byte flags, a DCID of up to 20 bytes, a packet number of up to 4), the 16-byte AEAD
+// tag of every QUIC v1 cipher, and the frame's type byte plus an 8-byte length varint.
+constexpr size_t kDatagramPacketOverhead = 1 + NGTCP2_MAX_CIDLEN + 4 + 16 + 1 + 8;
+
 constexpr uint64_t kTimeoutCode = static_cast<uint64_t>(ErrorCode::kTimeout);
 constexpr uint64_t kClosedCode = static_cast<uint64_t>(ErrorCode::kClosed);
 
@@ -60,6 +69,20 @@ std::string format_addr(const ngtcp2_addr& a) {
     return "[" + std::string(buf) + "]:" + std::to_string(ntohs(in6->sin6_port));
   }
   return "?";
+}
+
+size_t varint_len(uint64_t n) {
+  return n < 64 ? 1 : n < 16384 ? 2 : n < (uint64_t{1} << 30) ? 4 : 8;
+}
+
+// The largest payload whose DATAGRAM frame (type, length varint, payload) is within `frame_size`.
+uint64_t payload_within_frame(uint64_t frame_size) {
+  for (size_t len : {1, 2, 4, 8}) {
+    if (frame_size >= 1 + len && varint_len(frame_size - 1 - len) <= len) {
+      return frame_size - 1 - len;
+    }
+  }
+  return 0;
 }
 
 std::span<const uint8_t> as_bytes(std::string_view s) {
@@ -112,6 +135,10 @@ struct Connection::Trampolines {
   static int get_new_connection_id(ngtcp2_conn*, ngtcp2_cid* cid, uint8_t* token, size_t cidlen,
                                     void* ud) {
     return self(ud).on_new_connection_id(cid, token, cidlen) ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+  }
+  static int recv_datagram(ngtcp2_conn*, uint32_t, const uint8_t* data, size_t len, void* ud) {
+    self(ud).on_recv_datagram({data, len});
+    return 0;
   }
   static void rand(uint8_t* dest, size_t len, const ngtcp2_rand_ctx*) {
     gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
@@ -172,6 +199,7 @@ void Connection::fill_callbacks(ngtcp2_callbacks& cb) const {
   cb.extend_max_local_streams_bidi = Trampolines::extend_max_local_streams;
   cb.extend_max_local_streams_uni = Trampolines::extend_max_local_streams;
   cb.handshake_completed = Trampolines::handshake_completed;
+  cb.recv_datagram = Trampolines::recv_datagram;
 }
 
 void Connection::fill_settings(ngtcp2_settings& settings) const {
@@ -191,6 +219,7 @@ void Connection::fill_params(ngtcp2_transport_params& params) const {
   params.initial_max_streams_bidi = config_.max_streams_bidi;
   params.initial_max_streams_uni = config_.max_streams_uni;
   params.max_idle_timeout = to_ngtcp2(config_.idle_timeout);
+  params.max_datagram_frame_size = config_.max_datagram_frame_size;
 }
 
 Status Connection::init_tls(const TlsFactory& make_tls) {
@@ -525,6 +554,96 @@ bool Connection::on_new_connection_id(ngtcp2_cid* cid, uint8_t* token, size_t ci
   return cid->datalen == cidlen;
 }
 
+// Past the queue's bounds the new datagram is dropped: the visitor is behind, and datagrams are
+// unreliable anyway.
+void Connection::on_recv_datagram(std::span<const uint8_t> data) {
+  if (dgram_in_.size() >= config_.datagram_queue ||
+      dgram_in_bytes_ + data.size() > config_.datagram_queue_bytes) {
+    ++dgram_in_dropped_;
+    return;
+  }
+  if (dgram_in_.empty()) {
+    push({Event::kDatagram});  // one event delivers everything queued by then
+  }
+  dgram_in_.emplace_back(data.begin(), data.end());
+  dgram_in_bytes_ += data.size();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Datagrams out.
+
+size_t Connection::max_datagram_size() const {
+  if (state_ != State::kOpen || !handshake_completed_) {
+    return 0;
+  }
+  const ngtcp2_transport_params* remote = ngtcp2_conn_get_remote_transport_params(conn_);
+  if (remote == nullptr || remote->max_datagram_frame_size == 0) {
+    return 0;
+  }
+  size_t packet = std::min(ngtcp2_conn_get_path_max_tx_udp_payload_size(conn_), tx_buf_.size());
+  if (remote->max_udp_payload_size != 0) {
+    packet = static_cast<size_t>(std::min<uint64_t>(packet, remote->max_udp_payload_size));
+  }
+  size_t by_packet = packet > kDatagramPacketOverhead ? packet - kDatagramPacketOverhead : 0;
+  return static_cast<size_t>(
+      std::min<uint64_t>(by_packet, payload_within_frame(remote->max_datagram_frame_size)));
+}
+
+bool Connection::send_datagram(std::span<const uint8_t> payload) {
+  if (payload.size() > max_datagram_size() || dgram_out_.size() >= config_.datagram_queue ||
+      dgram_out_bytes_ + payload.size() > config_.datagram_queue_bytes) {
+    return false;  // max_datagram_size() is 0 when closed or unsupported
+  }
+  dgram_out_.push_back({std::vector<uint8_t>(payload.begin(), payload.end())});
+  dgram_out_bytes_ += payload.size();
+  schedule_flush();
+  return true;
+}
+
+void Connection::pop_datagram() {
+  dgram_out_bytes_ -= dgram_out_.front().data.size();
+  dgram_out_.pop_front();
+}
+
+// Offers the oldest queued datagram to ngtcp2, coalescing with what follows (FLAG_MORE).
+Connection::WriteStep Connection::write_datagram(ngtcp2_path* path, ngtcp2_pkt_info* pi,
+                                                 size_t dest_len, ngtcp2_tstamp ts,
+                                                 size_t* pktlen) {
+  OutDatagram& d = dgram_out_.front();
+  ngtcp2_vec vec{d.data.data(), d.data.size()};
+  size_t nvec = d.data.empty() ? 0 : 1;  // ngtcp2 asserts on an empty vector
+  int accepted = 0;
+  ngtcp2_ssize n =
+      ngtcp2_conn_writev_datagram(conn_, path, pi, tx_buf_.data(), dest_len, &accepted,
+                                  NGTCP2_WRITE_DATAGRAM_FLAG_MORE, 0, &vec, nvec, ts);
+  if (n == NGTCP2_ERR_WRITE_MORE) {
+    pop_datagram();  // in the packet, which has room for more
+    return WriteStep::kAgain;
+  }
+  if (n == NGTCP2_ERR_INVALID_ARGUMENT || n == NGTCP2_ERR_INVALID_STATE) {
+    pop_datagram();  // over the peer's limit, or no datagrams: checked before writing anything
+    return WriteStep::kAgain;
+  }
+  if (n < 0) {
+    fail(static_cast<int>(n));
+    return WriteStep::kStop;
+  }
+  if (n == 0) {
+    // Congestion or pacing limited, unless the path shrank below this datagram since it was
+    // queued: then it would never fit.
+    if (d.data.size() <= max_datagram_size()) {
+      return WriteStep::kStop;
+    }
+    pop_datagram();
+    return WriteStep::kAgain;
+  }
+  if (accepted != 0 || ++d.misses >= kMaxDatagramMisses) {
+    pop_datagram();
+  }
+  *pktlen = static_cast<size_t>(n);
+  return WriteStep::kPacket;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Streams.
 
@@ -794,8 +913,8 @@ void Connection::account_sent(QuicStream& s, size_t n, bool fin) {
   }
 }
 
-// The 0.12 recipe: coalesce stream frames into packets with WRITE_STREAM_FLAG_MORE, up to the
-// send quantum, then arm pacing with update_pkt_tx_time.
+// The 0.12 recipe: coalesce frames into packets with the MORE flags, datagrams first, then
+// stream data, up to the send quantum; then arm pacing with update_pkt_tx_time.
 void Connection::write_packets() {
   if (state_ != State::kOpen) {
     return;
@@ -809,45 +928,62 @@ void Connection::write_packets() {
   size_t max_pkts = std::max<size_t>(1, ngtcp2_conn_get_send_quantum(conn_) / max_udp);
   size_t pkts = 0;
   for (;;) {
-    ngtcp2_vec vecs[kMaxVecs];
-    size_t total = 0;
-    size_t nvec = 0;
-    int64_t sid = -1;
-    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
-    QuicStream* s = next_ready();
-    if (s != nullptr) {
-      sid = s->id_;
-      nvec = gather(*s, vecs, kMaxVecs, &total);
-      if (s->fin_queued_ && s->sent_ + total == s->written_) {
-        flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
-      }
+    size_t len = 0;
+    WriteStep step = dgram_out_.empty() ? write_stream(&ps.path, &pi, dest_len, ts, &len)
+                                        : write_datagram(&ps.path, &pi, dest_len, ts, &len);
+    if (state_ != State::kOpen) {
+      return;  // failed
     }
-    ngtcp2_ssize datalen = -1;
-    ngtcp2_ssize n = ngtcp2_conn_writev_stream(conn_, &ps.path, &pi, tx_buf_.data(), dest_len,
-                                               &datalen, flags, sid, vecs, nvec, ts);
-    if (s != nullptr && datalen >= 0) {
-      bool fin = (flags & NGTCP2_WRITE_STREAM_FLAG_FIN) != 0 &&
-                 static_cast<size_t>(datalen) == total;
-      account_sent(*s, static_cast<size_t>(datalen), fin);
-    }
-    if (n < 0) {
-      if (!on_write_error(s, static_cast<int>(n))) {
-        return;
-      }
+    if (step == WriteStep::kAgain) {
       continue;
     }
-    if (s != nullptr) {
-      make_ready(*s);  // to the back of its order: round robin
-    }
-    if (n == 0) {
+    if (step == WriteStep::kStop) {
       break;  // nothing more, or congestion/pacing limited
     }
-    send(std::span<const uint8_t>(tx_buf_.data(), static_cast<size_t>(n)), ps.path);
+    send(std::span<const uint8_t>(tx_buf_.data(), len), ps.path);
     if (++pkts >= max_pkts) {
       break;
     }
   }
   ngtcp2_conn_update_pkt_tx_time(conn_, ts);
+}
+
+// One writev_stream call for the next ready stream (or none: control frames and ACKs only).
+Connection::WriteStep Connection::write_stream(ngtcp2_path* path, ngtcp2_pkt_info* pi,
+                                               size_t dest_len, ngtcp2_tstamp ts,
+                                               size_t* pktlen) {
+  ngtcp2_vec vecs[kMaxVecs];
+  size_t total = 0;
+  size_t nvec = 0;
+  int64_t sid = -1;
+  uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
+  QuicStream* s = next_ready();
+  if (s != nullptr) {
+    sid = s->id_;
+    nvec = gather(*s, vecs, kMaxVecs, &total);
+    if (s->fin_queued_ && s->sent_ + total == s->written_) {
+      flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+    }
+  }
+  ngtcp2_ssize datalen = -1;
+  ngtcp2_ssize n = ngtcp2_conn_writev_stream(conn_, path, pi, tx_buf_.data(), dest_len, &datalen,
+                                             flags, sid, vecs, nvec, ts);
+  if (s != nullptr && datalen >= 0) {
+    bool fin = (flags & NGTCP2_WRITE_STREAM_FLAG_FIN) != 0 &&
+               static_cast<size_t>(datalen) == total;
+    account_sent(*s, static_cast<size_t>(datalen), fin);
+  }
+  if (n < 0) {
+    return on_write_error(s, static_cast<int>(n)) ? WriteStep::kAgain : WriteStep::kStop;
+  }
+  if (s != nullptr) {
+    make_ready(*s);  // to the back of its order: round robin
+  }
+  if (n == 0) {
+    return WriteStep::kStop;
+  }
+  *pktlen = static_cast<size_t>(n);
+  return WriteStep::kPacket;
 }
 
 // Returns false when the connection failed.
@@ -970,6 +1106,10 @@ void Connection::deliver_event(const Event& e) {
     }
     return;
   }
+  if (e.kind == Event::kDatagram) {
+    deliver_datagrams();
+    return;
+  }
   if (e.kind == Event::kStreamsAvailable) {
     if (visitor_ != nullptr) {
       visitor_->on_streams_available();
@@ -1007,6 +1147,18 @@ void Connection::deliver_event(const Event& e) {
       break;
     default:
       break;
+  }
+}
+
+void Connection::deliver_datagrams() {
+  std::deque<std::vector<uint8_t>> batch;
+  batch.swap(dgram_in_);
+  dgram_in_bytes_ = 0;
+  for (const auto& d : batch) {
+    if (state_ != State::kOpen || visitor_ == nullptr) {
+      return;
+    }
+    visitor_->on_datagram(d);
   }
 }
 
@@ -1104,6 +1256,10 @@ void Connection::deliver_closed() {
   blocked_on_session_.clear();
   unsent_ = 0;
   streams_.clear();
+  dgram_in_.clear();
+  dgram_in_bytes_ = 0;
+  dgram_out_.clear();
+  dgram_out_bytes_ = 0;
 }
 
 void Connection::finish_done() {

@@ -9,6 +9,12 @@
 // reset or closed, or the connection ends. No visitor callback is made from inside a visitor's
 // call or from inside an ngtcp2 callback: events are queued and delivered after the packet, timer
 // or deferred flush that produced them.
+//
+// Datagrams (RFC 9221) are copied both ways and bounded both ways: received ones wait for the loop
+// in a queue that drops new arrivals past Config::datagram_queue(_bytes), and send_datagram()
+// refuses past the same bounds. The write loop sends queued datagrams before stream data, within
+// congestion control; one that does not get into a packet after a few tries is dropped, never
+// retried forever.
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <gnutls/gnutls.h>
@@ -79,6 +85,13 @@ struct ConnectionConfig {
   size_t stream_queue_target = size_t{256} << 10;
   // Unsent bytes over all streams before write_capacity() reports 0 (4 MiB).
   size_t send_buffer = size_t{4} << 20;
+  // RFC 9221: the largest DATAGRAM frame we accept, in our transport parameters; 0 disables
+  // receiving datagrams (the peer then sees max_datagram_size() == 0).
+  uint64_t max_datagram_frame_size = 65535;
+  // Bounds of each datagram queue: received and not yet delivered (new arrivals past them are
+  // dropped), and queued by send_datagram() and not yet sent (it returns false past them).
+  size_t datagram_queue = 256;
+  size_t datagram_queue_bytes = size_t{1} << 20;
 };
 
 // What a connection needs from its owner. Everything referenced must outlive the connection.
@@ -175,7 +188,13 @@ class Connection final : public Session {
   std::string_view kind() const override { return "quic"; }
   uint64_t bytes_sent() const override { return bytes_sent_; }
   size_t unsent_bytes() const override { return unsent_; }
+  size_t max_datagram_size() const override;
+  bool send_datagram(std::span<const uint8_t> payload) override;
 
+  // Datagrams queued by send_datagram() and not yet sent or dropped, for tests.
+  size_t queued_datagrams() const { return dgram_out_.size(); }
+  // Received datagrams dropped because the receive queue was full, for tests and metrics.
+  uint64_t datagrams_dropped_on_receive() const { return dgram_in_dropped_; }
 
  private:
   friend class QuicStream;
@@ -184,7 +203,7 @@ class Connection final : public Session {
   // A visitor event waiting for delivery from the loop.
   struct Event {
     enum Kind { kIncoming, kReadable, kWritable, kReset, kStopSending, kStreamsAvailable,
-                kHandshake } kind;
+                kHandshake, kDatagram } kind;
     int64_t stream_id = -1;
     uint64_t code = 0;
   };
@@ -199,6 +218,7 @@ class Connection final : public Session {
   void on_extend_max_local_streams();
   void on_handshake_completed();
   bool on_new_connection_id(ngtcp2_cid* cid, uint8_t* token, size_t cidlen);
+  void on_recv_datagram(std::span<const uint8_t> data);
 
   Connection(bool server, ConnectionContext ctx, Config config, const ngtcp2_path& path);
   Status init_tls(const TlsFactory& make_tls);
@@ -243,7 +263,16 @@ class Connection final : public Session {
   QuicStream* next_ready();
   size_t gather(QuicStream& s, ngtcp2_vec* vecs, size_t max_vecs, size_t* total) const;
   void account_sent(QuicStream& s, size_t n, bool fin);
+  // What one ngtcp2 write call left the write loop to do: call again (the packet has room, or
+  // nothing was written), send the packet of *pktlen bytes in tx_buf_, or stop (nothing more,
+  // congestion/pacing limited, or the connection failed).
+  enum class WriteStep { kAgain, kPacket, kStop };
   void write_packets();
+  WriteStep write_stream(ngtcp2_path* path, ngtcp2_pkt_info* pi, size_t dest_len,
+                         ngtcp2_tstamp ts, size_t* pktlen);
+  WriteStep write_datagram(ngtcp2_path* path, ngtcp2_pkt_info* pi, size_t dest_len,
+                           ngtcp2_tstamp ts, size_t* pktlen);
+  void pop_datagram();
   bool on_write_error(QuicStream* s, int rv);
   void send(std::span<const uint8_t> pkt, const ngtcp2_path& path);
 
@@ -255,6 +284,7 @@ class Connection final : public Session {
   void push(Event e) { events_.push_back(e); }
   void deliver_events();
   void deliver_event(const Event& e);
+  void deliver_datagrams();
   void maybe_reap(QuicStream& s);
   void reap();
 
@@ -296,6 +326,17 @@ class Connection final : public Session {
   size_t unsent_ = 0;
   uint64_t bytes_sent_ = 0;
   std::vector<uint8_t> tx_buf_;
+
+  // A datagram waiting to be sent, and the packets that went out without room for it.
+  struct OutDatagram {
+    std::vector<uint8_t> data;
+    int misses = 0;
+  };
+  std::deque<std::vector<uint8_t>> dgram_in_;  // received, not yet delivered
+  size_t dgram_in_bytes_ = 0;
+  uint64_t dgram_in_dropped_ = 0;
+  std::deque<OutDatagram> dgram_out_;
+  size_t dgram_out_bytes_ = 0;
 
   TimerId flush_timer_ = 0;
   TimerId expiry_timer_ = 0;

@@ -70,6 +70,9 @@ struct SessionRecorder : SessionVisitor {
     s.set_visitor(incoming.back().get());
   }
   void on_streams_available() override { ++streams_available; }
+  void on_datagram(std::span<const uint8_t> payload) override {
+    datagrams.emplace_back(reinterpret_cast<const char*>(payload.data()), payload.size());
+  }
   void on_closed(uint64_t c, std::string_view r) override {
     ++closed;
     code = c;
@@ -88,6 +91,7 @@ struct SessionRecorder : SessionVisitor {
   }
 
   std::vector<std::unique_ptr<StreamRecorder>> incoming;
+  std::vector<std::string> datagrams;
   bool consume_new = true;
   int streams_available = 0;
   int closed = 0;
@@ -488,6 +492,171 @@ TEST_F(QuicConnectionTest, PeerUniStreamsAreCreditedBeyondTheLimit) {
 
 // ---------------------------------------------------------------------------------------------
 // Stateless Retry: the test's server receiver plays the endpoint's part (QuicEndpoint::accept).
+
+// --- RFC 9221 datagrams ---
+
+bool send_datagram(Connection& c, std::string_view payload) {
+  return c.send_datagram({reinterpret_cast<const uint8_t*>(payload.data()), payload.size()});
+}
+
+TEST_F(QuicConnectionTest, DatagramsBothWaysArriveByteExact) {
+  handshake();
+  const size_t max = client_.conn->max_datagram_size();
+  ASSERT_EQ(server_.conn->max_datagram_size(), max);  // same settings both ways
+  std::vector<std::string> up;
+  std::vector<std::string> down;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{100}, size_t{1000}, max}) {
+    up.push_back(pattern(n, static_cast<uint32_t>(n)));
+    down.push_back(pattern(n, static_cast<uint32_t>(n + 1)));
+    ASSERT_TRUE(send_datagram(*client_.conn, up.back())) << n;
+    ASSERT_TRUE(send_datagram(*server_.conn, down.back())) << n;
+  }
+  ASSERT_TRUE(run_until([&] {
+    return server_.session.datagrams.size() == up.size() &&
+           client_.session.datagrams.size() == down.size();
+  }));
+  EXPECT_EQ(server_.session.datagrams, up);
+  EXPECT_EQ(client_.session.datagrams, down);
+  EXPECT_EQ(client_.conn->queued_datagrams(), 0u);
+  EXPECT_EQ(client_.session.closed + server_.session.closed, 0);
+}
+
+TEST_F(QuicConnectionTest, MaxDatagramSizeIsZeroUntilHandshakeCompletes) {
+  start();
+  EXPECT_EQ(client_.conn->max_datagram_size(), 0u);
+  EXPECT_FALSE(send_datagram(*client_.conn, "early"));
+  ASSERT_TRUE(run_until([&] { return client_.handshake && server_.handshake; }));
+  // One datagram fits a packet: over 1000 bytes even at QUIC's 1200-byte minimum path.
+  EXPECT_GT(client_.conn->max_datagram_size(), 1000u);
+  EXPECT_GT(server_.conn->max_datagram_size(), 1000u);
+  EXPECT_LT(client_.conn->max_datagram_size(), 1452u);
+  client_.conn->close(0, "bye");
+  EXPECT_EQ(client_.conn->max_datagram_size(), 0u);
+  EXPECT_FALSE(send_datagram(*client_.conn, "late"));
+}
+
+TEST_F(QuicConnectionTest, OversizedDatagramIsRefused) {
+  handshake();
+  const size_t max = client_.conn->max_datagram_size();
+  EXPECT_FALSE(send_datagram(*client_.conn, pattern(max + 1, 1)));
+  EXPECT_FALSE(send_datagram(*client_.conn, pattern(60000, 1)));
+  EXPECT_EQ(client_.conn->queued_datagrams(), 0u);
+  ASSERT_TRUE(send_datagram(*client_.conn, pattern(max, 2)));
+  ASSERT_TRUE(run_until([&] { return server_.session.datagrams.size() == 1; }));
+  EXPECT_TRUE(server_.session.datagrams[0] == pattern(max, 2));
+}
+
+// The peer's max_datagram_frame_size bounds the whole frame: type byte, length varint, payload.
+TEST_F(QuicConnectionTest, PeerFrameSizeLimitsDatagramSize) {
+  Connection::Config small;
+  small.max_datagram_frame_size = 100;
+  handshake({}, small);
+  EXPECT_EQ(server_.conn->max_datagram_size(), 97u);  // 1 + 2 + 97 = 100
+  EXPECT_GT(client_.conn->max_datagram_size(), 1000u);
+  EXPECT_FALSE(send_datagram(*server_.conn, pattern(98, 1)));
+  ASSERT_TRUE(send_datagram(*server_.conn, pattern(97, 1)));
+  ASSERT_TRUE(run_until([&] { return client_.session.datagrams.size() == 1; }));
+  EXPECT_TRUE(client_.session.datagrams[0] == pattern(97, 1));
+}
+
+TEST_F(QuicConnectionTest, DatagramsDisabledOnOneSide) {
+  Connection::Config off;
+  off.max_datagram_frame_size = 0;
+  handshake(off, {});
+  EXPECT_EQ(client_.conn->max_datagram_size(), 0u);
+  EXPECT_FALSE(send_datagram(*client_.conn, "x"));
+  // The server did not offer to receive, but the client did: the server may still send.
+  ASSERT_GT(server_.conn->max_datagram_size(), 1000u);
+  ASSERT_TRUE(send_datagram(*server_.conn, "down"));
+  ASSERT_TRUE(run_until([&] { return client_.session.datagrams.size() == 1; }));
+  EXPECT_EQ(client_.session.datagrams[0], "down");
+  EXPECT_EQ(client_.session.closed + server_.session.closed, 0);
+}
+
+// Datagrams go ahead of queued stream data: they arrive while a congestion-limited bulk
+// transfer is in flight, not after it.
+TEST_F(QuicConnectionTest, DatagramsFlowAlongsideBulkTransfer) {
+  set_links(SimLinkConfig{10ms, 0ms, 0});
+  Connection::Config big;  // neither flow control nor the send queue limits the transfer
+  big.max_data = big.max_stream_data = big.stream_queue_target = big.send_buffer = 8 << 20;
+  handshake(big, big);
+  const std::string payload = pattern(4 << 20, 3);
+  Stream* s = client_.conn->open_uni();
+  ASSERT_NE(s, nullptr);
+  s->write(Bytes::copy(payload));
+  s->finish();
+  constexpr int kDatagrams = 50;
+  int sent = 0;
+  std::function<void()> tick = [&] {
+    ASSERT_TRUE(send_datagram(*client_.conn, "dgram " + std::to_string(sent)));
+    if (++sent < kDatagrams) {
+      clock_.schedule(2ms, tick);
+    }
+  };
+  tick();
+  const Instant begin = clock_.now();
+  size_t received_before_fin = 0;
+  ASSERT_TRUE(run_until(
+      [&] {
+        auto* in = server_.session.find(s->id());
+        if (in == nullptr || !in->fin) {
+          received_before_fin = server_.session.datagrams.size();
+          return false;
+        }
+        return server_.session.datagrams.size() == kDatagrams;
+      },
+      30s));
+  EXPECT_GT(clock_.now() - begin, 120ms);  // the transfer outlasts the 100 ms of datagrams
+  EXPECT_TRUE(server_.session.find(s->id())->data == payload);
+  for (int i = 0; i < kDatagrams; ++i) {
+    EXPECT_EQ(server_.session.datagrams[static_cast<size_t>(i)], "dgram " + std::to_string(i));
+  }
+  EXPECT_EQ(received_before_fin, static_cast<size_t>(kDatagrams));
+}
+
+TEST_F(QuicConnectionTest, SendQueueIsBounded) {
+  Connection::Config cfg;
+  cfg.datagram_queue = 4;
+  handshake({}, cfg);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(send_datagram(*client_.conn, "q" + std::to_string(i)));
+  }
+  EXPECT_FALSE(send_datagram(*client_.conn, "q4"));
+  EXPECT_EQ(client_.conn->queued_datagrams(), 4u);
+  client_.conn->flush();
+  EXPECT_EQ(client_.conn->queued_datagrams(), 0u);
+  EXPECT_TRUE(send_datagram(*client_.conn, "q5"));
+  ASSERT_TRUE(run_until([&] { return server_.session.datagrams.size() == 5; }));
+}
+
+TEST_F(QuicConnectionTest, SendQueueIsBoundedInBytes) {
+  Connection::Config cfg;
+  cfg.datagram_queue_bytes = 2500;
+  handshake({}, cfg);
+  EXPECT_TRUE(send_datagram(*client_.conn, pattern(1000, 1)));
+  EXPECT_TRUE(send_datagram(*client_.conn, pattern(1000, 2)));
+  EXPECT_FALSE(send_datagram(*client_.conn, pattern(1000, 3)));
+  EXPECT_TRUE(send_datagram(*client_.conn, pattern(500, 4)));
+}
+
+// Ten small datagrams coalesce into one packet; a receiver that queues four between deliveries
+// drops the other six instead of growing without bound.
+TEST_F(QuicConnectionTest, ReceiveQueueDropsPastItsBound) {
+  Connection::Config cfg;
+  cfg.datagram_queue = 4;
+  handshake(cfg, {});
+  const uint64_t packets_before = client_ep_.sent();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(send_datagram(*client_.conn, "d" + std::to_string(i)));
+  }
+  client_.conn->flush();
+  EXPECT_EQ(client_ep_.sent(), packets_before + 1);
+  ASSERT_TRUE(run_until([&] { return !server_.session.datagrams.empty(); }));
+  (void)run_until([] { return false; }, 100ms);  // let anything else arrive
+  EXPECT_EQ(server_.session.datagrams, (std::vector<std::string>{"d0", "d1", "d2", "d3"}));
+  EXPECT_EQ(server_.conn->datagrams_dropped_on_receive(), 6u);
+  EXPECT_EQ(server_.session.closed, 0);
+}
 
 class QuicRetryTest : public QuicConnectionTest {
  protected:
