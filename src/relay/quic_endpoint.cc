@@ -12,10 +12,12 @@
 #include "session/session.h"
 #include "transport/quic/cid.h"
 #include "transport/quic/tls.h"
+#include "transport/webtransport/server.h"
 
 namespace moqd::relay {
 
 namespace quic = transport::quic;
+namespace wt = transport::webtransport;
 
 namespace {
 
@@ -31,8 +33,8 @@ std::string cid_key(std::span<const uint8_t> cid) {
 
 }  // namespace
 
-// The ALPNs moqd accepts, most preferred first, minus the versions --versions removed.
-std::vector<std::string> quic_alpns(const wire::VersionSet& versions) {
+// The MoQ protocols, most preferred first, minus the versions --versions removed.
+std::vector<std::string> moq_protocols(const wire::VersionSet& versions) {
   std::vector<std::string> out;
   if (versions.contains(wire::Version::kLite04)) {
     out.push_back("moq-lite-04");
@@ -46,9 +48,18 @@ std::vector<std::string> quic_alpns(const wire::VersionSet& versions) {
   return out;
 }
 
+std::vector<std::string> quic_alpns(const wire::VersionSet& versions) {
+  std::vector<std::string> out = moq_protocols(versions);
+  if (!out.empty()) {
+    out.push_back(std::string(kH3Alpn));  // WebTransport: the MoQ protocol is chosen in CONNECT
+  }
+  return out;
+}
+
 // One accepted QUIC connection and its MoQ session (the QUIC counterpart of ServerConnection's
-// session part). Owned by its QuicEndpoint; destroyed from the loop once the connection is done.
-class QuicServerSession final : public quic::ConnectionObserver {
+// session part): directly over raw QUIC, or over a WebTransport session when the ALPN is h3.
+// Owned by its QuicEndpoint; destroyed from the loop once the connection is done.
+class QuicServerSession final : public quic::ConnectionObserver, public wt::ServerObserver {
  public:
   QuicServerSession(QuicEndpoint& endpoint, std::shared_ptr<const quic::Certificate> cert)
       : endpoint_(endpoint), worker_(endpoint.worker()), cert_(std::move(cert)), session_(worker_) {
@@ -64,6 +75,9 @@ class QuicServerSession final : public quic::ConnectionObserver {
   std::vector<std::string>& cids() { return cids_; }
 
   void close(Error reason) {
+    if (h3_ != nullptr) {
+      h3_->drain();  // GOAWAY, and no new WebTransport session
+    }
     if (!session_.close(reason) && conn_ && !conn_->is_closed()) {
       conn_->close(static_cast<uint64_t>(reason.code), reason.detail);
     }
@@ -71,17 +85,50 @@ class QuicServerSession final : public quic::ConnectionObserver {
 
   // quic::ConnectionObserver
   void on_handshake_completed(quic::Connection& conn) override {
+    if (conn.protocol() == kH3Alpn) {
+      wt::ServerConfig c;
+      c.protocols = moq_protocols(worker_.relay().config().versions);
+      h3_ = std::make_unique<wt::Server>(conn, worker_.loop(), *this, std::move(c));
+      return;
+    }
     session_.start(conn, "", "");  // raw QUIC has no URL path: the session sees the whole origin
   }
   void on_done(quic::Connection&) override { endpoint_.remove(this); }
 
+  // wt::ServerObserver
+  std::optional<wt::Refusal> on_connect(const wt::ConnectRequest& request) override {
+    auto [path, query] = split_target(request.path);
+    if (!worker_.relay().auth().allow(session::Action::kConnect, path, query)) {
+      return wt::Refusal{403, "unauthorized"};
+    }
+    return std::nullopt;
+  }
+  void on_refused(int status, const char* reason) override {
+    MOQD_LOG(kInfo, "webtransport refused peer=%s status=%d reason=%s",
+             conn_ ? std::string(conn_->peer()).c_str() : "?", status, reason);
+  }
+  void on_session(transport::Session& session, const wt::ConnectRequest& request) override {
+    auto [path, query] = split_target(request.path);
+    session_.start(session, std::move(path), std::move(query));
+  }
+
  private:
+  // "/room?jwt=x" -> ("/room", "jwt=x"), as the WebSocket path hands them to the auth hook.
+  static std::pair<std::string, std::string> split_target(std::string_view target) {
+    size_t q = target.find('?');
+    if (q == std::string_view::npos) {
+      return {std::string(target), std::string()};
+    }
+    return {std::string(target.substr(0, q)), std::string(target.substr(q + 1))};
+  }
+
   QuicEndpoint& endpoint_;
   RelayWorker& worker_;
   std::shared_ptr<const quic::Certificate> cert_;  // TLS sessions borrow its credentials
   std::unique_ptr<quic::Connection> conn_;
-  RelaySession session_;           // destroyed before conn_
-  std::vector<std::string> cids_;  // every CID routed to us, until we are done
+  std::unique_ptr<wt::Server> h3_;  // ALPN h3 only; destroyed before conn_
+  RelaySession session_;            // destroyed before h3_ and conn_
+  std::vector<std::string> cids_;   // every CID routed to us, until we are done
 };
 
 Result<std::unique_ptr<QuicEndpoint>> QuicEndpoint::open(RelayWorker& worker, size_t index,

@@ -34,8 +34,13 @@ namespace moqd::relay {
 class RelayWorker;
 class QuicServerSession;
 
-// The ALPNs moqd accepts over raw QUIC, most preferred first: moq-lite-04, moq-lite-03, moql
-// (SETUP on the first bidi stream), each only while --versions keeps its version(s).
+// The MoQ protocols moqd speaks, most preferred first: moq-lite-04, moq-lite-03, moql (SETUP on
+// the first bidi stream), each only while --versions keeps its version(s). They are the ALPNs of
+// raw QUIC and the WebTransport protocols (WT-Protocol) of a CONNECT.
+std::vector<std::string> moq_protocols(const wire::VersionSet& versions);
+// The ALPN of HTTP/3, for WebTransport.
+inline constexpr std::string_view kH3Alpn = "h3";
+// The ALPNs the QUIC endpoint accepts: moq_protocols(), then h3.
 std::vector<std::string> quic_alpns(const wire::VersionSet& versions);
 
 class QuicEndpoint final : public transport::quic::PacketSink {
