@@ -9,6 +9,7 @@ packages=(
   libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev libgnutls28-dev pkg-config
   libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev
+  chromium
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -31,5 +32,12 @@ if [[ -f tests/interop/package-lock.json ]]; then
   if [[ ! -f "$stamp" ]] || ! cmp -s tests/interop/package-lock.json "$stamp"; then
     (cd tests/interop && npm ci --no-audit --no-fund --loglevel=error)
     cp tests/interop/package-lock.json "$stamp"
+  fi
+fi
+if [[ -f tests/browser/package-lock.json ]]; then
+  stamp=tests/browser/node_modules/.lock-stamp
+  if [[ ! -f "$stamp" ]] || ! cmp -s tests/browser/package-lock.json "$stamp"; then
+    (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
+    cp tests/browser/package-lock.json "$stamp"
   fi
 fi

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole suite, as `make test` runs it. Prints how long each stage took.
-#   build        g++ RelWithDebInfo: unit tests, then the @moq/lite interop suite
-#   asan         clang, ASan+UBSan: unit tests, then the interop suite against sanitized binaries
+#   build        g++ RelWithDebInfo: unit tests, the @moq/lite interop suite, then the browser
+#                tests (@moq/lite in headless Chromium over WebTransport and WebSocket)
+#   asan         clang, ASan+UBSan: unit tests, the interop suite and the browser tests against
+#                sanitized binaries
 #   tsan         g++, TSan: the multi-worker tests (runtime) and interop tests on 2 workers
 #   fuzz         every fuzzer on its committed corpus, 60 s in all
 set -euo pipefail
@@ -37,6 +39,10 @@ interop() {  # dir [test files...]
       node --test --test-concurrency=1 "${files[@]}"
   )
 }
+browser() {  # dir
+  local dir=$1
+  (cd tests/browser && MOQD_BIN="$PWD/../../$dir/bin/moqd" node --test --test-concurrency=1 ./*.test.mjs)
+}
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -46,11 +52,13 @@ stage setup ./scripts/setup.sh
 stage build-gcc configure_build build g++ -DCMAKE_BUILD_TYPE=RelWithDebInfo
 stage unit-tests unit build
 stage interop interop build
+stage browser browser build
 stage build-asan configure_build build-asan clang++-14 -DCMAKE_BUILD_TYPE=Debug "-DMOQD_SANITIZE=address;undefined"
 stage unit-asan unit build-asan
 # resources.test.mjs measures RSS, which ASan's quarantine of freed memory inflates: it runs in
 # the uninstrumented stage only.
 stage interop-asan interop build-asan $(cd tests/interop && ls ./*.test.mjs | grep -v resources)
+stage browser-asan browser build-asan
 TARGETS="moqd moq runtime_tests" stage build-tsan configure_build build-tsan g++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOQD_SANITIZE=thread
 stage unit-tsan build-tsan/tests/runtime_tests --gtest_brief=1
