@@ -639,12 +639,21 @@ Server::Server(Session& quic, Timers& timers, ServerObserver& observer, ServerCo
   }
   qpack_ = std::move(*q);
   open_control_stream();
+  // A connection that never asks for a session holds its state until the idle timeout; do not
+  // wait that long.
+  session_timer_ = timers_.schedule(config_.session_timeout, [this] {
+    session_timer_ = 0;
+    if (session_ == nullptr) {
+      fail({H3Code::kNoError, "no WebTransport session requested"});
+    }
+  });
 }
 
 Server::~Server() {
   if (!closed_) {
     quic_.set_visitor(nullptr);
   }
+  timers_.cancel(session_timer_);
   timers_.cancel(linger_timer_);
   timers_.cancel(pump_timer_);
   session_.reset();
@@ -857,11 +866,24 @@ void Server::answer(ServerStream& stream, int status, const char* reason) {
   raw.stop_sending(h3(H3Code::kNoError));
   stream.set_role(ServerStream::Role::kDone);
   remove_stream(stream);
+  uint64_t refused_id = raw.id();
   raw.release();
+  // Streams held for this request will never have a session.
+  std::vector<std::pair<Stream*, uint64_t>> held;
+  held.swap(held_);
+  for (auto& [s, id] : held) {
+    if (id == refused_id) {
+      refuse_wt_stream(*s, h3(H3Code::kWtBufferedStreamRejected));
+    } else {
+      held_.emplace_back(s, id);
+    }
+  }
 }
 
 void Server::accept(ServerStream& stream, const ConnectRequest& request,
                     const std::string& protocol) {
+  timers_.cancel(session_timer_);
+  session_timer_ = 0;
   HeaderList response{{":status", "200"}};
   if (request.draft02) {
     response.push_back({"sec-webtransport-http3-draft", "draft02"});
@@ -903,9 +925,12 @@ void Server::adopt_wt_stream(Stream& raw, uint64_t session_id) {
     held_.emplace_back(&raw, session_id);
     return;
   }
-  uint64_t code = session_ != nullptr && session_id == session_->id()
-                      ? h3(H3Code::kWtSessionGone)
-                      : h3(H3Code::kWtBufferedStreamRejected);
+  refuse_wt_stream(raw, session_ != nullptr && session_id == session_->id()
+                            ? h3(H3Code::kWtSessionGone)
+                            : h3(H3Code::kWtBufferedStreamRejected));
+}
+
+void Server::refuse_wt_stream(Stream& raw, uint64_t code) {
   raw.stop_sending(code);
   if (!raw.is_uni()) {
     raw.reset(code);

@@ -5,6 +5,9 @@
 // and exposes the accepted WebTransport session as a transport::Session of its own, so the MoQ
 // session runs on it exactly as on raw QUIC or WebSocket.
 //
+// A connection that has no accepted session ServerConfig::session_timeout after the handshake is
+// closed (H3_NO_ERROR), so idle HTTP/3 connections do not wait for the QUIC idle timeout.
+//
 // Streams: a WebTransport stream is a QUIC stream that starts with a preamble (bidi: 0x41 and the
 // session id; uni: 0x54 and the session id). Incoming streams are classified here, their
 // preamble consumed, and handed to the session's visitor wrapped so that application error codes
@@ -41,6 +44,8 @@ struct ServerConfig {
   size_t max_field_section_size = 16 << 10;
   // WebTransport streams held while their session's CONNECT is not answered yet.
   size_t max_buffered_streams = 16;
+  // A connection with no accepted session this long after the handshake is closed.
+  Duration session_timeout = std::chrono::seconds(10);
   // How long a closed session waits for the peer's FIN on the CONNECT stream before the
   // connection is closed.
   Duration close_linger = std::chrono::seconds(2);
@@ -101,6 +106,8 @@ class Server final : public SessionVisitor {
   void answer(ServerStream& stream, int status, const char* reason);
   void accept(ServerStream& stream, const ConnectRequest& request, const std::string& protocol);
   void adopt_wt_stream(Stream& raw, uint64_t session_id);
+  // Stops (and for bidi, resets) a WebTransport stream we will not deliver, and releases it.
+  void refuse_wt_stream(Stream& raw, uint64_t code);
   void remove_stream(ServerStream& stream);
   // Deferred work from the loop: requests that waited for SETTINGS, freeing removed streams.
   void schedule_pump();
@@ -138,6 +145,7 @@ class Server final : public SessionVisitor {
   bool peer_connect_fin_ = false;
   TimerId pump_timer_ = 0;
   TimerId linger_timer_ = 0;
+  TimerId session_timer_ = 0;
 };
 
 }  // namespace moqd::transport::webtransport
