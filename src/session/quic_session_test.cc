@@ -17,11 +17,10 @@
 #include "model/origin.h"
 #include "session/config.h"
 #include "session/session.h"
+#include "testing/quic_pair.h"
 #include "testing/session_fixture.h"
 #include "testing/sim_network.h"
-#include "transport/quic/certificate.h"
 #include "transport/quic/connection.h"
-#include "transport/quic/tls.h"
 
 namespace moqd::session {
 namespace {
@@ -30,16 +29,11 @@ using moqd::testing::FrameCollector;
 using moqd::testing::RecordingHandler;
 using moqd::testing::TestBroadcast;
 using moqd::testing::pattern_bytes;
+using test::QuicPair;
 using test::SimLinkConfig;
-using test::SimNetwork;
-using transport::quic::Certificate;
 using transport::quic::Connection;
-using transport::quic::ConnectionContext;
-using transport::quic::TlsFactory;
 using namespace std::chrono_literals;
 
-constexpr uint16_t kServerPort = 4443;
-constexpr uint16_t kClientPort = 40000;
 constexpr uint64_t kGroups = 50;
 constexpr uint64_t kBigGroup = 20;  // its middle frame is 200 KiB
 
@@ -52,30 +46,23 @@ struct AlpnCase {
 
 void PrintTo(const AlpnCase& c, std::ostream* os) { *os << c.name; }
 
-// One endpoint: its origin, handler, connection and (once the handshake completes) its Session.
-struct Side final : transport::quic::ConnectionObserver {
+// One endpoint's MoQ side: its origin, handler and (once the pair's handshake completes) its
+// Session on the pair's connection.
+struct Side {
   Side(Role role, ManualClock& clock) : clock(clock), origin({}, clock, clock), handler(origin) {
     config.role = role;
   }
-  ~Side() override {
-    // The session leaves the transport and the origin before either goes.
-    session.reset();
-    conn.reset();
-  }
 
-  void on_handshake_completed(Connection& c) override {
+  void on_handshake_completed(Connection& c) {
     session = std::make_unique<Session>(c, config, origin, handler, clock, clock);
     session->start();
   }
-  void on_done(Connection&) override { ++done; }
 
   ManualClock& clock;
   SessionConfig config;
   model::Origin origin;
   RecordingHandler handler;
-  std::unique_ptr<Connection> conn;
-  std::unique_ptr<Session> session;
-  int done = 0;
+  std::unique_ptr<Session> session;  // last: it leaves the origin before the origin goes
 };
 
 // Frame `f` of group `g`: the first two of each group 10-20 KiB, the third small.
@@ -94,91 +81,24 @@ std::vector<std::string> group_frames(uint64_t g) {
 
 class QuicSessionTest : public ::testing::TestWithParam<AlpnCase> {
  protected:
-  void SetUp() override {
-    auto cert = Certificate::generate_self_signed();
-    ASSERT_TRUE(cert);
-    cert_ = std::move(*cert);
-    SimLinkConfig link{50ms, 10ms, 0.05};
-    server_ep_.set_link(link);
-    client_ep_.set_link(link);
-  }
-
-  ConnectionContext context(SimNetwork::Endpoint& ep, Side& side) {
-    return ConnectionContext{ep, clock_, clock_,
-                             [this](ngtcp2_cid* cid, uint8_t* token) { new_cid(cid, token); },
-                             &side};
-  }
-
-  void new_cid(ngtcp2_cid* cid, uint8_t* token) {
-    cid->datalen = 16;
-    for (size_t i = 0; i < cid->datalen; ++i) {
-      cid->data[i] = static_cast<uint8_t>(next_cid_ >> (8 * (i % 8)));
-    }
-    cid->data[0] = static_cast<uint8_t>(next_cid_++);
-    for (size_t i = 0; i < NGTCP2_STATELESS_RESET_TOKENLEN; ++i) {
-      token[i] = static_cast<uint8_t>(i ^ next_cid_);
-    }
+  QuicSessionTest() {
+    pair_.set_links(SimLinkConfig{50ms, 10ms, 0.05});
+    pair_.server_alpns = {"moq-lite-04", "moq-lite-03", "moql"};
+    pair_.client_alpns = {GetParam().alpn};
+    pair_.tick = 2ms;
+    pair_.flush_each_tick = true;
+    pair_.server.on_handshake = [this](Connection& c) { server_.on_handshake_completed(c); };
+    pair_.client.on_handshake = [this](Connection& c) { client_.on_handshake_completed(c); };
   }
 
   // The client connects; the server's connection is made from the first Initial it receives.
-  void connect() {
-    server_ep_.set_receiver([this](const ngtcp2_path& path, std::span<const uint8_t> pkt) {
-      if (server_.conn == nullptr) {
-        TlsFactory tls = [this](ngtcp2_crypto_conn_ref* ref) {
-          return transport::quic::make_server_session(*cert_, server_alpns_, ref);
-        };
-        auto c = Connection::accept(path, pkt, tls, context(server_ep_, server_));
-        if (!c) {
-          return;
-        }
-        server_.conn = std::move(*c);
-      }
-      if (!server_.conn->is_done()) {
-        (void)server_.conn->on_packet(path, pkt);
-      }
-    });
-    client_ep_.set_receiver([this](const ngtcp2_path& path, std::span<const uint8_t> pkt) {
-      if (client_.conn != nullptr && !client_.conn->is_done()) {
-        (void)client_.conn->on_packet(path, pkt);
-      }
-    });
-    std::vector<std::string> client_alpns{GetParam().alpn};
-    TlsFactory tls = [this, client_alpns](ngtcp2_crypto_conn_ref* ref) {
-      return transport::quic::make_client_session(
-          "localhost", client_alpns,
-          transport::quic::Verification{transport::quic::VerifyMode::kFingerprint, {},
-                                        cert_->sha256()},
-          ref);
-    };
-    auto c = Connection::connect(client_ep_.path_to(server_ep_), tls, context(client_ep_, client_));
-    ASSERT_TRUE(c);
-    client_.conn = std::move(*c);
-  }
-
+  void connect() { pair_.start(); }
   // Moves the clock in 2 ms steps, flushing both connections after each, until `done` holds or
   // `limit` of simulated time passes.
   bool run_until(const std::function<bool()>& done, Duration limit = 20s) {
-    Instant end = clock_.now() + limit;
-    while (!done()) {
-      if (clock_.now() >= end) {
-        return false;
-      }
-      step();
-    }
-    return true;
+    return pair_.run_until(done, limit);
   }
-  void run_for(Duration d) {
-    Instant end = clock_.now() + d;
-    run_until([&] { return clock_.now() >= end; }, d + 1s);
-  }
-  void step() {
-    clock_.advance(2ms);
-    for (Side* s : {&server_, &client_}) {
-      if (s->conn != nullptr && !s->conn->is_done()) {
-        s->conn->flush();
-      }
-    }
-  }
+  void run_for(Duration d) { pair_.run_for(d); }
 
   bool both_ready() const {
     return server_.session != nullptr && client_.session != nullptr &&
@@ -187,21 +107,14 @@ class QuicSessionTest : public ::testing::TestWithParam<AlpnCase> {
   void expect_both_up() {
     EXPECT_FALSE(server_.handler.is_closed());
     EXPECT_FALSE(client_.handler.is_closed());
-    EXPECT_FALSE(server_.conn->is_closed());
-    EXPECT_FALSE(client_.conn->is_closed());
+    EXPECT_FALSE(pair_.server.conn->is_closed());
+    EXPECT_FALSE(pair_.client.conn->is_closed());
   }
 
-  // Declaration order matters: the sides (sessions, connections) go before the network and the
-  // clock they reference.
-  ManualClock clock_;
-  SimNetwork net_{clock_, 4242};
-  SimNetwork::Endpoint& server_ep_ = net_.add_endpoint(kServerPort);
-  SimNetwork::Endpoint& client_ep_ = net_.add_endpoint(kClientPort);
-  std::unique_ptr<Certificate> cert_;
-  std::vector<std::string> server_alpns_{"moq-lite-04", "moq-lite-03", "moql"};
-  uint64_t next_cid_ = 1;
-  Side server_{Role::kServer, clock_};
-  Side client_{Role::kClient, clock_};
+  // Declaration order matters: the sessions leave the pair's connections before those go.
+  QuicPair pair_{4242};
+  Side server_{Role::kServer, pair_.clock()};
+  Side client_{Role::kClient, pair_.clock()};
 };
 
 // "moql" goes through SETUP, where both sides settle on lite-02.
@@ -214,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST_P(QuicSessionTest, LossyNetworkDeliversEveryGroupWithoutGap) {
   connect();
   ASSERT_TRUE(run_until([&] { return both_ready(); }));
-  EXPECT_EQ(server_.conn->protocol(), GetParam().alpn);
+  EXPECT_EQ(pair_.server.conn->protocol(), GetParam().alpn);
   ASSERT_TRUE(server_.handler.ready_version.has_value());
   ASSERT_TRUE(client_.handler.ready_version.has_value());
   EXPECT_EQ(*server_.handler.ready_version, GetParam().version);
@@ -251,8 +164,8 @@ TEST_P(QuicSessionTest, LossyNetworkDeliversEveryGroupWithoutGap) {
     }
   }
   EXPECT_FALSE(sub.ended);
-  EXPECT_GT(server_ep_.dropped(), 0u);
-  EXPECT_GT(client_ep_.dropped(), 0u);
+  EXPECT_GT(pair_.server_endpoint().dropped(), 0u);
+  EXPECT_GT(pair_.client_endpoint().dropped(), 0u);
   expect_both_up();
 }
 

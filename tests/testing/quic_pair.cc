@@ -55,22 +55,14 @@ void QuicPair::new_cid(ngtcp2_cid* cid, uint8_t* token) {
 }
 
 void QuicPair::start(quic::ConnectionConfig server_config, quic::ConnectionConfig client_config) {
-  server_ep_.set_receiver([this, server_config](const ngtcp2_path& path,
-                                                std::span<const uint8_t> pkt) {
-    if (server.conn == nullptr) {
-      quic::TlsFactory tls = [this](ngtcp2_crypto_conn_ref* ref) {
-        return quic::make_server_session(*cert_, server_alpns, ref);
-      };
-      auto c = quic::Connection::accept(path, pkt, tls, context(server_ep_, server), server_config);
-      if (!c) {
-        return;
-      }
-      server.conn = std::move(*c);
-    }
-    if (!server.conn->is_done()) {
-      (void)server.conn->on_packet(path, pkt);
-    }
-  });
+  server_ep_.set_receiver(
+      [this, server_config](const ngtcp2_path& path, std::span<const uint8_t> pkt) {
+        if (retry.enabled) {
+          on_server_packet_with_retry(path, pkt, server_config);
+        } else {
+          on_server_packet(path, pkt, server_config);
+        }
+      });
   client_ep_.set_receiver([this](const ngtcp2_path& path, std::span<const uint8_t> pkt) {
     if (client.conn != nullptr && !client.conn->is_done()) {
       (void)client.conn->on_packet(path, pkt);
@@ -87,6 +79,65 @@ void QuicPair::start(quic::ConnectionConfig server_config, quic::ConnectionConfi
   client.conn = std::move(*c);
 }
 
+void QuicPair::on_server_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt,
+                                const quic::ConnectionConfig& config) {
+  if (server.conn == nullptr) {
+    accept_server(path, pkt, config);
+  }
+  if (server.conn != nullptr && !server.conn->is_done()) {
+    (void)server.conn->on_packet(path, pkt);
+  }
+}
+
+void QuicPair::on_server_packet_with_retry(const ngtcp2_path& path, std::span<const uint8_t> in,
+                                           const quic::ConnectionConfig& config) {
+  std::vector<uint8_t> pkt(in.begin(), in.end());
+  ngtcp2_pkt_hd hd;
+  if (server.conn == nullptr && ngtcp2_accept(&hd, pkt.data(), pkt.size()) == 0) {
+    if (retry.tamper_token && hd.token.len > 0) {
+      pkt[static_cast<size_t>(hd.token.base - pkt.data()) + hd.token.len - 1] ^= 1;
+    }
+    uint8_t out[quic::kStatelessPacketBufferSize];
+    if (!quic::has_retry_token(hd)) {
+      ngtcp2_cid scid;
+      uint8_t reset[NGTCP2_STATELESS_RESET_TOKENLEN];
+      new_cid(&scid, reset);
+      auto n = quic::write_retry(path, hd, scid, clock_.now(), out);
+      ASSERT_TRUE(n);
+      ++retry.retries_sent;
+      server_ep_.send_packet(path, {out, *n});
+      return;
+    }
+    auto info = quic::verify_retry_token(path, hd, clock_.now());
+    if (!info) {
+      auto n = quic::write_invalid_token_close(hd, out);
+      ASSERT_TRUE(n);
+      ++retry.invalid_tokens;
+      server_ep_.send_packet(path, {out, *n});
+      return;
+    }
+    EXPECT_TRUE(ngtcp2_cid_eq(&info->retry_scid, &hd.dcid));
+    accept_server(path, pkt, config,
+                  retry.pass_retry_info ? std::optional<quic::RetryInfo>(*info) : std::nullopt);
+    ASSERT_NE(server.conn, nullptr);
+  }
+  if (server.conn != nullptr && !server.conn->is_done()) {
+    (void)server.conn->on_packet(path, pkt);
+  }
+}
+
+void QuicPair::accept_server(const ngtcp2_path& path, std::span<const uint8_t> pkt,
+                             const quic::ConnectionConfig& config,
+                             const std::optional<quic::RetryInfo>& info) {
+  quic::TlsFactory tls = [this](ngtcp2_crypto_conn_ref* ref) {
+    return quic::make_server_session(*cert_, server_alpns, ref);
+  };
+  auto c = quic::Connection::accept(path, pkt, tls, context(server_ep_, server), config, info);
+  if (c) {
+    server.conn = std::move(*c);
+  }
+}
+
 bool QuicPair::handshake(quic::ConnectionConfig server_config,
                          quic::ConnectionConfig client_config) {
   start(server_config, client_config);
@@ -99,9 +150,26 @@ bool QuicPair::run_until(const std::function<bool()>& done, Duration limit) {
     if (clock_.now() >= end) {
       return false;
     }
-    clock_.advance(std::chrono::milliseconds(1));
+    step();
   }
   return true;
+}
+
+void QuicPair::run_for(Duration d) {
+  Instant end = clock_.now() + d;
+  (void)run_until([&] { return clock_.now() >= end; }, d);
+}
+
+void QuicPair::step() {
+  clock_.advance(tick);
+  if (!flush_each_tick) {
+    return;
+  }
+  for (Side* s : {&server, &client}) {
+    if (s->conn != nullptr && !s->conn->is_done()) {
+      s->conn->flush();
+    }
+  }
 }
 
 void QuicPair::set_links(const SimLinkConfig& link) {

@@ -10,19 +10,18 @@
 
 #include "base/bytes.h"
 #include "base/clock.h"
+#include "testing/quic_pair.h"
 #include "testing/sim_network.h"
-#include "transport/quic/certificate.h"
-#include "transport/quic/tls.h"
 
 namespace moqd::transport::quic {
 namespace {
 
 using namespace std::chrono_literals;
+using test::QuicPair;
 using test::SimLinkConfig;
 using test::SimNetwork;
 
-constexpr uint16_t kServerPort = 4443;
-constexpr uint16_t kClientPort = 40000;
+constexpr uint16_t kClientPort = 40000;  // QuicPair's client port
 
 std::string pattern(size_t n, uint32_t seed) {
   std::string s(n, '\0');
@@ -99,111 +98,36 @@ struct SessionRecorder : SessionVisitor {
   std::string reason;
 };
 
-// One endpoint: its connection, observer and session visitor.
-struct Side : ConnectionObserver {
-  void on_handshake_completed(Connection& c) override {
-    handshake = true;
-    c.set_visitor(&session);
-  }
-  void on_done(Connection&) override { ++done; }
-
-  SessionRecorder session;
-  std::unique_ptr<Connection> conn;  // after session: its destructor reports on_closed there
-  bool handshake = false;
-  int done = 0;
-};
-
 class QuicConnectionTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto cert = Certificate::generate_self_signed();
-    ASSERT_TRUE(cert);
-    cert_ = std::move(*cert);
+  QuicConnectionTest() {
+    pair_.server_alpns = {"moq-lite-03", "moq-lite-04"};
+    pair_.client_alpns = {"moq-lite-04", "moql"};
+    server_.on_handshake = [this](Connection& c) { c.set_visitor(&server_session_); };
+    client_.on_handshake = [this](Connection& c) { c.set_visitor(&client_session_); };
   }
 
-  ConnectionContext context(SimNetwork::Endpoint& ep, Side& side) {
-    return ConnectionContext{ep, clock_, clock_,
-                             [this](ngtcp2_cid* cid, uint8_t* token) { new_cid(cid, token); },
-                             &side};
-  }
-
-  void new_cid(ngtcp2_cid* cid, uint8_t* token) {
-    cid->datalen = 16;
-    for (size_t i = 0; i < cid->datalen; ++i) {
-      cid->data[i] = static_cast<uint8_t>(next_cid_ >> (8 * (i % 8)));
-    }
-    cid->data[0] = static_cast<uint8_t>(next_cid_++);
-    for (size_t i = 0; i < NGTCP2_STATELESS_RESET_TOKENLEN; ++i) {
-      token[i] = static_cast<uint8_t>(i ^ next_cid_);
-    }
-  }
-
-  // Starts both sides; the server connection is made from the first Initial.
   void start(Connection::Config server_config = {}, Connection::Config client_config = {}) {
-    server_ep_.set_receiver([this, server_config](const ngtcp2_path& path,
-                                                  std::span<const uint8_t> pkt) {
-      if (server_.conn == nullptr) {
-        TlsFactory tls = [this](ngtcp2_crypto_conn_ref* ref) {
-          return make_server_session(*cert_, server_alpns_, ref);
-        };
-        auto c = Connection::accept(path, pkt, tls, context(server_ep_, server_), server_config);
-        if (!c) {
-          return;
-        }
-        server_.conn = std::move(*c);
-      }
-      if (!server_.conn->is_done()) {
-        (void)server_.conn->on_packet(path, pkt);
-      }
-    });
-    client_ep_.set_receiver([this](const ngtcp2_path& path, std::span<const uint8_t> pkt) {
-      if (client_.conn != nullptr && !client_.conn->is_done()) {
-        (void)client_.conn->on_packet(path, pkt);
-      }
-    });
-    TlsFactory tls = [this](ngtcp2_crypto_conn_ref* ref) {
-      return make_client_session("localhost", client_alpns_,
-                                 Verification{VerifyMode::kFingerprint, {}, cert_->sha256()}, ref);
-    };
-    auto c = Connection::connect(client_ep_.path_to(server_ep_), tls,
-                                 context(client_ep_, client_), client_config);
-    ASSERT_TRUE(c);
-    client_.conn = std::move(*c);
+    pair_.start(server_config, client_config);
   }
-
   void handshake(Connection::Config server_config = {}, Connection::Config client_config = {}) {
-    start(server_config, client_config);
-    ASSERT_TRUE(run_until([&] { return client_.handshake && server_.handshake; }));
+    ASSERT_TRUE(pair_.handshake(server_config, client_config));
   }
-
-  void set_links(const SimLinkConfig& link) {
-    client_ep_.set_link(link);
-    server_ep_.set_link(link);
-  }
-
-  // Advances the manual clock in 1 ms steps until `done` holds or `limit` of simulated time passes.
   bool run_until(const std::function<bool()>& done, Duration limit = 10s) {
-    Instant end = clock_.now() + limit;
-    while (!done()) {
-      if (clock_.now() >= end) {
-        return false;
-      }
-      clock_.advance(1ms);
-    }
-    return true;
+    return pair_.run_until(done, limit);
   }
+  void set_links(const SimLinkConfig& link) { pair_.set_links(link); }
 
-  ManualClock clock_;
-  SimNetwork net_{clock_, 42};
-  SimNetwork::Endpoint& server_ep_ = net_.add_endpoint(kServerPort);
-  SimNetwork::Endpoint& client_ep_ = net_.add_endpoint(kClientPort);
-  std::unique_ptr<Certificate> cert_;
-  std::vector<std::string> server_alpns_{"moq-lite-03", "moq-lite-04"};
-  std::vector<std::string> client_alpns_{"moq-lite-04", "moql"};
-  uint64_t next_cid_ = 1;
-  // Declared last: connections go before the network and clock they reference.
-  Side server_;
-  Side client_;
+  // Before pair_: each connection's destructor reports on_closed to its recorder.
+  SessionRecorder server_session_;
+  SessionRecorder client_session_;
+  QuicPair pair_;
+  // The pair's parts, under the names the tests use.
+  QuicPair::Side& server_ = pair_.server;
+  QuicPair::Side& client_ = pair_.client;
+  ManualClock& clock_ = pair_.clock();
+  SimNetwork::Endpoint& server_ep_ = pair_.server_endpoint();
+  SimNetwork::Endpoint& client_ep_ = pair_.client_endpoint();
 };
 
 TEST_F(QuicConnectionTest, HandshakeCompletesAndSelectsAlpn) {
@@ -217,7 +141,7 @@ TEST_F(QuicConnectionTest, HandshakeCompletesAndSelectsAlpn) {
 }
 
 TEST_F(QuicConnectionTest, AlpnMismatchFailsHandshake) {
-  client_alpns_ = {"h3"};
+  pair_.client_alpns = {"h3"};
   start();
   ASSERT_TRUE(run_until([&] { return client_.done > 0; }));
   EXPECT_FALSE(client_.handshake);
@@ -235,10 +159,10 @@ TEST_F(QuicConnectionTest, BidiStreamEchoesWithFin) {
   s->write(Bytes::copy(std::string_view("hello")));
   s->finish();
   ASSERT_TRUE(run_until([&] {
-    auto* in = server_.session.find(0);
+    auto* in = server_session_.find(0);
     return in != nullptr && in->fin;
   }));
-  StreamRecorder* in = server_.session.find(0);
+  StreamRecorder* in = server_session_.find(0);
   EXPECT_EQ(in->data, "hello");
   EXPECT_TRUE(in->stream->has_peer_fin());
   in->stream->write(Bytes::copy(std::string_view("world")));
@@ -260,12 +184,12 @@ TEST_F(QuicConnectionTest, UniStreamsBothWays) {
   down->write(Bytes::copy(std::string_view("from server")));
   down->finish();
   ASSERT_TRUE(run_until([&] {
-    auto* a = server_.session.find(2);
-    auto* b = client_.session.find(3);
+    auto* a = server_session_.find(2);
+    auto* b = client_session_.find(3);
     return a != nullptr && a->fin && b != nullptr && b->fin;
   }));
-  EXPECT_EQ(server_.session.find(2)->data, "from client");
-  EXPECT_EQ(client_.session.find(3)->data, "from server");
+  EXPECT_EQ(server_session_.find(2)->data, "from client");
+  EXPECT_EQ(client_session_.find(3)->data, "from server");
 }
 
 TEST_F(QuicConnectionTest, OneMebibyteArrivesByteExact) {
@@ -278,10 +202,10 @@ TEST_F(QuicConnectionTest, OneMebibyteArrivesByteExact) {
   }
   s->finish();
   ASSERT_TRUE(run_until([&] {
-    auto* in = server_.session.find(s->id());
+    auto* in = server_session_.find(s->id());
     return in != nullptr && in->fin;
   }));
-  EXPECT_TRUE(server_.session.find(s->id())->data == payload);
+  EXPECT_TRUE(server_session_.find(s->id())->data == payload);
   EXPECT_EQ(client_.conn->bytes_sent(), payload.size());
   EXPECT_EQ(client_.conn->unsent_bytes(), 0u);
 }
@@ -308,22 +232,22 @@ TEST_F(QuicConnectionTest, LossyNetworkDeliversEveryGroupWithoutGap) {
   ASSERT_TRUE(run_until(
       [&] {
         int complete = 0;
-        for (auto& in : client_.session.incoming) {
+        for (auto& in : client_session_.incoming) {
           complete += in->fin ? 1 : 0;
         }
         return complete == kGroups;
       },
       60s));
-  ASSERT_EQ(client_.session.incoming.size(), static_cast<size_t>(kGroups));
+  ASSERT_EQ(client_session_.incoming.size(), static_cast<size_t>(kGroups));
   for (int g = 0; g < kGroups; ++g) {
     // Streams may open out of order under loss; group g went out on server uni stream g.
-    StreamRecorder* in = client_.session.find(static_cast<StreamId>(3 + 4 * g));
+    StreamRecorder* in = client_session_.find(static_cast<StreamId>(3 + 4 * g));
     ASSERT_NE(in, nullptr) << "group " << g;
     EXPECT_TRUE(in->data == pattern(kGroupSize, static_cast<uint32_t>(g))) << "group " << g;
     EXPECT_FALSE(in->reset.has_value());
   }
   EXPECT_GT(client_ep_.dropped() + server_ep_.dropped(), 0u);
-  EXPECT_EQ(client_.session.closed, 0);
+  EXPECT_EQ(client_session_.closed, 0);
 }
 
 TEST_F(QuicConnectionTest, SendBuffersReleasedOnceAcked) {
@@ -338,7 +262,7 @@ TEST_F(QuicConnectionTest, SendBuffersReleasedOnceAcked) {
   clock_.advance(1ms);
   EXPECT_EQ(qs->held_buffers(), 20u);  // handed to ngtcp2, none acknowledged yet
   ASSERT_TRUE(run_until([&] {
-    auto* in = server_.session.find(s->id());
+    auto* in = server_session_.find(s->id());
     return in != nullptr && in->data.size() == 80'000;
   }));
   // The stream stays open (no FIN): only acknowledgements can free its buffers.
@@ -359,10 +283,10 @@ TEST_F(QuicConnectionTest, SendBuffersReleasedAfterReset) {
   s->reset(7);
   s->release();
   ASSERT_TRUE(run_until([&] {
-    auto* in = server_.session.find(id);
+    auto* in = server_session_.find(id);
     return in != nullptr && in->reset.has_value();
   }));
-  EXPECT_EQ(*server_.session.find(id)->reset, 7u);
+  EXPECT_EQ(*server_session_.find(id)->reset, 7u);
   ASSERT_TRUE(run_until([&] { return Bytes::live_buffers() == baseline; }));
   ASSERT_TRUE(run_until([&] { return client_.conn->stream_count() == 0; }));
 }
@@ -378,16 +302,16 @@ TEST_F(QuicConnectionTest, SendBuffersReleasedOnCloseAndPeerSeesCodeOnce) {
   clock_.advance(2ms);
   EXPECT_GT(Bytes::live_buffers(), baseline);
   client_.conn->close(0x10, "bye");
-  EXPECT_EQ(client_.session.closed, 0);  // not re-entrantly
-  ASSERT_TRUE(run_until([&] { return server_.session.closed > 0 && client_.session.closed > 0; }));
+  EXPECT_EQ(client_session_.closed, 0);  // not re-entrantly
+  ASSERT_TRUE(run_until([&] { return server_session_.closed > 0 && client_session_.closed > 0; }));
   EXPECT_EQ(Bytes::live_buffers(), baseline);
-  EXPECT_EQ(client_.session.code, 0x10u);
-  EXPECT_EQ(server_.session.code, 0x10u);
-  EXPECT_EQ(server_.session.reason, "bye");
+  EXPECT_EQ(client_session_.code, 0x10u);
+  EXPECT_EQ(server_session_.code, 0x10u);
+  EXPECT_EQ(server_session_.reason, "bye");
   ASSERT_TRUE(run_until([&] { return client_.done > 0 && server_.done > 0; }));
   clock_.advance(5s);
-  EXPECT_EQ(client_.session.closed, 1);
-  EXPECT_EQ(server_.session.closed, 1);
+  EXPECT_EQ(client_session_.closed, 1);
+  EXPECT_EQ(server_session_.closed, 1);
   EXPECT_EQ(client_.done, 1);
   EXPECT_EQ(server_.done, 1);
 }
@@ -395,13 +319,13 @@ TEST_F(QuicConnectionTest, SendBuffersReleasedOnCloseAndPeerSeesCodeOnce) {
 TEST_F(QuicConnectionTest, ServerCloseReachesClient) {
   handshake();
   server_.conn->close(3, "going away");
-  ASSERT_TRUE(run_until([&] { return client_.session.closed > 0; }));
-  EXPECT_EQ(client_.session.code, 3u);
-  EXPECT_EQ(client_.session.reason, "going away");
+  ASSERT_TRUE(run_until([&] { return client_session_.closed > 0; }));
+  EXPECT_EQ(client_session_.code, 3u);
+  EXPECT_EQ(client_session_.reason, "going away");
   EXPECT_EQ(client_.conn->open_uni(), nullptr);
   clock_.advance(5s);
-  EXPECT_EQ(client_.session.closed, 1);
-  EXPECT_EQ(server_.session.closed, 1);
+  EXPECT_EQ(client_session_.closed, 1);
+  EXPECT_EQ(server_session_.closed, 1);
 }
 
 TEST_F(QuicConnectionTest, IdleTimeoutClosesBothSides) {
@@ -409,10 +333,10 @@ TEST_F(QuicConnectionTest, IdleTimeoutClosesBothSides) {
   config.idle_timeout = 2s;
   handshake(config, config);
   ASSERT_TRUE(run_until([&] { return client_.done > 0 && server_.done > 0; }, 10s));
-  EXPECT_EQ(client_.session.closed, 1);
-  EXPECT_EQ(server_.session.closed, 1);
-  EXPECT_EQ(client_.session.code, static_cast<uint64_t>(ErrorCode::kTimeout));
-  EXPECT_EQ(client_.session.reason, "idle timeout");
+  EXPECT_EQ(client_session_.closed, 1);
+  EXPECT_EQ(server_session_.closed, 1);
+  EXPECT_EQ(client_session_.code, static_cast<uint64_t>(ErrorCode::kTimeout));
+  EXPECT_EQ(client_session_.reason, "idle timeout");
 }
 
 TEST_F(QuicConnectionTest, StopSendingResetsSenderUniStream) {
@@ -421,8 +345,8 @@ TEST_F(QuicConnectionTest, StopSendingResetsSenderUniStream) {
   StreamRecorder sender(s);
   s->set_visitor(&sender);
   s->write(Bytes::copy(std::string_view("first")));
-  ASSERT_TRUE(run_until([&] { return server_.session.find(s->id()) != nullptr; }));
-  server_.session.find(s->id())->stream->stop_sending(9);
+  ASSERT_TRUE(run_until([&] { return server_session_.find(s->id()) != nullptr; }));
+  server_session_.find(s->id())->stream->stop_sending(9);
   // 0.12 reports STOP_SENDING through stream_close, once the RESET_STREAM it caused is acked.
   ASSERT_TRUE(run_until([&] { return sender.stop.has_value(); }));
   EXPECT_EQ(*sender.stop, 9u);
@@ -434,12 +358,12 @@ TEST_F(QuicConnectionTest, FlowControlStallsUntilConsumed) {
   server_config.max_stream_data = 16 * 1024;
   server_config.max_stream_window = 16 * 1024;
   handshake(server_config, {});
-  server_.session.consume_new = false;
+  server_session_.consume_new = false;
   Stream* s = client_.conn->open_uni();
   s->write(Bytes::copy(pattern(100'000, 1)));
   s->finish();
-  ASSERT_TRUE(run_until([&] { return server_.session.find(s->id()) != nullptr; }));
-  StreamRecorder* in = server_.session.find(s->id());
+  ASSERT_TRUE(run_until([&] { return server_session_.find(s->id()) != nullptr; }));
+  StreamRecorder* in = server_session_.find(s->id());
   clock_.advance(1s);
   EXPECT_LE(in->stream->peek().size(), 16u * 1024);
   EXPECT_GT(client_.conn->unsent_bytes(), 0u);
@@ -463,7 +387,7 @@ TEST_F(QuicConnectionTest, StreamLimitThenStreamsAvailable) {
   EXPECT_EQ(client_.conn->open_uni(), nullptr);
   a->finish();
   a->release();
-  ASSERT_TRUE(run_until([&] { return client_.session.streams_available > 0; }));
+  ASSERT_TRUE(run_until([&] { return client_session_.streams_available > 0; }));
   EXPECT_NE(client_.conn->open_uni(), nullptr);
 }
 
@@ -482,16 +406,12 @@ TEST_F(QuicConnectionTest, PeerUniStreamsAreCreditedBeyondTheLimit) {
   }
   ASSERT_TRUE(run_until([&] {
     int fins = 0;
-    for (auto& in : server_.session.incoming) {
+    for (auto& in : server_session_.incoming) {
       fins += in->fin ? 1 : 0;
     }
     return fins == 20;
   }));
 }
-
-
-// ---------------------------------------------------------------------------------------------
-// Stateless Retry: the test's server receiver plays the endpoint's part (QuicEndpoint::accept).
 
 // --- RFC 9221 datagrams ---
 
@@ -512,13 +432,13 @@ TEST_F(QuicConnectionTest, DatagramsBothWaysArriveByteExact) {
     ASSERT_TRUE(send_datagram(*server_.conn, down.back())) << n;
   }
   ASSERT_TRUE(run_until([&] {
-    return server_.session.datagrams.size() == up.size() &&
-           client_.session.datagrams.size() == down.size();
+    return server_session_.datagrams.size() == up.size() &&
+           client_session_.datagrams.size() == down.size();
   }));
-  EXPECT_EQ(server_.session.datagrams, up);
-  EXPECT_EQ(client_.session.datagrams, down);
+  EXPECT_EQ(server_session_.datagrams, up);
+  EXPECT_EQ(client_session_.datagrams, down);
   EXPECT_EQ(client_.conn->queued_datagrams(), 0u);
-  EXPECT_EQ(client_.session.closed + server_.session.closed, 0);
+  EXPECT_EQ(client_session_.closed + server_session_.closed, 0);
 }
 
 TEST_F(QuicConnectionTest, MaxDatagramSizeIsZeroUntilHandshakeCompletes) {
@@ -542,8 +462,8 @@ TEST_F(QuicConnectionTest, OversizedDatagramIsRefused) {
   EXPECT_FALSE(send_datagram(*client_.conn, pattern(60000, 1)));
   EXPECT_EQ(client_.conn->queued_datagrams(), 0u);
   ASSERT_TRUE(send_datagram(*client_.conn, pattern(max, 2)));
-  ASSERT_TRUE(run_until([&] { return server_.session.datagrams.size() == 1; }));
-  EXPECT_TRUE(server_.session.datagrams[0] == pattern(max, 2));
+  ASSERT_TRUE(run_until([&] { return server_session_.datagrams.size() == 1; }));
+  EXPECT_TRUE(server_session_.datagrams[0] == pattern(max, 2));
 }
 
 // The peer's max_datagram_frame_size bounds the whole frame: type byte, length varint, payload.
@@ -555,8 +475,8 @@ TEST_F(QuicConnectionTest, PeerFrameSizeLimitsDatagramSize) {
   EXPECT_GT(client_.conn->max_datagram_size(), 1000u);
   EXPECT_FALSE(send_datagram(*server_.conn, pattern(98, 1)));
   ASSERT_TRUE(send_datagram(*server_.conn, pattern(97, 1)));
-  ASSERT_TRUE(run_until([&] { return client_.session.datagrams.size() == 1; }));
-  EXPECT_TRUE(client_.session.datagrams[0] == pattern(97, 1));
+  ASSERT_TRUE(run_until([&] { return client_session_.datagrams.size() == 1; }));
+  EXPECT_TRUE(client_session_.datagrams[0] == pattern(97, 1));
 }
 
 TEST_F(QuicConnectionTest, DatagramsDisabledOnOneSide) {
@@ -568,9 +488,9 @@ TEST_F(QuicConnectionTest, DatagramsDisabledOnOneSide) {
   // The server did not offer to receive, but the client did: the server may still send.
   ASSERT_GT(server_.conn->max_datagram_size(), 1000u);
   ASSERT_TRUE(send_datagram(*server_.conn, "down"));
-  ASSERT_TRUE(run_until([&] { return client_.session.datagrams.size() == 1; }));
-  EXPECT_EQ(client_.session.datagrams[0], "down");
-  EXPECT_EQ(client_.session.closed + server_.session.closed, 0);
+  ASSERT_TRUE(run_until([&] { return client_session_.datagrams.size() == 1; }));
+  EXPECT_EQ(client_session_.datagrams[0], "down");
+  EXPECT_EQ(client_session_.closed + server_session_.closed, 0);
 }
 
 // Datagrams go ahead of queued stream data: they arrive while a congestion-limited bulk
@@ -598,18 +518,18 @@ TEST_F(QuicConnectionTest, DatagramsFlowAlongsideBulkTransfer) {
   size_t received_before_fin = 0;
   ASSERT_TRUE(run_until(
       [&] {
-        auto* in = server_.session.find(s->id());
+        auto* in = server_session_.find(s->id());
         if (in == nullptr || !in->fin) {
-          received_before_fin = server_.session.datagrams.size();
+          received_before_fin = server_session_.datagrams.size();
           return false;
         }
-        return server_.session.datagrams.size() == kDatagrams;
+        return server_session_.datagrams.size() == kDatagrams;
       },
       30s));
   EXPECT_GT(clock_.now() - begin, 120ms);  // the transfer outlasts the 100 ms of datagrams
-  EXPECT_TRUE(server_.session.find(s->id())->data == payload);
+  EXPECT_TRUE(server_session_.find(s->id())->data == payload);
   for (int i = 0; i < kDatagrams; ++i) {
-    EXPECT_EQ(server_.session.datagrams[static_cast<size_t>(i)], "dgram " + std::to_string(i));
+    EXPECT_EQ(server_session_.datagrams[static_cast<size_t>(i)], "dgram " + std::to_string(i));
   }
   EXPECT_EQ(received_before_fin, static_cast<size_t>(kDatagrams));
 }
@@ -626,7 +546,7 @@ TEST_F(QuicConnectionTest, SendQueueIsBounded) {
   client_.conn->flush();
   EXPECT_EQ(client_.conn->queued_datagrams(), 0u);
   EXPECT_TRUE(send_datagram(*client_.conn, "q5"));
-  ASSERT_TRUE(run_until([&] { return server_.session.datagrams.size() == 5; }));
+  ASSERT_TRUE(run_until([&] { return server_session_.datagrams.size() == 5; }));
 }
 
 TEST_F(QuicConnectionTest, SendQueueIsBoundedInBytes) {
@@ -651,60 +571,17 @@ TEST_F(QuicConnectionTest, ReceiveQueueDropsPastItsBound) {
   }
   client_.conn->flush();
   EXPECT_EQ(client_ep_.sent(), packets_before + 1);
-  ASSERT_TRUE(run_until([&] { return !server_.session.datagrams.empty(); }));
+  ASSERT_TRUE(run_until([&] { return !server_session_.datagrams.empty(); }));
   (void)run_until([] { return false; }, 100ms);  // let anything else arrive
-  EXPECT_EQ(server_.session.datagrams, (std::vector<std::string>{"d0", "d1", "d2", "d3"}));
+  EXPECT_EQ(server_session_.datagrams, (std::vector<std::string>{"d0", "d1", "d2", "d3"}));
   EXPECT_EQ(server_.conn->datagrams_dropped_on_receive(), 6u);
-  EXPECT_EQ(server_.session.closed, 0);
+  EXPECT_EQ(server_session_.closed, 0);
 }
 
+// Stateless Retry: the pair's server receiver plays the endpoint's part (QuicEndpoint::accept).
 class QuicRetryTest : public QuicConnectionTest {
  protected:
-  // Replaces start()'s server receiver: a token-less Initial gets a Retry, a valid Retry token is
-  // accepted with its RetryInfo, an invalid one gets CONNECTION_CLOSE INVALID_TOKEN. `tamper`
-  // flips a byte of the token before the check.
-  void serve_with_retry() {
-    server_ep_.set_receiver([this](const ngtcp2_path& path, std::span<const uint8_t> in) {
-      std::vector<uint8_t> pkt(in.begin(), in.end());
-      ngtcp2_pkt_hd hd;
-      if (server_.conn == nullptr && ngtcp2_accept(&hd, pkt.data(), pkt.size()) == 0) {
-        if (tamper && hd.token.len > 0) {
-          pkt[static_cast<size_t>(hd.token.base - pkt.data()) + hd.token.len - 1] ^= 1;
-        }
-        uint8_t out[kStatelessPacketBufferSize];
-        if (!has_retry_token(hd)) {
-          ngtcp2_cid scid;
-          uint8_t reset[NGTCP2_STATELESS_RESET_TOKENLEN];
-          new_cid(&scid, reset);
-          auto n = write_retry(path, hd, scid, clock_.now(), out);
-          ASSERT_TRUE(n);
-          ++retries_sent;
-          server_ep_.send_packet(path, {out, *n});
-          return;
-        }
-        auto retry = verify_retry_token(path, hd, clock_.now());
-        if (!retry) {
-          auto n = write_invalid_token_close(hd, out);
-          ASSERT_TRUE(n);
-          ++invalid_tokens;
-          server_ep_.send_packet(path, {out, *n});
-          return;
-        }
-        EXPECT_TRUE(ngtcp2_cid_eq(&retry->retry_scid, &hd.dcid));
-        TlsFactory tls = [this](ngtcp2_crypto_conn_ref* ref) {
-          return make_server_session(*cert_, server_alpns_, ref);
-        };
-        auto c = Connection::accept(path, pkt, tls, context(server_ep_, server_), {},
-                                    with_retry_params ? std::optional<RetryInfo>(*retry)
-                                                      : std::nullopt);
-        ASSERT_TRUE(c);
-        server_.conn = std::move(*c);
-      }
-      if (server_.conn != nullptr && !server_.conn->is_done()) {
-        (void)server_.conn->on_packet(path, pkt);
-      }
-    });
-  }
+  QuicRetryTest() { pair_.retry.enabled = true; }
 
   // A token-less client Initial as the server sees it, and the path it came on.
   void first_initial(std::vector<uint8_t>& pkt, ngtcp2_path& path) {
@@ -716,50 +593,42 @@ class QuicRetryTest : public QuicConnectionTest {
     });
     ASSERT_TRUE(run_until([&] { return !pkt.empty(); }));
   }
-
-  bool tamper = false;
-  bool with_retry_params = true;
-  int retries_sent = 0;
-  int invalid_tokens = 0;
 };
 
 TEST_F(QuicRetryTest, ClientFollowsRetryAndHandshakeCompletes) {
   start();
-  serve_with_retry();
   ASSERT_TRUE(run_until([&] { return client_.handshake && server_.handshake; }));
-  EXPECT_EQ(retries_sent, 1);
-  EXPECT_EQ(invalid_tokens, 0);
+  EXPECT_EQ(pair_.retry.retries_sent, 1);
+  EXPECT_EQ(pair_.retry.invalid_tokens, 0);
   EXPECT_EQ(client_.conn->protocol(), "moq-lite-04");
   Stream* s = client_.conn->open_bidi();
   ASSERT_NE(s, nullptr);
   s->write(Bytes::copy("after retry"));
   s->finish();
   ASSERT_TRUE(run_until([&] {
-    return !server_.session.incoming.empty() && server_.session.incoming[0]->fin;
+    return !server_session_.incoming.empty() && server_session_.incoming[0]->fin;
   }));
-  EXPECT_EQ(server_.session.incoming[0]->data, "after retry");
+  EXPECT_EQ(server_session_.incoming[0]->data, "after retry");
 }
 
 // Without retry_scid / original_dcid from the token, the client must refuse the server
 // (RFC 9000 §7.3): the transport parameters are what binds the Retry to the handshake.
 TEST_F(QuicRetryTest, ClientRejectsServerThatOmitsRetryParams) {
-  with_retry_params = false;
+  pair_.retry.pass_retry_info = false;
   start();
-  serve_with_retry();
   ASSERT_TRUE(run_until([&] { return client_.conn->is_closed(); }, 1s));  // not by timeout
   EXPECT_FALSE(client_.handshake);
-  EXPECT_EQ(retries_sent, 1);
+  EXPECT_EQ(pair_.retry.retries_sent, 1);
 }
 
 TEST_F(QuicRetryTest, TamperedTokenGetsInvalidTokenClose) {
-  tamper = true;
+  pair_.retry.tamper_token = true;
   start();
-  serve_with_retry();
   ASSERT_TRUE(run_until([&] { return client_.conn->is_closed(); }, 1s));  // not by timeout
   EXPECT_FALSE(client_.handshake);
   EXPECT_EQ(server_.conn, nullptr);
-  EXPECT_EQ(retries_sent, 1);
-  EXPECT_GE(invalid_tokens, 1);
+  EXPECT_EQ(pair_.retry.retries_sent, 1);
+  EXPECT_GE(pair_.retry.invalid_tokens, 1);
 }
 
 TEST_F(QuicRetryTest, TokenBindsAddressDcidAndLifetime) {
@@ -772,7 +641,7 @@ TEST_F(QuicRetryTest, TokenBindsAddressDcidAndLifetime) {
   EXPECT_FALSE(has_retry_token(hd));
   ngtcp2_cid scid;
   uint8_t reset[NGTCP2_STATELESS_RESET_TOKENLEN];
-  new_cid(&scid, reset);
+  pair_.new_cid(&scid, reset);
   Instant issued = clock_.now();
   uint8_t out[kStatelessPacketBufferSize];
   // Pull the token back out of our own Retry, as the client would.
@@ -803,7 +672,8 @@ TEST_F(QuicRetryTest, TokenBindsAddressDcidAndLifetime) {
   ngtcp2_pkt_hd wrong_dcid = again;
   wrong_dcid.dcid = hd.dcid;
   EXPECT_FALSE(verify_retry_token(path, wrong_dcid, issued));
-  ngtcp2_path other = server_ep_.path_to(net_.add_endpoint(kClientPort + 1));  // another client
+  SimNetwork::Endpoint& another_client = pair_.network().add_endpoint(kClientPort + 1);
+  ngtcp2_path other = server_ep_.path_to(another_client);
   EXPECT_FALSE(verify_retry_token(other, again, issued));
   token.back() ^= 1;
   EXPECT_FALSE(verify_retry_token(path, again, issued));
