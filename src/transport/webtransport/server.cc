@@ -77,7 +77,7 @@ class ServerStream final : public StreamVisitor {
   }
 
   void on_readable() override {
-    while (raw_ != nullptr && step()) {
+    while (raw_ != nullptr && !server_.failed_ && step()) {
     }
   }
   void on_writable() override {}
@@ -675,9 +675,10 @@ void Server::open_control_stream() {
 }
 
 void Server::fail(const H3Error& error) {
-  if (closed_) {
+  if (closed_ || failed_) {
     return;
   }
+  failed_ = true;
   MOQD_LOG(kDebug, "webtransport: connection error peer=%s code=0x%llx (%s)",
            std::string(quic_.peer()).c_str(), static_cast<unsigned long long>(error.code),
            error.detail);
@@ -685,7 +686,7 @@ void Server::fail(const H3Error& error) {
 }
 
 void Server::on_incoming_stream(Stream& stream) {
-  if (closed_) {
+  if (closed_ || failed_) {
     return;
   }
   streams_.push_back(std::make_unique<ServerStream>(*this, stream));

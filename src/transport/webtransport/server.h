@@ -134,7 +134,8 @@ class Server final : public SessionVisitor {
   bool settings_received_ = false;
   PeerSettings peer_settings_;
   bool draining_ = false;
-  bool closed_ = false;
+  bool closed_ = false;  // the QUIC connection reported on_closed
+  bool failed_ = false;  // we closed it with an HTTP/3 error: stop reading
   std::vector<std::unique_ptr<ServerStream>> streams_;  // classifying, control, QPACK, request
   std::vector<std::unique_ptr<ServerStream>> graveyard_;  // removed inside their own callbacks
   std::vector<ServerStream*> deferred_requests_;        // CONNECTs waiting for SETTINGS
