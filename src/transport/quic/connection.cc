@@ -22,8 +22,6 @@ constexpr size_t kClientDcidLen = 18;
 // Large enough for any packet ngtcp2 0.12 writes (max_tx_udp_payload_size defaults to 1452 and
 // PMTUD probes stay within it).
 constexpr size_t kTxBufferSize = 1500;
-// Unread receive bytes are compacted away once this much of the buffer has been read.
-constexpr size_t kCompactThreshold = 64 * 1024;
 // RFC 9000 §10.2: keep a closing or draining connection for three PTOs.
 constexpr uint64_t kClosingPtos = 3;
 // QUIC CRYPTO_ERROR range (RFC 9001 §4.8): 0x100 + TLS alert.
@@ -154,15 +152,14 @@ void QuicStream::set_visitor(StreamVisitor* visitor) {
   }
 }
 
-std::span<const uint8_t> QuicStream::peek() const {
-  return std::span<const uint8_t>(recv_buf_).subspan(recv_read_);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Construction.
 
 Connection::Connection(bool server, ConnectionContext ctx, Config config, const ngtcp2_path& path)
-    : server_(server), ctx_(std::move(ctx)), config_(std::move(config)) {
+    : server_(server),
+      ctx_(std::move(ctx)),
+      config_(std::move(config)),
+      budget_(config_.stream_queue_target, config_.send_buffer) {
   conn_ref_.get_conn = Trampolines::get_conn;
   conn_ref_.user_data = this;
   ngtcp2_path_storage_init(&path_, path.local.addr, path.local.addrlen, path.remote.addr,
@@ -440,7 +437,7 @@ void Connection::on_recv_stream_data(uint32_t flags, int64_t id, std::span<const
     ngtcp2_conn_extend_max_offset(conn_, data.size());
     return;
   }
-  s->recv_buf_.insert(s->recv_buf_.end(), data.begin(), data.end());
+  s->recv_.append(data);
   if ((flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0) {
     s->fin_received_ = true;
   }
@@ -513,7 +510,7 @@ void Connection::on_stream_close(uint32_t flags, int64_t id, uint64_t code) {
   s->send_queue_.clear();
   s->next_idx_ = 0;
   s->next_off_ = 0;
-  unready(*s);
+  ready_.remove(s->id(), s->sched_);
   maybe_reap(*s);
 }
 
@@ -647,16 +644,25 @@ Connection::WriteStep Connection::write_datagram(ngtcp2_path* path, ngtcp2_pkt_i
 // ---------------------------------------------------------------------------------------------
 // Streams.
 
-QuicStream* Connection::find(int64_t id) {
-  auto it = streams_.find(id);
-  return it == streams_.end() ? nullptr : it->second.get();
+bool Connection::has_unacked_stream_data() const {
+  for (const auto& [id, s] : streams_) {
+    // A stream ngtcp2 closed will send nothing more, acknowledged or not.
+    if (!has_send_side(id) || s->closed_ || s->reset_sent_ || s->stopped_by_peer_) {
+      continue;
+    }
+    // ngtcp2 0.12 reports a FIN's acknowledgement only by closing the stream, which for a bidi
+    // stream also waits on the receive side: there the FIN counts once sent.
+    bool uni = transport::is_uni(static_cast<StreamId>(id));
+    bool fin_unacked = s->fin_queued_ && (uni || !s->fin_sent_);
+    if (s->acked_ < s->written_ || fin_unacked) {
+      return true;
+    }
+  }
+  return false;
 }
 
 QuicStream& Connection::create_stream(int64_t id) {
-  auto stream = std::make_unique<QuicStream>(*this, id);
-  QuicStream& s = *stream;
-  streams_[id] = std::move(stream);
-  return s;
+  return streams_.add(static_cast<StreamId>(id), std::make_unique<QuicStream>(*this, id));
 }
 
 Stream* Connection::open_stream(bool uni) {
@@ -674,20 +680,8 @@ Stream* Connection::open_stream(bool uni) {
 }
 
 void Connection::stream_consume(QuicStream& s, size_t n) {
-  n = std::min(n, s.unread());
-  if (n == 0) {
-    return;
-  }
-  s.recv_read_ += n;
-  if (s.recv_read_ == s.recv_buf_.size()) {
-    s.recv_buf_.clear();
-    s.recv_read_ = 0;
-  } else if (s.recv_read_ >= kCompactThreshold && s.recv_read_ * 2 >= s.recv_buf_.size()) {
-    s.recv_buf_.erase(s.recv_buf_.begin(),
-                      s.recv_buf_.begin() + static_cast<ptrdiff_t>(s.recv_read_));
-    s.recv_read_ = 0;
-  }
-  if (state_ == State::kOpen) {
+  n = s.recv_.consume(n);
+  if (n > 0 && state_ == State::kOpen) {
     ngtcp2_conn_extend_max_stream_offset(conn_, s.id_, n);
     ngtcp2_conn_extend_max_offset(conn_, n);
     schedule_flush();  // MAX_(STREAM_)DATA may be due
@@ -696,10 +690,7 @@ void Connection::stream_consume(QuicStream& s, size_t n) {
 
 // Bytes handed to us but never consumed still count against the peer's connection credit.
 void Connection::drop_unread(QuicStream& s) {
-  size_t n = s.unread();
-  s.recv_buf_.clear();
-  s.recv_buf_.shrink_to_fit();
-  s.recv_read_ = 0;
+  size_t n = s.recv_.drop();
   if (n > 0 && state_ == State::kOpen) {
     ngtcp2_conn_extend_max_offset(conn_, n);
     schedule_flush();
@@ -723,15 +714,7 @@ size_t Connection::stream_write_capacity(const QuicStream& s) const {
       s.stopped_by_peer_ || s.closed_) {
     return 0;
   }
-  size_t queued = s.buffered();
-  size_t stream_room =
-      queued >= config_.stream_queue_target ? 0 : config_.stream_queue_target - queued;
-  size_t session_room = unsent_ >= config_.send_buffer ? 0 : config_.send_buffer - unsent_;
-  if (session_room == 0 && !s.blocked_on_session_) {
-    const_cast<QuicStream&>(s).blocked_on_session_ = true;
-    blocked_on_session_.push_back(s.id_);
-  }
-  return std::min(stream_room, session_room);
+  return budget_.capacity(s.id(), s.buffered(), s.budget_);
 }
 
 void Connection::stream_write(QuicStream& s, Bytes data) {
@@ -739,12 +722,10 @@ void Connection::stream_write(QuicStream& s, Bytes data) {
       s.stopped_by_peer_ || s.closed_ || data.empty()) {
     return;
   }
-  s.written_ += data.size();
-  unsent_ += data.size();
+  size_t n = data.size();
+  s.written_ += n;
   s.send_queue_.push_back(std::move(data));
-  if (s.buffered() >= config_.stream_queue_target) {
-    s.exhausted_ = true;
-  }
+  budget_.on_queued(n, s.buffered(), s.budget_);
   make_ready(s);
   schedule_flush();
 }
@@ -762,7 +743,7 @@ void Connection::stream_finish(QuicStream& s) {
 // Unsent bytes are ours alone and go at once. Sent ones stay until acknowledged or the stream
 // closes: ngtcp2 0.12 may still retransmit a lost STREAM frame of a reset stream.
 void Connection::drop_unsent(QuicStream& s) {
-  unsent_ -= s.buffered();
+  budget_.on_dropped(s.buffered(), s.budget_);
   if (s.next_idx_ < s.send_queue_.size()) {
     size_t keep = s.next_idx_;
     if (s.next_off_ > 0) {
@@ -775,8 +756,7 @@ void Connection::drop_unsent(QuicStream& s) {
                         s.send_queue_.end());
   }
   s.written_ = s.sent_;
-  s.exhausted_ = false;
-  unready(s);
+  ready_.remove(s.id(), s.sched_);
 }
 
 void Connection::stream_reset(QuicStream& s, uint64_t code) {
@@ -791,15 +771,7 @@ void Connection::stream_reset(QuicStream& s, uint64_t code) {
 }
 
 void Connection::stream_set_send_order(QuicStream& s, uint64_t order) {
-  if (s.send_order_ == order) {
-    return;
-  }
-  bool was_ready = s.in_ready_;
-  unready(s);
-  s.send_order_ = order;
-  if (was_ready) {
-    make_ready(s);
-  }
+  ready_.set_order(s.id(), s.sched_, order);
 }
 
 void Connection::stream_release(QuicStream& s) {
@@ -829,43 +801,9 @@ bool Connection::has_send_work(const QuicStream& s) const {
 }
 
 void Connection::make_ready(QuicStream& s) {
-  if (s.in_ready_ || !has_send_work(s)) {
-    return;
+  if (has_send_work(s)) {
+    ready_.push_back(s.id(), s.sched_);
   }
-  s.in_ready_ = true;
-  ready_[s.send_order_].push_back(s.id_);
-}
-
-void Connection::unready(QuicStream& s) {
-  if (!s.in_ready_) {
-    return;
-  }
-  s.in_ready_ = false;
-  auto it = ready_.find(s.send_order_);
-  if (it == ready_.end()) {
-    return;
-  }
-  auto& queue = it->second;
-  queue.erase(std::remove(queue.begin(), queue.end(), s.id_), queue.end());
-  if (queue.empty()) {
-    ready_.erase(it);
-  }
-}
-
-QuicStream* Connection::next_ready() {
-  while (!ready_.empty()) {
-    auto bucket = ready_.begin();
-    int64_t id = bucket->second.front();
-    bucket->second.pop_front();
-    if (bucket->second.empty()) {
-      ready_.erase(bucket);
-    }
-    if (QuicStream* s = find(id); s != nullptr) {
-      s->in_ready_ = false;
-      return s;
-    }
-  }
-  return nullptr;
 }
 
 size_t Connection::gather(QuicStream& s, ngtcp2_vec* vecs, size_t max_vecs, size_t* total) const {
@@ -885,7 +823,7 @@ size_t Connection::gather(QuicStream& s, ngtcp2_vec* vecs, size_t max_vecs, size
 
 void Connection::account_sent(QuicStream& s, size_t n, bool fin) {
   s.sent_ += n;
-  unsent_ -= n;
+  budget_.on_sent(n);
   bytes_sent_ += n;
   while (n > 0) {
     size_t left = s.send_queue_[s.next_idx_].size() - s.next_off_;
@@ -898,19 +836,15 @@ void Connection::account_sent(QuicStream& s, size_t n, bool fin) {
     }
   }
   s.fin_sent_ = s.fin_sent_ || fin;
-  if (s.exhausted_ && s.buffered() < config_.stream_queue_target / 2) {
-    s.exhausted_ = false;
+  if (budget_.take_stream_writable(s.buffered(), s.budget_)) {
     push({Event::kWritable, s.id_});
   }
-  if (!blocked_on_session_.empty() && unsent_ <= config_.send_buffer / 2) {
-    for (int64_t id : blocked_on_session_) {
-      if (QuicStream* b = find(id); b != nullptr) {
-        b->blocked_on_session_ = false;
-        push({Event::kWritable, id});
-      }
+  budget_.take_session_writable([this](StreamId id) {
+    if (QuicStream* b = find(static_cast<int64_t>(id)); b != nullptr) {
+      b->budget_.blocked_on_session = false;
+      push({Event::kWritable, b->id_});
     }
-    blocked_on_session_.clear();
-  }
+  });
 }
 
 // The 0.12 recipe: coalesce frames into packets with the MORE flags, datagrams first, then
@@ -957,7 +891,8 @@ Connection::WriteStep Connection::write_stream(ngtcp2_path* path, ngtcp2_pkt_inf
   size_t nvec = 0;
   int64_t sid = -1;
   uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
-  QuicStream* s = next_ready();
+  QuicStream* s = ready_.pop([this](StreamId id) { return find(static_cast<int64_t>(id)); },
+                             &QuicStream::sched_);
   if (s != nullptr) {
     sid = s->id_;
     nvec = gather(*s, vecs, kMaxVecs, &total);
@@ -1135,7 +1070,7 @@ void Connection::deliver_event(const Event& e) {
       v->on_readable();
       break;
     case Event::kWritable:
-      if (!s->exhausted_) {
+      if (!s->budget_.exhausted) {
         v->on_writable();
       }
       break;
@@ -1166,21 +1101,14 @@ void Connection::deliver_datagrams() {
 // stream is destroyed while one of its methods, or an ngtcp2 callback about it, is on the stack.
 void Connection::maybe_reap(QuicStream& s) {
   if (s.released_ && s.closed_) {
-    doomed_.push_back(s.id_);
+    streams_.doom(s.id());
     schedule_flush();
   }
 }
 
 void Connection::reap() {
-  std::vector<int64_t> ids;
-  ids.swap(doomed_);
-  for (int64_t id : ids) {
-    QuicStream* s = find(id);
-    if (s != nullptr && s->released_ && s->closed_) {
-      unready(*s);
-      streams_.erase(id);
-    }
-  }
+  streams_.reap([](const QuicStream& s) { return s.released_ && s.closed_; },
+                [this](QuicStream& s) { ready_.remove(s.id(), s.sched_); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1252,9 +1180,8 @@ void Connection::deliver_closed() {
     visitor_->on_closed(close_code_, close_reason_);
   }
   ready_.clear();
-  doomed_.clear();
-  blocked_on_session_.clear();
-  unsent_ = 0;
+  streams_.clear_doomed();
+  budget_.clear();
   streams_.clear();
   dgram_in_.clear();
   dgram_in_bytes_ = 0;

@@ -22,19 +22,18 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "transport/quic/tls.h"
+#include "transport/stream_core.h"
 #include "transport/transport.h"
 
 namespace moqd::transport::quic {
@@ -175,6 +174,10 @@ class Connection final : public Session {
   bool is_server() const { return server_; }
   // Stream objects alive (released ones that still hold unacked data count), for tests.
   size_t stream_count() const { return streams_.size(); }
+  // True while a stream's send side, neither reset nor closed, still owes the peer something:
+  // bytes not yet acknowledged, or a FIN not yet sent (on a uni stream, not yet acknowledged).
+  // Checked before close(), which discards whatever lost packets still owed the peer.
+  bool has_unacked_stream_data() const;
   ngtcp2_conn* native() { return conn_; }
 
   // transport::Session
@@ -187,7 +190,7 @@ class Connection final : public Session {
   std::string_view peer() const override { return peer_; }
   std::string_view kind() const override { return "quic"; }
   uint64_t bytes_sent() const override { return bytes_sent_; }
-  size_t unsent_bytes() const override { return unsent_; }
+  size_t unsent_bytes() const override { return budget_.unsent(); }
   size_t max_datagram_size() const override;
   bool send_datagram(std::span<const uint8_t> payload) override;
 
@@ -227,7 +230,7 @@ class Connection final : public Session {
   void fill_params(ngtcp2_transport_params& params) const;
 
   ngtcp2_tstamp now_ts() const;
-  QuicStream* find(int64_t id);
+  QuicStream* find(int64_t id) const { return streams_.find(static_cast<StreamId>(id)); }
   QuicStream& create_stream(int64_t id);
   Stream* open_stream(bool uni);
   bool is_local(int64_t id) const {
@@ -259,8 +262,6 @@ class Connection final : public Session {
   // Write loop.
   bool has_send_work(const QuicStream& s) const;
   void make_ready(QuicStream& s);
-  void unready(QuicStream& s);
-  QuicStream* next_ready();
   size_t gather(QuicStream& s, ngtcp2_vec* vecs, size_t max_vecs, size_t* total) const;
   void account_sent(QuicStream& s, size_t n, bool fin);
   // What one ngtcp2 write call left the write loop to do: call again (the packet has room, or
@@ -317,13 +318,11 @@ class Connection final : public Session {
   std::vector<uint8_t> close_pkt_;  // our CONNECTION_CLOSE, re-sent while closing
   uint64_t packets_while_closing_ = 0;
 
-  std::unordered_map<int64_t, std::unique_ptr<QuicStream>> streams_;
-  std::map<uint64_t, std::deque<int64_t>, std::greater<>> ready_;
+  StreamTable<QuicStream> streams_;
+  SendScheduler ready_;
+  SendBudget budget_;
   std::vector<Event> events_;
-  std::vector<int64_t> doomed_;
-  mutable std::vector<int64_t> blocked_on_session_;
   bool streams_blocked_ = false;
-  size_t unsent_ = 0;
   uint64_t bytes_sent_ = 0;
   std::vector<uint8_t> tx_buf_;
 
@@ -351,9 +350,9 @@ class QuicStream final : public Stream {
 
   StreamId id() const override { return static_cast<StreamId>(id_); }
   void set_visitor(StreamVisitor* visitor) override;
-  std::span<const uint8_t> peek() const override;
+  std::span<const uint8_t> peek() const override { return recv_.peek(); }
   void consume(size_t n) override { conn_.stream_consume(*this, n); }
-  bool is_fin_received() const override { return fin_received_ && unread() == 0; }
+  bool is_fin_received() const override { return fin_received_ && recv_.unread() == 0; }
   bool has_peer_fin() const override { return fin_received_; }
   void stop_sending(uint64_t code) override { conn_.stream_stop_sending(*this, code); }
   size_t write_capacity() const override { return conn_.stream_write_capacity(*this); }
@@ -370,8 +369,6 @@ class QuicStream final : public Stream {
  private:
   friend class Connection;
 
-  size_t unread() const { return recv_buf_.size() - recv_read_; }
-
   Connection& conn_;
   const int64_t id_;
   StreamVisitor* visitor_ = nullptr;
@@ -379,9 +376,8 @@ class QuicStream final : public Stream {
   bool closed_ = false;    // ngtcp2 closed it (stream_close), or see maybe_close_peer_uni
   bool credited_ = false;  // peer-initiated: MAX_STREAMS credit returned
 
-  // Receive side: recv_buf_[recv_read_..] is unread.
-  std::vector<uint8_t> recv_buf_;
-  size_t recv_read_ = 0;
+  // Receive side; ngtcp2 keeps the flow-control credit.
+  RecvBuffer recv_;
   bool fin_received_ = false;
   bool reset_received_ = false;
   bool stop_sent_ = false;
@@ -395,16 +391,14 @@ class QuicStream final : public Stream {
   uint64_t written_ = 0;
   size_t next_idx_ = 0;
   size_t next_off_ = 0;
-  uint64_t send_order_ = 0;
+  SendScheduler::Entry sched_;
+  SendBudget::Entry budget_;
   bool fin_queued_ = false;
   bool fin_sent_ = false;
   bool reset_sent_ = false;       // reset() by us
   bool stopped_by_peer_ = false;  // ngtcp2 reset it after the peer's STOP_SENDING
   bool stop_reported_ = false;
-  bool data_blocked_ = false;   // stream flow control; waits for extend_max_stream_data
-  bool exhausted_ = false;      // write_capacity() hit 0; on_writable() owed
-  bool in_ready_ = false;
-  bool blocked_on_session_ = false;
+  bool data_blocked_ = false;  // stream flow control; waits for extend_max_stream_data
 };
 
 }  // namespace moqd::transport::quic

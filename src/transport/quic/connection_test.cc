@@ -270,6 +270,55 @@ TEST_F(QuicConnectionTest, SendBuffersReleasedOnceAcked) {
   EXPECT_EQ(qs->held_buffers(), 0u);
 }
 
+TEST_F(QuicConnectionTest, UnackedStreamDataLastsUntilTheAcknowledgement) {
+  set_links(SimLinkConfig{20ms, 0ms, 0});
+  handshake();
+  EXPECT_FALSE(client_.conn->has_unacked_stream_data());
+  Stream* s = client_.conn->open_uni();
+  s->write(Bytes::copy(pattern(30'000, 1)));
+  s->finish();
+  EXPECT_TRUE(client_.conn->has_unacked_stream_data());  // not even sent yet
+  ASSERT_TRUE(run_until([&] { return client_.conn->unsent_bytes() == 0; }));
+  // Packed into packets, which is all unsent_bytes() tells: the acknowledgements are 40 ms away.
+  EXPECT_TRUE(client_.conn->has_unacked_stream_data());
+  ASSERT_TRUE(run_until([&] { return !client_.conn->has_unacked_stream_data(); }));
+  auto* in = server_session_.find(s->id());
+  ASSERT_NE(in, nullptr);
+  EXPECT_TRUE(in->data == pattern(30'000, 1));
+  EXPECT_TRUE(in->fin);
+}
+
+TEST_F(QuicConnectionTest, NoUnackedStreamDataMeansThePeerHasEverythingDespiteLoss) {
+  set_links(SimLinkConfig{10ms, 5ms, 0.3});
+  handshake();
+  std::vector<Stream*> streams;
+  for (uint32_t i = 0; i < 4; ++i) {
+    streams.push_back(client_.conn->open_uni());
+    streams.back()->write(Bytes::copy(pattern(20'000, i)));
+    streams.back()->finish();
+  }
+  // Checked at the first tick it turns false: nothing left for a retransmission to carry.
+  ASSERT_TRUE(run_until([&] { return !client_.conn->has_unacked_stream_data(); }, 60s));
+  for (uint32_t i = 0; i < 4; ++i) {
+    auto* in = server_session_.find(streams[i]->id());
+    ASSERT_NE(in, nullptr) << "stream " << i;
+    EXPECT_TRUE(in->data == pattern(20'000, i)) << "stream " << i;
+    EXPECT_TRUE(in->fin) << "stream " << i;
+  }
+  EXPECT_GT(client_ep_.dropped() + server_ep_.dropped(), 0u);
+}
+
+TEST_F(QuicConnectionTest, ResetStreamOwesNothing) {
+  set_links(SimLinkConfig{20ms, 0ms, 0});
+  handshake();
+  Stream* s = client_.conn->open_uni();
+  s->write(Bytes::copy(pattern(30'000, 2)));
+  clock_.advance(1ms);
+  EXPECT_TRUE(client_.conn->has_unacked_stream_data());
+  s->reset(7);
+  EXPECT_FALSE(client_.conn->has_unacked_stream_data());
+}
+
 TEST_F(QuicConnectionTest, SendBuffersReleasedAfterReset) {
   set_links(SimLinkConfig{20ms, 0ms, 0.2});
   handshake();

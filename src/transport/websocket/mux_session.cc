@@ -13,8 +13,6 @@ constexpr size_t kMaxWsCloseReason = 123;
 constexpr uint16_t kWsNormalClose = 1000;
 constexpr uint16_t kWsNoStatus = 1005;
 constexpr uint16_t kWsProtocolError = 1002;
-// Unread receive bytes above this are compacted away once half the buffer is read.
-constexpr size_t kCompactThreshold = 64 * 1024;
 
 size_t kind_index(StreamId id) { return is_uni(id) ? 1 : 0; }
 uint64_t stream_index(StreamId id) { return id >> 2; }
@@ -30,12 +28,7 @@ void MuxStream::set_visitor(StreamVisitor* visitor) {
   }
 }
 
-std::span<const uint8_t> MuxStream::peek() const {
-  return std::span<const uint8_t>(recv_buf_).subspan(recv_read_);
-}
-
 void MuxStream::consume(size_t n) { session_.stream_consume(*this, n); }
-bool MuxStream::is_fin_received() const { return fin_received_ && unread() == 0; }
 void MuxStream::stop_sending(uint64_t code) { session_.stream_stop_sending(*this, code); }
 size_t MuxStream::write_capacity() const { return session_.stream_write_capacity(*this); }
 void MuxStream::write(Bytes data) { session_.stream_write(*this, std::move(data)); }
@@ -56,7 +49,8 @@ MuxSession::MuxSession(MessageChannel& channel, Timers& timers, Framing framing,
       protocol_(std::move(protocol)),
       path_(std::move(path)),
       peer_(std::move(peer)),
-      config_(config) {
+      config_(config),
+      budget_(config.stream_queue_target, config.send_buffer) {
   // Both framings bound the peer's streams open at once; only qmux-00 tells the peer.
   max_peer_streams_[0] = config_.max_streams_bidi;
   max_peer_streams_[1] = config_.max_streams_uni;
@@ -65,7 +59,7 @@ MuxSession::MuxSession(MessageChannel& channel, Timers& timers, Framing framing,
     peer_max_streams_[0] = peer_max_streams_[1] = kUnlimited;
     return;
   }
-  conn_recv_max_ = config_.max_data;
+  conn_recv_credit_ = CreditWindow(config_.max_data);
   TransportParameters ours;
   ours.initial_max_data = config_.max_data;
   ours.initial_max_stream_data_bidi_local = config_.max_stream_data;
@@ -100,11 +94,6 @@ bool MuxSession::is_local(StreamId id) const {
   return is_server_initiated(id) == (role_ == Role::kServer);
 }
 
-MuxStream* MuxSession::find(StreamId id) {
-  auto it = streams_.find(id);
-  return it == streams_.end() ? nullptr : it->second.get();
-}
-
 Stream* MuxSession::open_stream(bool uni) {
   if (state_ != State::kOpen) {
     return nullptr;
@@ -119,11 +108,9 @@ Stream* MuxSession::open_stream(bool uni) {
 }
 
 MuxStream& MuxSession::create_stream(StreamId id) {
-  auto stream = std::make_unique<MuxStream>(*this, id);
-  MuxStream& s = *stream;
-  streams_.emplace(id, std::move(stream));
+  MuxStream& s = streams_.add(id, std::make_unique<MuxStream>(*this, id));
   s.send_max_ = initial_send_max(id);
-  s.recv_max_ = is_qmux() ? config_.max_stream_data : kUnlimited;
+  s.recv_credit_ = CreditWindow(is_qmux() ? config_.max_stream_data : kUnlimited);
   return s;
 }
 
@@ -225,7 +212,7 @@ Status MuxSession::on_stream_frame(const MuxFrame& f) {
     return tl::unexpected(found.error());
   }
   uint64_t len = f.data.size();
-  if (is_qmux() && conn_received_ + len > conn_recv_max_) {
+  if (is_qmux() && conn_received_ + len > conn_recv_credit_.limit()) {
     return moqd::fail(ErrorCode::kBoundsExceeded, "flow control error");
   }
   // The legacy framing has no flow control: bound what the peer can make us buffer unread by the
@@ -238,17 +225,16 @@ Status MuxSession::on_stream_frame(const MuxFrame& f) {
     discard_incoming(len);
     return {};
   }
-  if (is_qmux() && s->recv_offset_ + len > s->recv_max_) {
+  if (is_qmux() && s->recv_.received() + len > s->recv_credit_.limit()) {
     return moqd::fail(ErrorCode::kBoundsExceeded, "flow control error");
   }
   conn_received_ += len;
-  s->recv_offset_ += len;
   if (s->stop_sent_ || s->released_) {
-    s->recv_consumed_ += len;
+    s->recv_.discard(len);
     conn_consumed_ += len;
     grant_connection_credit();
   } else {
-    s->recv_buf_.insert(s->recv_buf_.end(), f.data.begin(), f.data.end());
+    s->recv_.append(f.data);
   }
   s->fin_received_ = f.fin;
   if (f.fin) {
@@ -347,21 +333,11 @@ Status MuxSession::on_transport_parameters(const TransportParameters& p) {
 // Stream operations.
 
 void MuxSession::stream_consume(MuxStream& s, size_t n) {
-  n = std::min(n, s.unread());
+  n = s.recv_.consume(n);
   if (n == 0) {
     return;
   }
-  s.recv_read_ += n;
-  s.recv_consumed_ += n;
   conn_consumed_ += n;
-  if (s.recv_read_ == s.recv_buf_.size()) {
-    s.recv_buf_.clear();
-    s.recv_read_ = 0;
-  } else if (s.recv_read_ >= kCompactThreshold && s.recv_read_ * 2 >= s.recv_buf_.size()) {
-    s.recv_buf_.erase(s.recv_buf_.begin(),
-                      s.recv_buf_.begin() + static_cast<ptrdiff_t>(s.recv_read_));
-    s.recv_read_ = 0;
-  }
   grant_stream_credit(s);
   grant_connection_credit();
 }
@@ -382,15 +358,7 @@ size_t MuxSession::stream_write_capacity(const MuxStream& s) const {
   if (state_ != State::kOpen || !has_send_side(s.id_) || s.fin_queued_ || s.reset_sent_) {
     return 0;
   }
-  size_t stream_room =
-      s.queued_ >= config_.stream_queue_target ? 0 : config_.stream_queue_target - s.queued_;
-  size_t session_room = unsent_ >= config_.send_buffer ? 0 : config_.send_buffer - unsent_;
-  if (session_room == 0 && !s.blocked_on_session_) {
-    // on_writable() is owed once the session's queue drains (stream_flushed()).
-    const_cast<MuxStream&>(s).blocked_on_session_ = true;
-    blocked_on_session_.push_back(s.id_);
-  }
-  return std::min(stream_room, session_room);
+  return budget_.capacity(s.id_, s.queued_, s.budget_);
 }
 
 void MuxSession::stream_write(MuxStream& s, Bytes data) {
@@ -398,12 +366,10 @@ void MuxSession::stream_write(MuxStream& s, Bytes data) {
       data.empty()) {
     return;
   }
-  s.queued_ += data.size();
-  unsent_ += data.size();
+  size_t n = data.size();
+  s.queued_ += n;
   s.send_queue_.push_back(std::move(data));
-  if (s.queued_ >= config_.stream_queue_target) {
-    s.exhausted_ = true;
-  }
+  budget_.on_queued(n, s.queued_, s.budget_);
   make_ready(s);
   schedule_flush();
 }
@@ -423,26 +389,17 @@ void MuxSession::stream_reset(MuxStream& s, uint64_t code) {
     return;
   }
   s.send_queue_.clear();
-  unsent_ -= s.queued_;
+  budget_.on_dropped(s.queued_, s.budget_);
   s.queued_ = 0;
   s.reset_sent_ = true;
-  s.exhausted_ = false;
-  unready(s);
+  ready_.remove(s.id_, s.sched_);
   send_control(encode_reset_stream(framing_, s.id_, code, s.send_offset_));
   maybe_count_released(s);
   maybe_reap(s);
 }
 
 void MuxSession::stream_set_send_order(MuxStream& s, uint64_t order) {
-  if (s.send_order_ == order) {
-    return;
-  }
-  bool was_ready = s.in_ready_;
-  unready(s);
-  s.send_order_ = order;
-  if (was_ready) {
-    make_ready(s);
-  }
+  ready_.set_order(s.id_, s.sched_, order);
 }
 
 void MuxSession::stream_release(MuxStream& s) {
@@ -465,24 +422,19 @@ void MuxSession::stream_release(MuxStream& s) {
 // ---------------------------------------------------------------------------------------------
 // Credit.
 
-// QUIC-style: once half a window has been consumed, move the limit to consumed + window.
 void MuxSession::grant_stream_credit(MuxStream& s) {
-  uint64_t window = config_.max_stream_data;
   if (!is_qmux() || s.fin_received_ || s.reset_received_ || s.stop_sent_ ||
-      s.recv_consumed_ + window - s.recv_max_ < window / 2) {
+      !s.recv_credit_.extend(s.recv_.consumed(), config_.max_stream_data)) {
     return;
   }
-  s.recv_max_ = s.recv_consumed_ + window;
-  send_control(encode_max_stream_data(s.id_, s.recv_max_));
+  send_control(encode_max_stream_data(s.id_, s.recv_credit_.limit()));
 }
 
 void MuxSession::grant_connection_credit() {
-  uint64_t window = config_.max_data;
-  if (!is_qmux() || conn_consumed_ + window - conn_recv_max_ < window / 2) {
+  if (!is_qmux() || !conn_recv_credit_.extend(conn_consumed_, config_.max_data)) {
     return;
   }
-  conn_recv_max_ = conn_consumed_ + window;
-  send_control(encode_max_data(conn_recv_max_));
+  send_control(encode_max_data(conn_recv_credit_.limit()));
 }
 
 // A peer-initiated stream whose receive side and send side have both ended frees a slot; the
@@ -509,12 +461,7 @@ void MuxSession::maybe_count_released(MuxStream& s) {
 }
 
 void MuxSession::drop_unread(MuxStream& s) {
-  size_t n = s.unread();
-  s.recv_buf_.clear();
-  s.recv_buf_.shrink_to_fit();
-  s.recv_read_ = 0;
-  s.recv_consumed_ += n;
-  conn_consumed_ += n;
+  conn_consumed_ += s.recv_.drop();
   grant_connection_credit();
 }
 
@@ -536,26 +483,8 @@ bool MuxSession::has_send_work(const MuxStream& s) const {
 }
 
 void MuxSession::make_ready(MuxStream& s) {
-  if (s.in_ready_ || !has_send_work(s)) {
-    return;
-  }
-  s.in_ready_ = true;
-  ready_[s.send_order_].push_back(s.id_);
-}
-
-void MuxSession::unready(MuxStream& s) {
-  if (!s.in_ready_) {
-    return;
-  }
-  s.in_ready_ = false;
-  auto it = ready_.find(s.send_order_);
-  if (it == ready_.end()) {
-    return;
-  }
-  auto& queue = it->second;
-  queue.erase(std::remove(queue.begin(), queue.end(), s.id_), queue.end());
-  if (queue.empty()) {
-    ready_.erase(it);
+  if (has_send_work(s)) {
+    ready_.push_back(s.id_, s.sched_);
   }
 }
 
@@ -564,25 +493,16 @@ void MuxSession::unready(MuxStream& s) {
 void MuxSession::pump() {
   while (state_ == State::kOpen && !channel_closed_ && !ready_.empty() &&
          channel_.buffered() < config_.channel_high_water) {
-    auto bucket = ready_.begin();
-    MuxStream* s = find(bucket->second.front());
-    bucket->second.pop_front();
+    MuxStream* s = ready_.pop([this](StreamId id) { return find(id); }, &MuxStream::sched_);
     if (s == nullptr) {
-      if (bucket->second.empty()) {
-        ready_.erase(bucket);
-      }
-      continue;
-    }
-    s->in_ready_ = false;
-    bool sent = send_stream_frame(*s);
-    if (!sent) {
-      make_ready(*s);  // connection credit is exhausted; resume on MAX_DATA
-      auto& queue = ready_.begin()->second;
-      std::rotate(queue.begin(), queue.end() - 1, queue.end());  // keep its turn
       break;
     }
-    if (bucket->second.empty()) {
-      ready_.erase(bucket);
+    if (!send_stream_frame(*s)) {
+      // Connection credit is exhausted: resume on MAX_DATA, with this stream keeping its turn.
+      if (has_send_work(*s)) {
+        ready_.push_front(s->id_, s->sched_);
+      }
+      break;
     }
     make_ready(*s);
     maybe_reap(*s);
@@ -610,23 +530,19 @@ bool MuxSession::send_stream_frame(MuxStream& s) {
     front = front.slice(n);
   }
   s.queued_ -= n;
-  unsent_ -= n;
+  budget_.on_sent(n);
   s.send_offset_ += n;
   conn_sent_ += n;
-  if (!blocked_on_session_.empty() && unsent_ <= config_.send_buffer / 2) {
-    for (StreamId id : blocked_on_session_) {
-      if (MuxStream* b = find(id); b != nullptr) {
-        b->blocked_on_session_ = false;
-        writable_pending_.push_back(id);
-      }
+  budget_.take_session_writable([this](StreamId id) {
+    if (MuxStream* b = find(id); b != nullptr) {
+      b->budget_.blocked_on_session = false;
+      writable_pending_.push_back(id);
     }
-    blocked_on_session_.clear();
-  }
+  });
   bool fin = s.fin_queued_ && s.queued_ == 0;
   s.fin_sent_ = fin;
   parts[0] = encode_stream_header(framing_, s.id_, n, fin);
-  if (s.exhausted_ && s.queued_ < config_.stream_queue_target / 2) {
-    s.exhausted_ = false;
+  if (budget_.take_stream_writable(s.queued_, s.budget_)) {
     writable_pending_.push_back(s.id_);
   }
   send_message(parts);
@@ -698,7 +614,7 @@ void MuxSession::deliver_writable() {
     if (state_ != State::kOpen) {
       return;
     }
-    if (s != nullptr && s->visitor_ != nullptr && !s->exhausted_) {
+    if (s != nullptr && s->visitor_ != nullptr && !s->budget_.exhausted) {
       s->visitor_->on_writable();
     }
   }
@@ -708,21 +624,14 @@ void MuxSession::deliver_writable() {
 // no stream is destroyed while one of its methods is on the stack.
 void MuxSession::maybe_reap(MuxStream& s) {
   if (s.released_ && is_send_done(s)) {
-    doomed_.push_back(s.id_);
+    streams_.doom(s.id_);
     schedule_flush();
   }
 }
 
 void MuxSession::reap() {
-  std::vector<StreamId> ids;
-  ids.swap(doomed_);
-  for (StreamId id : ids) {
-    MuxStream* s = find(id);
-    if (s != nullptr && s->released_ && is_send_done(*s)) {
-      unready(*s);
-      streams_.erase(id);
-    }
-  }
+  streams_.reap([this](const MuxStream& s) { return s.released_ && is_send_done(s); },
+                [this](MuxStream& s) { ready_.remove(s.id_, s.sched_); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -776,10 +685,9 @@ void MuxSession::deliver_closed() {
     visitor_->on_closed(close_code_, close_reason_);
   }
   ready_.clear();
-  doomed_.clear();
+  streams_.clear_doomed();
   writable_pending_.clear();
-  blocked_on_session_.clear();
-  unsent_ = 0;
+  budget_.clear();
   streams_.clear();
 }
 

@@ -9,17 +9,15 @@
 // they cause runs from the next on_message/on_channel_writable or a 0-delay timer.
 #include <cstdint>
 #include <deque>
-#include <functional>
-#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "base/bytes.h"
 #include "base/clock.h"
+#include "transport/stream_core.h"
 #include "transport/transport.h"
 #include "transport/websocket/message_channel.h"
 #include "transport/websocket/mux_frames.h"
@@ -58,9 +56,9 @@ class MuxStream final : public Stream {
 
   StreamId id() const override { return id_; }
   void set_visitor(StreamVisitor* visitor) override;
-  std::span<const uint8_t> peek() const override;
+  std::span<const uint8_t> peek() const override { return recv_.peek(); }
   void consume(size_t n) override;
-  bool is_fin_received() const override;
+  bool is_fin_received() const override { return fin_received_ && recv_.unread() == 0; }
   bool has_peer_fin() const override { return fin_received_; }
   void stop_sending(uint64_t code) override;
   size_t write_capacity() const override;
@@ -74,20 +72,15 @@ class MuxStream final : public Stream {
  private:
   friend class MuxSession;
 
-  size_t unread() const { return recv_buf_.size() - recv_read_; }
-
   MuxSession& session_;
   const StreamId id_;
   StreamVisitor* visitor_ = nullptr;
   bool released_ = false;
   bool counted_released_ = false;  // peer-initiated: already credited back through MAX_STREAMS
 
-  // Receive side. recv_buf_[recv_read_..] is unread.
-  std::vector<uint8_t> recv_buf_;
-  size_t recv_read_ = 0;
-  uint64_t recv_offset_ = 0;    // bytes received
-  uint64_t recv_consumed_ = 0;  // bytes consumed or discarded
-  uint64_t recv_max_ = 0;       // credit we granted (qmux)
+  // Receive side.
+  RecvBuffer recv_;
+  CreditWindow recv_credit_;  // credit we granted (qmux)
   bool fin_received_ = false;
   bool reset_received_ = false;
   bool stop_sent_ = false;
@@ -97,13 +90,11 @@ class MuxStream final : public Stream {
   size_t queued_ = 0;
   uint64_t send_offset_ = 0;
   uint64_t send_max_ = 0;  // credit the peer granted (qmux)
-  uint64_t send_order_ = 0;
+  SendScheduler::Entry sched_;
+  SendBudget::Entry budget_;
   bool fin_queued_ = false;
   bool fin_sent_ = false;
   bool reset_sent_ = false;
-  bool exhausted_ = false;  // write_capacity() hit 0; on_writable() owed once it drains
-  bool in_ready_ = false;   // listed in the scheduler's ready set
-  bool blocked_on_session_ = false;  // write_capacity() hit 0 on the session's send buffer
 };
 
 class MuxSession final : public Session, public MessageHandler {
@@ -129,7 +120,7 @@ class MuxSession final : public Session, public MessageHandler {
   std::string_view peer() const override { return peer_; }
   std::string_view kind() const override;
   uint64_t bytes_sent() const override { return conn_sent_; }
-  size_t unsent_bytes() const override { return unsent_; }
+  size_t unsent_bytes() const override { return budget_.unsent(); }
 
   // MessageHandler
   void on_message(std::span<const uint8_t> message) override;
@@ -153,7 +144,7 @@ class MuxSession final : public Session, public MessageHandler {
   bool has_recv_side(StreamId id) const { return !transport::is_uni(id) || !is_local(id); }
   bool is_send_done(const MuxStream& s) const;
   bool has_send_work(const MuxStream& s) const;
-  MuxStream* find(StreamId id);
+  MuxStream* find(StreamId id) const { return streams_.find(id); }
 
   // Opening and lookup.
   Stream* open_stream(bool uni);
@@ -192,7 +183,6 @@ class MuxSession final : public Session, public MessageHandler {
 
   // Scheduling and sending.
   void make_ready(MuxStream& s);
-  void unready(MuxStream& s);
   void pump();
   bool send_stream_frame(MuxStream& s);
   void send_control(Bytes frame);
@@ -225,10 +215,8 @@ class MuxSession final : public Session, public MessageHandler {
   uint64_t close_code_ = 0;
   std::string close_reason_;
 
-  std::unordered_map<StreamId, std::unique_ptr<MuxStream>> streams_;
-  size_t unsent_ = 0;  // stream bytes queued, all streams
-  // Streams whose write_capacity() returned 0 because of send_buffer; told when it drains.
-  mutable std::vector<StreamId> blocked_on_session_;
+  StreamTable<MuxStream> streams_;
+  SendBudget budget_;
   uint64_t next_local_[2] = {0, 0};  // next stream index we open, [bidi, uni]
   uint64_t next_peer_[2] = {0, 0};   // next index the peer may open implicitly
 
@@ -238,7 +226,7 @@ class MuxSession final : public Session, public MessageHandler {
   uint64_t peer_max_streams_[2] = {0, 0};  // how many streams of each kind we may open
   uint64_t conn_send_max_ = 0;
   uint64_t conn_sent_ = 0;
-  uint64_t conn_recv_max_ = 0;
+  CreditWindow conn_recv_credit_;
   uint64_t conn_received_ = 0;
   uint64_t conn_consumed_ = 0;
   uint64_t max_peer_streams_[2] = {0, 0};       // limit we advertised, cumulative
@@ -246,10 +234,8 @@ class MuxSession final : public Session, public MessageHandler {
   bool streams_blocked_ = false;
   bool streams_available_pending_ = false;
 
-  // Ready streams by send order (highest first), each a round-robin queue of ids.
-  std::map<uint64_t, std::deque<StreamId>, std::greater<>> ready_;
+  SendScheduler ready_;
   std::vector<StreamId> writable_pending_;
-  std::vector<StreamId> doomed_;
   TimerId flush_timer_ = 0;
 };
 
