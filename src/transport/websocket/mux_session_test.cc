@@ -460,6 +460,31 @@ TEST_P(MuxPairQmuxTest, ConnectionCreditStallsAcrossStreams) {
   EXPECT_EQ(sv_.incoming[1]->data.size(), 80u * 1024);
 }
 
+// When connection credit runs out, the stream whose turn it was goes first once MAX_DATA arrives,
+// instead of queueing behind every other ready stream of its order.
+TEST_P(MuxPairQmuxTest, StreamStoppedByConnectionCreditKeepsItsTurn) {
+  MuxConfig server_config;
+  server_config.max_data = kMaxStreamPayload + kMaxStreamPayload / 2;
+  start(server_config);
+  sv_.auto_read = false;
+  Stream* a = client_->open_uni();
+  Stream* b = client_->open_uni();
+  a->write(pattern(2 * kMaxStreamPayload));
+  b->write(pattern(2 * kMaxStreamPayload));
+  run();
+  size_t before = stream_frames(GetParam(), pipe_.b()).size();
+  ASSERT_EQ(sv_.incoming.size(), 2u);
+  // a sent a whole frame, b the half the credit allowed; then a's turn found no credit.
+  EXPECT_EQ(sv_.incoming[0]->stream->peek().size() + sv_.incoming[1]->stream->peek().size(),
+            kMaxStreamPayload + kMaxStreamPayload / 2);
+  sv_.incoming[0]->drain();
+  sv_.incoming[1]->drain();
+  run();
+  auto frames = stream_frames(GetParam(), pipe_.b());
+  ASSERT_GT(frames.size(), before);
+  EXPECT_EQ(frames[before].stream_id, a->id());
+}
+
 TEST_P(MuxPairQmuxTest, UniStreamLimitBlocksThenStreamsAvailable) {
   MuxConfig server_config;
   server_config.max_streams_uni = 2;
