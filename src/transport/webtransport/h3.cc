@@ -149,12 +149,9 @@ PeerSettings summarize(std::span<const Setting> settings) {
   return p;
 }
 
-std::vector<uint8_t> server_control_stream_preamble(uint64_t max_sessions) {
-  const Setting settings[] = {
-      {kSettingQpackMaxTableCapacity, 0}, {kSettingQpackBlockedStreams, 0},
-      {kSettingEnableConnectProtocol, 1}, {kSettingH3Datagram, 1},
-      {kSettingEnableWebTransport, 1},    {kSettingWtMaxSessions, max_sessions},
-  };
+namespace {
+
+std::vector<uint8_t> control_stream_preamble(std::span<const Setting> settings) {
   std::vector<uint8_t> payload;
   Writer p(payload);
   for (const Setting& s : settings) {
@@ -166,6 +163,27 @@ std::vector<uint8_t> server_control_stream_preamble(uint64_t max_sessions) {
   w.varint(kStreamControl);
   write_frame(w, kFrameSettings, payload);
   return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> server_control_stream_preamble(uint64_t max_sessions) {
+  const Setting settings[] = {
+      {kSettingQpackMaxTableCapacity, 0}, {kSettingQpackBlockedStreams, 0},
+      {kSettingEnableConnectProtocol, 1}, {kSettingH3Datagram, 1},
+      {kSettingEnableWebTransport, 1},    {kSettingWtMaxSessions, max_sessions},
+  };
+  return control_stream_preamble(settings);
+}
+
+std::vector<uint8_t> client_control_stream_preamble() {
+  const Setting settings[] = {
+      {kSettingQpackMaxTableCapacity, 0},
+      {kSettingQpackBlockedStreams, 0},
+      {kSettingH3Datagram, 1},
+      {kSettingEnableWebTransport, 1},
+  };
+  return control_stream_preamble(settings);
 }
 
 std::optional<Parsed<uint64_t>> parse_varint(std::span<const uint8_t> in) {

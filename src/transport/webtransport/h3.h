@@ -139,6 +139,9 @@ PeerSettings summarize(std::span<const Setting> settings);
 // QPACK_MAX_TABLE_CAPACITY 0, QPACK_BLOCKED_STREAMS 0, ENABLE_CONNECT_PROTOCOL 1, H3_DATAGRAM 1,
 // ENABLE_WEBTRANSPORT 1 and WT_MAX_SESSIONS `max_sessions`.
 std::vector<uint8_t> server_control_stream_preamble(uint64_t max_sessions);
+// The control stream a WebTransport client opens: the stream type, then SETTINGS with
+// QPACK_MAX_TABLE_CAPACITY 0, QPACK_BLOCKED_STREAMS 0, H3_DATAGRAM 1 and ENABLE_WEBTRANSPORT 1.
+std::vector<uint8_t> client_control_stream_preamble();
 
 // --- stream preambles ---
 // The first varint of a stream: the uni stream type, or on a bidi stream the frame type (0x41

@@ -268,6 +268,20 @@ TEST(H3Test, ServerControlStreamPreamble) {
   EXPECT_EQ(p.qpack_max_table_capacity, 0u);
 }
 
+TEST(H3Test, ClientControlStreamPreamble) {
+  Bytes out = client_control_stream_preamble();
+  EXPECT_EQ(to_hex(out), "00 04 0b 01 00 07 00 33 01 ab 60 37 42 01");
+  auto type = parse_varint(out);
+  ASSERT_TRUE(type);
+  auto f = parse_frame(std::span<const uint8_t>(out).subspan(type->consumed), 1024);
+  ASSERT_TRUE(f && f->has_value());
+  auto settings = parse_settings((*f)->value.payload);
+  ASSERT_TRUE(settings);
+  PeerSettings p = summarize(*settings);
+  EXPECT_TRUE(p.h3_datagram);
+  EXPECT_TRUE(p.webtransport);
+}
+
 // --- stream preambles ---
 
 TEST(H3Test, BrowserStreamPreambles) {

@@ -1,11 +1,11 @@
 #include "transport/webtransport/server.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <utility>
 
 #include "base/log.h"
 #include "transport/webtransport/qpack.h"
+#include "transport/webtransport/session.h"
 
 namespace moqd::transport::webtransport {
 
@@ -13,33 +13,7 @@ namespace {
 
 // Control-stream frames are small (SETTINGS, GOAWAY); anything larger is an attack.
 constexpr size_t kMaxControlFrame = 16 << 10;
-// DATA frames on the CONNECT stream carry capsules; ours are under 1.1 KiB.
-constexpr size_t kMaxConnectDataFrame = 64 << 10;
-constexpr size_t kMaxCapsuleValue = 4 << 10;
-// After the peer ended the session, the time our own capsule and FIN get before the connection
-// closes under them.
-constexpr Duration kPeerEndedGrace = std::chrono::milliseconds(100);
-
 uint64_t h3(H3Code code) { return static_cast<uint64_t>(code); }
-
-// Frames that may not appear on a request stream (RFC 9114 §7.2), including the HTTP/2 types
-// reserved in §7.2.8.
-bool is_control_only_frame(uint64_t type) {
-  switch (type) {
-    case kFrameCancelPush:
-    case kFrameSettings:
-    case kFramePushPromise:
-    case kFrameGoaway:
-    case kFrameMaxPushId:
-    case 0x02:
-    case 0x06:
-    case 0x08:
-    case 0x09:
-      return true;
-    default:
-      return false;
-  }
-}
 
 }  // namespace
 
@@ -108,339 +82,6 @@ class ServerStream final : public StreamVisitor {
   Role role_;
 };
 
-// --- WtStream: a WebTransport data stream, seen by the MoQ session ---
-
-class WtStream final : public Stream, public StreamVisitor {
- public:
-  WtStream(WtSession& session, Stream& raw) : session_(session), raw_(&raw) {
-    raw.set_visitor(this);
-  }
-
-  // Every later call is ignored. `raw_alive`: the raw stream is still valid, so stop its events.
-  void detach(bool raw_alive) {
-    if (raw_alive && raw_ != nullptr) {
-      raw_->set_visitor(nullptr);
-    }
-    raw_ = nullptr;
-  }
-  Stream* raw() { return raw_; }
-
-  // transport::Stream
-  StreamId id() const override { return id_cache(); }
-  void set_visitor(StreamVisitor* visitor) override { visitor_ = visitor; }
-  std::span<const uint8_t> peek() const override {
-    return raw_ != nullptr ? raw_->peek() : std::span<const uint8_t>{};
-  }
-  void consume(size_t n) override {
-    if (raw_ != nullptr) {
-      raw_->consume(n);
-    }
-  }
-  bool is_fin_received() const override { return raw_ != nullptr && raw_->is_fin_received(); }
-  bool has_peer_fin() const override { return raw_ != nullptr && raw_->has_peer_fin(); }
-  void stop_sending(uint64_t code) override {
-    if (raw_ != nullptr && !stop_sent_) {
-      stop_sent_ = true;
-      raw_->stop_sending(wt_to_h3_code(code));
-    }
-  }
-  size_t write_capacity() const override { return raw_ != nullptr ? raw_->write_capacity() : 0; }
-  void write(Bytes data) override {
-    if (raw_ != nullptr && !send_done_) {
-      raw_->write(std::move(data));
-    }
-  }
-  void finish() override {
-    if (raw_ != nullptr && !send_done_) {
-      send_done_ = true;
-      raw_->finish();
-    }
-  }
-  void reset(uint64_t code) override {
-    if (raw_ != nullptr && !send_done_) {
-      send_done_ = true;
-      raw_->reset(wt_to_h3_code(code));
-    }
-  }
-  size_t buffered() const override { return raw_ != nullptr ? raw_->buffered() : 0; }
-  void set_send_order(uint64_t order) override {
-    if (raw_ != nullptr) {
-      raw_->set_send_order(order);
-    }
-  }
-  void release() override;
-
-  // transport::StreamVisitor (the raw stream's events), forwarded with codes translated.
-  void on_readable() override {
-    if (visitor_ != nullptr) {
-      visitor_->on_readable();
-    }
-  }
-  void on_writable() override {
-    if (visitor_ != nullptr) {
-      visitor_->on_writable();
-    }
-  }
-  void on_reset(uint64_t code) override {
-    if (visitor_ != nullptr) {
-      visitor_->on_reset(h3_to_wt_code(code).value_or(0));
-    }
-  }
-  void on_stop_sending(uint64_t code) override {
-    send_done_ = true;  // the transport reset our send side already
-    if (visitor_ != nullptr) {
-      visitor_->on_stop_sending(h3_to_wt_code(code).value_or(0));
-    }
-  }
-
-  bool has_visitor() const { return visitor_ != nullptr; }
-  // Ends both directions with WT_SESSION_GONE (the session is over).
-  void abandon() {
-    if (raw_ == nullptr) {
-      return;
-    }
-    bool local = is_server_initiated(raw_->id());
-    if (!raw_->is_uni() || local) {
-      if (!send_done_) {
-        raw_->reset(h3(H3Code::kWtSessionGone));
-      }
-    }
-    if (!raw_->is_uni() || !local) {
-      if (!stop_sent_ && !raw_->is_fin_received()) {
-        raw_->stop_sending(h3(H3Code::kWtSessionGone));
-      }
-    }
-    send_done_ = true;
-    stop_sent_ = true;
-  }
-
- private:
-  StreamId id_cache() const {
-    if (raw_ != nullptr) {
-      id_ = raw_->id();
-    }
-    return id_;
-  }
-
-  WtSession& session_;
-  Stream* raw_;
-  StreamVisitor* visitor_ = nullptr;
-  mutable StreamId id_ = 0;
-  bool send_done_ = false;  // finished or reset (or stopped by the peer)
-  bool stop_sent_ = false;
-};
-
-// --- WtSession: the accepted WebTransport session as a transport::Session ---
-
-class WtSession final : public Session {
- public:
-  WtSession(Server& server, Stream& connect, std::string protocol, std::string path)
-      : server_(server),
-        connect_(&connect),
-        id_(connect.id()),
-        protocol_(std::move(protocol)),
-        path_(std::move(path)) {}
-  ~WtSession() override {
-    server_.timers_.cancel(pump_timer_);
-    for (auto& [id, s] : streams_) {
-      s->detach(connect_ != nullptr);
-    }
-  }
-
-  uint64_t id() const { return id_; }
-  bool is_ended() const { return ended_; }
-  Stream* connect_stream() { return connect_; }
-  SessionVisitor* visitor() { return visitor_; }
-
-  // A peer-opened stream for this session, its preamble consumed.
-  void add_incoming(Stream& raw) {
-    auto owned = std::make_unique<WtStream>(*this, raw);
-    WtStream* s = owned.get();
-    streams_[raw.id()] = std::move(owned);
-    if (visitor_ != nullptr) {
-      visitor_->on_incoming_stream(*s);
-    }
-    // Bytes after the preamble may already be buffered, and the raw stream's readable edge was
-    // spent on the preamble: raise it again from the loop.
-    kicks_.push_back(raw.id());
-    schedule_pump();
-  }
-
-  // The session is over (capsule, FIN, reset or our close()): streams are abandoned now and
-  // on_closed() is delivered from the loop.
-  void end(uint64_t code, std::string_view reason) {
-    if (ended_) {
-      return;
-    }
-    ended_ = true;
-    close_code_ = code;
-    close_reason_ = std::string(reason);
-    for (auto& [id, s] : streams_) {
-      s->abandon();
-    }
-    schedule_pump();
-  }
-
-  // The QUIC connection is gone: every raw stream is invalid now.
-  void on_transport_closed(uint64_t code, std::string_view reason) {
-    connect_ = nullptr;
-    for (auto& [id, s] : streams_) {
-      s->detach(false);
-    }
-    if (!ended_) {
-      ended_ = true;
-      close_code_ = code;
-      close_reason_ = std::string(reason);
-    }
-    deliver_closed();
-  }
-
-  void forget(WtStream& s, StreamId id) {
-    auto it = streams_.find(id);
-    if (it != streams_.end() && it->second.get() == &s) {
-      graveyard_.push_back(std::move(it->second));
-      streams_.erase(it);
-      schedule_pump();
-    }
-  }
-
-  // transport::Session
-  void set_visitor(SessionVisitor* visitor) override { visitor_ = visitor; }
-  Stream* open_bidi() override { return open(false); }
-  Stream* open_uni() override { return open(true); }
-  void close(uint64_t code, std::string_view reason) override {
-    if (ended_) {
-      return;
-    }
-    if (connect_ != nullptr) {
-      uint32_t code32 = static_cast<uint32_t>(std::min<uint64_t>(code, UINT32_MAX));
-      connect_->write(Bytes::copy(close_session_data_frame(code32, reason)));
-      connect_->finish();
-    }
-    end(code, reason);
-    server_.close_connection_later();
-  }
-  std::string_view protocol() const override { return protocol_; }
-  std::string_view path() const override { return path_; }
-  std::string_view peer() const override { return server_.quic_.peer(); }
-  std::string_view kind() const override { return "webtransport"; }
-  uint64_t bytes_sent() const override { return server_.quic_.bytes_sent(); }
-  size_t unsent_bytes() const override { return server_.quic_.unsent_bytes(); }
-  size_t max_datagram_size() const override {
-    if (ended_ || !server_.peer_settings_.h3_datagram) {
-      return 0;
-    }
-    size_t max = server_.quic_.max_datagram_size();
-    size_t prefix = varint_size(id_ / 4);
-    return max > prefix ? max - prefix : 0;
-  }
-  bool send_datagram(std::span<const uint8_t> payload) override {
-    if (payload.size() > max_datagram_size()) {
-      return false;
-    }
-    std::vector<uint8_t> d;
-    Writer w(d);
-    write_datagram(w, id_, payload);
-    return server_.quic_.send_datagram(d);
-  }
-
- private:
-  Stream* open(bool uni) {
-    if (ended_) {
-      return nullptr;
-    }
-    Stream* raw = uni ? server_.quic_.open_uni() : server_.quic_.open_bidi();
-    if (raw == nullptr) {
-      return nullptr;
-    }
-    raw->write(Bytes::copy(wt_stream_preamble(uni, id_)));
-    auto owned = std::make_unique<WtStream>(*this, *raw);
-    WtStream* s = owned.get();
-    streams_[raw->id()] = std::move(owned);
-    return s;
-  }
-
-  void schedule_pump() {
-    if (pump_timer_ == 0) {
-      pump_timer_ = server_.timers_.schedule(Duration::zero(), [this] {
-        pump_timer_ = 0;
-        pump();
-      });
-    }
-  }
-
-  void pump() {
-    graveyard_.clear();
-    std::vector<StreamId> kicks;
-    kicks.swap(kicks_);
-    for (StreamId id : kicks) {
-      auto it = streams_.find(id);
-      if (!ended_ && it != streams_.end()) {
-        Stream* raw = it->second->raw();
-        if (raw != nullptr && (!raw->peek().empty() || raw->has_peer_fin())) {
-          it->second->on_readable();
-        }
-      }
-    }
-    if (ended_ && !closed_delivered_) {
-      deliver_closed();
-    }
-  }
-
-  void deliver_closed() {
-    if (closed_delivered_) {
-      return;
-    }
-    closed_delivered_ = true;
-    if (visitor_ != nullptr) {
-      visitor_->on_closed(close_code_, close_reason_);
-    }
-    // Every stream pointer is invalid now (transport.h): release what the visitor did not.
-    for (auto& [id, s] : streams_) {
-      if (Stream* raw = s->raw()) {
-        raw->release();
-      }
-      s->detach(false);
-    }
-    streams_.clear();
-  }
-
-  friend class WtStream;
-  Server& server_;
-  Stream* connect_;
-  const uint64_t id_;
-  std::string protocol_;
-  std::string path_;
-  SessionVisitor* visitor_ = nullptr;
-  std::unordered_map<StreamId, std::unique_ptr<WtStream>> streams_;
-  std::vector<std::unique_ptr<WtStream>> graveyard_;  // released in a call, freed from the loop
-  std::vector<StreamId> kicks_;
-  TimerId pump_timer_ = 0;
-  bool ended_ = false;
-  bool closed_delivered_ = false;
-  uint64_t close_code_ = 0;
-  std::string close_reason_;
-};
-
-void WtStream::release() {
-  StreamId sid = id();
-  if (raw_ != nullptr) {
-    bool local = is_server_initiated(raw_->id());
-    // Stream::release() would use code 0, which is no WebTransport code: say it in our range.
-    if ((!raw_->is_uni() || local) && !send_done_) {
-      raw_->reset(wt_to_h3_code(0));
-    }
-    if ((!raw_->is_uni() || !local) && !stop_sent_ && !raw_->is_fin_received()) {
-      raw_->stop_sending(wt_to_h3_code(0));
-    }
-    raw_->release();
-    raw_ = nullptr;
-  }
-  visitor_ = nullptr;
-  session_.forget(*this, sid);
-}
-
-
 // --- ServerStream steps ---
 
 bool ServerStream::step() {
@@ -481,7 +122,7 @@ bool ServerStream::step() {
       }
       return false;
     case Role::kConnect:
-      server_.on_connect_data(*this);
+      server_.session_->on_connect_readable();
       return false;
     case Role::kDone:
       raw_->consume(raw_->peek().size());
@@ -619,7 +260,7 @@ void ServerStream::on_end(uint64_t code) {
       server_.fail({H3Code::kClosedCriticalStream, "critical stream reset"});
       return;
     case Role::kConnect:
-      server_.on_session_ended(h3_to_wt_code(code).value_or(0), "CONNECT stream reset");
+      server_.session_->on_connect_reset(code);
       return;
     default:
       drop();
@@ -654,7 +295,6 @@ Server::~Server() {
     quic_.set_visitor(nullptr);
   }
   timers_.cancel(session_timer_);
-  timers_.cancel(linger_timer_);
   timers_.cancel(pump_timer_);
   session_.reset();
   for (auto& s : streams_) {
@@ -721,9 +361,8 @@ void Server::on_datagram(std::span<const uint8_t> payload) {
     fail(d.error());
     return;
   }
-  if (session_ != nullptr && !session_->is_ended() && d->session_id == session_->id() &&
-      session_->visitor() != nullptr) {
-    session_->visitor()->on_datagram(d->payload);
+  if (session_ != nullptr && d->session_id == session_->id()) {
+    session_->on_datagram(d->payload);
   }
   // A datagram for no session we have is dropped (RFC 9297 §2.1 allows buffering; we do not).
 }
@@ -743,8 +382,8 @@ void Server::drain() {
     write_frame(w, kFrameGoaway, payload);
     control_->write(Bytes::copy(goaway));
   }
-  if (session_ != nullptr && !session_->is_ended() && session_->connect_stream() != nullptr) {
-    session_->connect_stream()->write(Bytes::copy(drain_session_data_frame()));
+  if (session_ != nullptr) {
+    session_->drain();
   }
 }
 
@@ -903,7 +542,8 @@ void Server::accept(ServerStream& stream, const ConnectRequest& request,
   Stream& raw = stream.raw();
   raw.write(Bytes::copy(frame));
   stream.set_role(ServerStream::Role::kConnect);
-  session_ = std::make_unique<WtSession>(*this, raw, protocol, request.path);
+  session_ = std::make_unique<WtSession>(static_cast<SessionHost&>(*this), raw, /*server=*/true,
+                                         protocol, request.path);
   observer_.on_session(*session_, request);
   std::vector<std::pair<Stream*, uint64_t>> held;
   held.swap(held_);
@@ -953,111 +593,8 @@ void Server::remove_stream(ServerStream& stream) {
   }
 }
 
-void Server::on_connect_data(ServerStream& stream) {
-  Stream& raw = stream.raw();
-  if (session_ == nullptr || session_->is_ended()) {
-    raw.consume(raw.peek().size());  // after the session ended only the FIN matters
-  }
-  while (session_ != nullptr && !session_->is_ended()) {
-    auto f = parse_frame(raw.peek(), kMaxConnectDataFrame);
-    if (!f) {
-      fail(f.error());
-      return;
-    }
-    if (!*f) {
-      break;
-    }
-    const Frame& frame = (*f)->value;
-    if (frame.type == kFrameData) {
-      capsule_buf_.insert(capsule_buf_.end(), frame.payload.begin(), frame.payload.end());
-    } else if (is_control_only_frame(frame.type)) {
-      raw.consume((*f)->consumed);
-      fail({H3Code::kFrameUnexpected, "unexpected frame on the CONNECT stream"});
-      return;
-    }
-    raw.consume((*f)->consumed);  // trailers and unknown frames are skipped
-    if (!read_capsules()) {
-      return;
-    }
-  }
-  if (raw.has_peer_fin() && raw.peek().empty()) {
-    peer_connect_fin_ = true;
-    if (session_ != nullptr && !session_->is_ended()) {
-      on_session_ended(0, "CONNECT stream finished");
-    } else {
-      close_connection_soon();  // our close() waited for this FIN
-    }
-  }
-}
+bool Server::peer_datagrams() const { return peer_settings_.h3_datagram; }
 
-bool Server::read_capsules() {
-  while (session_ != nullptr && !session_->is_ended()) {
-    auto c = parse_capsule(capsule_buf_, kMaxCapsuleValue);
-    if (!c) {
-      session_fail(c.error());
-      return false;
-    }
-    if (!*c) {
-      return true;
-    }
-    Capsule capsule = (*c)->value;
-    size_t consumed = (*c)->consumed;
-    if (capsule.type == kCapsuleCloseSession) {
-      auto close = parse_close_session(capsule.value);
-      if (!close) {
-        session_fail(close.error());
-        return false;
-      }
-      std::string reason(close->reason);
-      capsule_buf_.erase(capsule_buf_.begin(), capsule_buf_.begin() + consumed);
-      on_session_ended(close->code, reason);
-      return false;
-    }
-    // DRAIN_WEBTRANSPORT_SESSION is a hint the MoQ session has no use for; unknown capsules are
-    // skipped (RFC 9297 §3.2).
-    capsule_buf_.erase(capsule_buf_.begin(), capsule_buf_.begin() + consumed);
-  }
-  return false;
-}
-
-void Server::session_fail(const H3Error& error) {
-  // A malformed capsule ends the session (and with it this one-session connection).
-  if (session_ != nullptr && session_->connect_stream() != nullptr) {
-    session_->connect_stream()->reset(h3(error.code));
-  }
-  on_session_ended(h3(error.code), error.detail);
-}
-
-void Server::on_session_ended(uint64_t code, std::string_view reason) {
-  if (session_ == nullptr || session_->is_ended()) {
-    return;
-  }
-  if (Stream* connect = session_->connect_stream()) {
-    connect->finish();
-  }
-  session_->end(code, reason);
-  close_connection_soon();
-}
-
-void Server::close_connection_later() {
-  if (peer_connect_fin_) {
-    close_connection_soon();
-    return;
-  }
-  if (linger_timer_ == 0) {
-    linger_timer_ = timers_.schedule(config_.close_linger, [this] {
-      linger_timer_ = 0;
-      quic_.close(h3(H3Code::kNoError), "WebTransport session closed");
-    });
-  }
-}
-
-void Server::close_connection_soon() {
-  timers_.cancel(linger_timer_);
-  linger_timer_ = timers_.schedule(kPeerEndedGrace, [this] {
-    linger_timer_ = 0;
-    quic_.close(h3(H3Code::kNoError), "WebTransport session closed");
-  });
-}
+Duration Server::close_linger() const { return config_.close_linger; }
 
 }  // namespace moqd::transport::webtransport

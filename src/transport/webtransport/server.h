@@ -3,7 +3,8 @@
 // ALPN "h3") on top of a QUIC connection seen as a transport::Session. It runs the HTTP/3
 // connection (control streams, SETTINGS, QPACK through qpack.h), answers one extended CONNECT
 // and exposes the accepted WebTransport session as a transport::Session of its own, so the MoQ
-// session runs on it exactly as on raw QUIC or WebSocket.
+// session runs on it exactly as on raw QUIC or WebSocket. The session itself (streams, capsules,
+// its end, datagrams) is session.h's WtSession, shared with the client in client.h.
 //
 // A connection that has no accepted session ServerConfig::session_timeout after the handshake is
 // closed (H3_NO_ERROR), so idle HTTP/3 connections do not wait for the QUIC idle timeout.
@@ -34,6 +35,7 @@
 #include "base/clock.h"
 #include "transport/transport.h"
 #include "transport/webtransport/h3.h"
+#include "transport/webtransport/session.h"
 
 namespace moqd::transport::webtransport {
 
@@ -65,12 +67,11 @@ class ServerObserver {
   virtual void on_session(Session& session, const ConnectRequest& request) = 0;
 };
 
-class WtSession;
 class ServerStream;
 
 // One HTTP/3 connection. Owned by the QUIC connection's owner and destroyed before it; becomes
 // the QUIC session's visitor on construction.
-class Server final : public SessionVisitor {
+class Server final : public SessionVisitor, private SessionHost {
  public:
   Server(Session& quic, Timers& timers, ServerObserver& observer, ServerConfig config);
   ~Server() override;
@@ -94,11 +95,16 @@ class Server final : public SessionVisitor {
 
  private:
   friend class ServerStream;
-  friend class WtSession;
+
+  // SessionHost
+  Session& quic() override { return quic_; }
+  Timers& timers() override { return timers_; }
+  bool peer_datagrams() const override;
+  Duration close_linger() const override;
 
   void open_control_stream();
   // A connection error: closes the QUIC connection with an HTTP/3 code.
-  void fail(const H3Error& error);
+  void fail(const H3Error& error) override;
   // Classified incoming streams.
   void on_control_frame(const Frame& frame);
   void defer_request(ServerStream& stream);
@@ -112,16 +118,6 @@ class Server final : public SessionVisitor {
   // Deferred work from the loop: requests that waited for SETTINGS, freeing removed streams.
   void schedule_pump();
   void pump();
-  // The CONNECT stream's capsules and end.
-  void on_connect_data(ServerStream& stream);
-  bool read_capsules();
-  void session_fail(const H3Error& error);
-  void on_session_ended(uint64_t code, std::string_view reason);
-  // After our close(): closes the connection once the peer finished its CONNECT stream, or
-  // after close_linger. After the peer ended the session: closes it after a short grace.
-  void close_connection_later();
-  void close_connection_soon();
-
   Session& quic_;
   Timers& timers_;
   ServerObserver& observer_;
@@ -142,10 +138,7 @@ class Server final : public SessionVisitor {
   std::unique_ptr<WtSession> session_;
   // Held WebTransport streams whose session is not established yet: (raw stream, session id).
   std::vector<std::pair<Stream*, uint64_t>> held_;
-  std::vector<uint8_t> capsule_buf_;  // DATA payload bytes of the CONNECT stream not yet parsed
-  bool peer_connect_fin_ = false;
   TimerId pump_timer_ = 0;
-  TimerId linger_timer_ = 0;
   TimerId session_timer_ = 0;
 };
 
