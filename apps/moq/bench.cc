@@ -1,6 +1,6 @@
-// moq bench: a load generator. One publisher and N subscribers, each its own WebSocket or QUIC
-// connection to the relay, all on this process's one event loop. Every frame carries its send
-// time, so the subscribers measure end-to-end latency through the relay.
+// moq bench: a load generator. One publisher and N subscribers, each its own WebSocket, QUIC or
+// WebTransport connection to the relay, all on this process's one event loop. Every frame carries
+// its send time, so the subscribers measure end-to-end latency through the relay.
 #include "bench.h"
 
 #include <unistd.h>

@@ -1,12 +1,13 @@
-// moq: a command-line MoQ client over QUIC or WebSocket, sharing moqd's session code.
+// moq: a command-line MoQ client over QUIC, WebTransport or WebSocket, sharing moqd's session code.
 //   moq pub URL PATH --track NAME      frames from stdin (a line each, or --length-prefixed)
 //   moq sub URL PATH --track NAME      frames to stdout (a line each, or --length-prefixed)
 //   moq announced URL PREFIX           "active PATH" / "ended PATH" lines
 //   moq clock pub|sub URL PATH         a group per minute, a frame per second
 // Transport: ws:// and wss:// URLs use WebSocket; http:// and https:// URLs use kHttpTransport
-// unless --transport ws|quic says otherwise. Over QUIC, https:// verifies the certificate (system
-// store, --tls-ca, --tls-fingerprint, or --tls-insecure) and http:// pins the hash the relay
-// serves at /certificate.sha256, as the JS client does.
+// unless --transport ws|quic|webtransport (alias wt) says otherwise. Over QUIC and WebTransport,
+// https:// verifies the certificate (system store, --tls-ca, --tls-fingerprint, or
+// --tls-insecure) and http:// pins the hash the relay serves at /certificate.sha256, as the JS
+// client does.
 #include <signal.h>
 #include <unistd.h>
 
@@ -37,7 +38,7 @@ struct Common {
   uint64_t group_every = 1;
   uint64_t max_frames = 0;
   std::string timeout = "0";
-  std::string transport;  // "", "ws" or "quic"
+  std::string transport;  // "", "ws", "quic", "webtransport" or "wt"
   std::string versions;   // --versions: comma-separated names; empty means all
   client::TlsOptions tls;
 };
@@ -67,6 +68,9 @@ client::TransportKind transport_for(const client::Url& url, const std::string& f
   }
   if (flag == "quic") {
     return client::TransportKind::kQuic;
+  }
+  if (flag == "webtransport" || flag == "wt") {
+    return client::TransportKind::kWebTransport;
   }
   if (url.scheme == "ws" || url.scheme == "wss") {
     return client::TransportKind::kWebSocket;
@@ -231,6 +235,17 @@ Duration parse_seconds(const std::string& s) {
 // --timeout ran out before the session was set up (for QUIC: no handshake answer yet).
 const Error kNeverReady{ErrorCode::kTimeout, "no session with the relay before the timeout"};
 
+// How long close_link() waits for the transport to finish closing.
+constexpr Duration kCloseWait = std::chrono::seconds(2);
+
+// Closes the link and runs the loop until the relay has seen a clean close (the WebSocket close
+// handshake, QUIC's CONNECTION_CLOSE on the wire) or kCloseWait passes: exiting earlier shows the
+// relay an abnormal end (WebSocket 1006).
+void close_link(runtime::EventLoop& loop, client::Link& conn) {
+  conn.close();
+  loop.run_until([&] { return conn.is_closed() && conn.is_transport_closed(); }, kCloseWait);
+}
+
 // Runs the loop until `done` or the connection closes; false on a failed connection.
 int run_until_done(runtime::EventLoop& loop, client::Link& conn, const std::function<bool()>& done) {
   while (!done() && !conn.is_closed()) {
@@ -281,16 +296,20 @@ int cmd_pub(const Common& c, bool clock) {
       linger_started = true;
       eof_at = loop.now();
     }
+    // Served: the session came up, no subscription is left, and what it was sent has arrived
+    // (over QUIC: acknowledged, so no retransmission is owed).
     session::Session* s = conn.session();
-    bool served = s == nullptr || (s->subscription_count() == 0 && conn.is_flushed());
+    bool served = conn.is_ready() && s != nullptr && s->subscription_count() == 0 &&
+                  conn.is_flushed();
     return served || loop.now() - eof_at > linger;
   });
-  if (conn.is_closed() && !eof) {
-    return die("connection", conn.close_reason());
+  bool failed = conn.is_closed() && (!eof || !conn.is_ready());
+  bool never_ready = !conn.is_ready() && !conn.is_closed();
+  close_link(loop, conn);
+  if (never_ready) {
+    return die("connection", kNeverReady);
   }
-  conn.close();
-  loop.run_until([&] { return conn.is_closed(); }, std::chrono::seconds(2));
-  return 0;
+  return failed ? die("connection", conn.close_reason()) : 0;
 }
 
 // Connects for watching c.path (discovery under it); returns the link, or null after printing
@@ -358,8 +377,7 @@ int cmd_sub(const Common& c) {
   reader.reset();
   bool failed = conn.is_closed() && !ended && !(c.max_frames > 0 && frames >= c.max_frames);
   bool never_ready = !conn.is_ready() && !conn.is_closed();
-  conn.close();
-  loop.run_until([&] { return conn.is_closed(); }, std::chrono::seconds(2));
+  close_link(loop, conn);
   if (never_ready) {
     return die("connection", kNeverReady);
   }
@@ -397,8 +415,7 @@ int cmd_announced(const Common& c) {
   origin.remove_listener(&print);
   bool failed = conn.is_closed();
   bool never_ready = !conn.is_ready() && !failed;
-  conn.close();
-  loop.run_until([&] { return conn.is_closed(); }, std::chrono::seconds(2));
+  close_link(loop, conn);
   if (never_ready) {
     return die("connection", kNeverReady);
   }
@@ -406,18 +423,23 @@ int cmd_announced(const Common& c) {
 }
 
 void add_tls_flags(CLI::App* cmd, client::TlsOptions& tls) {
-  cmd->add_option("--tls-ca", tls.ca_file, "QUIC: trust only the CAs in this PEM file")
+  cmd->add_option("--tls-ca", tls.ca_file,
+                  "QUIC and WebTransport: trust only the CAs in this PEM file")
       ->check(CLI::ExistingFile);
   cmd->add_option("--tls-fingerprint", tls.fingerprint,
-                  "QUIC: accept only the certificate with this SHA-256 (hex, as /certificate.sha256)");
-  cmd->add_flag("--tls-insecure", tls.insecure, "QUIC: accept any certificate (testing only)");
+                  "QUIC and WebTransport: accept only the certificate with this SHA-256 (hex, as "
+                  "/certificate.sha256)");
+  cmd->add_flag("--tls-insecure", tls.insecure,
+                "QUIC and WebTransport: accept any certificate (testing only)");
 }
 
 void add_transport_flags(CLI::App* cmd, Common& c) {
   cmd->add_option("--framing", c.framing, "force the WebSocket framing: qmux-00 or webtransport");
   cmd->add_option("--transport", c.transport,
-                  "quic or ws (default: quic for http:// and https:// URLs, ws for ws:// and wss://)")
-      ->check(CLI::IsMember({"ws", "quic"}));
+                  "quic, webtransport (alias wt: WebTransport over HTTP/3, the URL path in the "
+                  "CONNECT) or ws (default: quic for http:// and https:// URLs, ws for ws:// and "
+                  "wss://)")
+      ->check(CLI::IsMember({"ws", "quic", "webtransport", "wt"}));
   cmd->add_option("--versions", c.versions,
                   "MoQ versions to offer, comma-separated (e.g. moq-lite-02,moq-lite-04; default all)")
       ->check([](const std::string& list) -> std::string {
@@ -440,7 +462,7 @@ void add_common(CLI::App* cmd, Common& c, bool with_track) {
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   log::set_level(log::Level::kWarn);
-  CLI::App app{"moq: Media over QUIC client (moq-lite over QUIC or WebSocket)"};
+  CLI::App app{"moq: Media over QUIC client (moq-lite over QUIC, WebTransport or WebSocket)"};
   app.require_subcommand(1);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "log protocol events to stderr");
@@ -476,8 +498,8 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--frame-size", bo.frame_size, "bytes per frame (default 1000)");
   bench_cmd->add_option("--group-every", bo.group_every, "frames per group (default 10)");
   bench_cmd->add_option("--seconds", bo.seconds, "how long to publish (default 5)");
-  bench_cmd->add_option("--transport", c.transport, "quic or ws (as for pub)")
-      ->check(CLI::IsMember({"ws", "quic"}));
+  bench_cmd->add_option("--transport", c.transport, "quic, webtransport (wt) or ws (as for pub)")
+      ->check(CLI::IsMember({"ws", "quic", "webtransport", "wt"}));
   add_tls_flags(bench_cmd, c.tls);
   try {
     app.parse(argc, argv);

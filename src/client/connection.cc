@@ -140,6 +140,7 @@ Status Connection::connect() {
   wc.host = options_.url.authority();
   wc.target = options_.url.target();
   wc.protocols = options_.framings;
+  wc.ws.close_timeout = kCloseTimeout;
   ws_ = std::make_unique<ws::WsClientConnection>(*tcp_, loop_, loop_, std::move(wc));
   ws_->set_open_callback([this](std::string_view sp) { on_upgraded(sp); });
   tcp_->set_handler(this);
@@ -173,9 +174,12 @@ bool Connection::is_flushed() const {
   return (!mux_ || !mux_->has_unsent_data()) && (!tcp_ || tcp_->buffered() == 0);
 }
 
+bool Connection::is_transport_closed() const { return !tcp_ || tcp_closed_; }
+
 void Connection::on_pipe_data(std::span<const uint8_t> data) { ws_->on_pipe_data(data); }
 void Connection::on_pipe_writable() { ws_->on_pipe_writable(); }
 void Connection::on_pipe_closed() {
+  tcp_closed_ = true;
   ws_->on_pipe_closed();
   mark_closed(make_error(ErrorCode::kTransport, "connection closed"));
 }

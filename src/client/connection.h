@@ -3,7 +3,7 @@
 // they hold: a MoQ session in the client role over some transport, on one event loop, serving
 // and filling the given Origin exactly as the relay's sessions do. Connection is the WebSocket
 // stack (TCP, the upgrade, the stream multiplexer); QuicConnection (quic_connection.h) is the
-// QUIC one, and make_link() there picks between them.
+// QUIC one, raw or carrying WebTransport over HTTP/3, and make_link() there picks between them.
 #include <functional>
 #include <memory>
 #include <string>
@@ -32,11 +32,13 @@ Result<Url> parse_url(std::string_view url);
 enum class TransportKind {
   kWebSocket,
   kQuic,
+  kWebTransport,  // over HTTP/3 on QUIC: the URL path travels in the CONNECT's :path
 };
 
-// How a QUIC client checks the relay's certificate. https:// URLs use the system trust store
-// unless ca_file, fingerprint or insecure is set; http:// URLs fetch GET /certificate.sha256
-// over plain HTTP and pin it, as the JS client does (so they trust the network path).
+// How a QUIC (or WebTransport) client checks the relay's certificate. https:// URLs use the
+// system trust store unless ca_file, fingerprint or insecure is set; http:// URLs fetch
+// GET /certificate.sha256 over plain HTTP and pin it, as the JS client does (so they trust the
+// network path).
 struct TlsOptions {
   std::string ca_file;      // PEM CAs (or self-signed certificates) to trust instead
   std::string fingerprint;  // hex SHA-256 of the leaf's DER, as --tls-fingerprint takes it
@@ -55,8 +57,8 @@ struct ConnectionOptions {
 };
 
 // The prefix a client joins to its broadcast paths (and discovery prefix) for `options`. WebSocket
-// carries the URL path and the relay roots the session there, so it is empty; raw QUIC carries no
-// path, so the session sees the whole origin and it is the URL's path.
+// and WebTransport carry the URL path and the relay roots the session there, so it is empty; raw
+// QUIC carries no path, so the session sees the whole origin and it is the URL's path.
 std::string path_prefix_for(const ConnectionOptions& options);
 
 // One client session to a relay over one transport. Owned by the CLI; one event loop, not
@@ -75,8 +77,14 @@ class Link : public session::SessionHandler {
   virtual Status connect() = 0;
   // Closes the session (on_closed follows from the loop), or the transport before it exists.
   virtual void close() = 0;
-  // True once every byte written so far has left this process.
+  // True once every byte written so far is delivered as far as this process can tell: over QUIC,
+  // acknowledged by the relay (a lost packet is retransmitted only while the connection lives);
+  // over WebSocket, handed to the kernel (TCP delivers it, given a graceful close).
   virtual bool is_flushed() const = 0;
+  // True once the transport has finished closing after close(), so that the process may exit
+  // without cutting the relay off: WebSocket, the relay answered our close frame (or the close
+  // handshake timed out) and TCP is closed; QUIC, our CONNECTION_CLOSE has gone to the socket.
+  virtual bool is_transport_closed() const = 0;
   // path_prefix_for(the options).
   std::string path_prefix() const { return path_prefix_for(options_); }
 
@@ -116,16 +124,22 @@ class Link : public session::SessionHandler {
 
 using LinkPtr = std::unique_ptr<Link>;
 
-// The WebSocket stack: TCP, the upgrade, the stream multiplexer, then the session.
+// The WebSocket stack: TCP, the upgrade, the stream multiplexer, then the session. Closing runs
+// the WebSocket close handshake (RFC 6455 §7.1.1: the client waits for the server to close TCP),
+// waiting at most kCloseTimeout for the relay's close frame.
 class Connection final : public Link, public transport::PipeHandler {
  public:
   Connection(runtime::EventLoop& loop, model::Origin& origin, ConnectionOptions options);
   ~Connection() override;
 
+  // How long the close handshake waits for the relay's close frame before dropping TCP.
+  static constexpr Duration kCloseTimeout = std::chrono::seconds(1);
+
   // Connects (blocking TCP connect, then the handshake on the loop).
   Status connect() override;
   void close() override;
   bool is_flushed() const override;
+  bool is_transport_closed() const override;
 
   // transport::PipeHandler
   void on_pipe_data(std::span<const uint8_t> data) override;
@@ -138,6 +152,7 @@ class Connection final : public Link, public transport::PipeHandler {
   std::unique_ptr<runtime::TcpConnection> tcp_;
   std::unique_ptr<transport::websocket::WsClientConnection> ws_;
   std::unique_ptr<transport::websocket::MuxSession> mux_;
+  bool tcp_closed_ = false;
 };
 
 // Reads whole frames of a track as they complete, starting at the newest group (a late joiner),

@@ -46,6 +46,31 @@ const char* describe_handshake_failure(uint64_t code, std::string_view reason) {
   return "QUIC connection closed during the handshake";
 }
 
+// The CLI's error line for a WebTransport CONNECT that got no session; static details.
+Error webtransport_refusal(int status, const char* reason) {
+  switch (status) {
+    case 0:
+      return make_error(ErrorCode::kTransport, reason);
+    case 400:
+      return make_error(ErrorCode::kVersion,
+                        "the relay refused the WebTransport CONNECT (400: bad request or no "
+                        "common MoQ version)");
+    case 401:
+    case 403:
+      return make_error(ErrorCode::kUnauthorized,
+                        "the relay refused the WebTransport CONNECT (403: not authorized)");
+    case 404:
+      return make_error(ErrorCode::kNotFound,
+                        "the relay refused the WebTransport CONNECT (404: not found)");
+    case 429:
+    case 503:
+      return make_error(ErrorCode::kGoingAway,
+                        "the relay refused the WebTransport CONNECT (busy or going away)");
+    default:
+      return make_error(ErrorCode::kTransport, "the relay refused the WebTransport CONNECT");
+  }
+}
+
 void random_fill(uint8_t* data, size_t n) {
   while (n > 0) {
     ssize_t got = getrandom(data, n, 0);
@@ -264,6 +289,7 @@ QuicConnection::QuicConnection(runtime::EventLoop& loop, model::Origin& origin,
 
 QuicConnection::~QuicConnection() {
   session_.reset();
+  wt_.reset();
   if (conn_) {
     conn_->set_visitor(nullptr);  // its destructor reports on_closed: nobody is listening now
   }
@@ -295,6 +321,9 @@ Status QuicConnection::connect() {
   std::vector<std::string> alpns = quic_alpns(options_.versions);
   if (alpns.empty()) {
     return fail(ErrorCode::kVersion, "no MoQ version left to offer over QUIC");
+  }
+  if (options_.transport == TransportKind::kWebTransport) {
+    alpns = {"h3"};  // the MoQ version travels in WT-Available-Protocols instead
   }
   auto verification = verification_for(options_.url, options_.tls, kFetchTimeout);
   if (!verification) {
@@ -360,7 +389,27 @@ void QuicConnection::send_packet(const ngtcp2_path& path, std::span<const uint8_
 void QuicConnection::on_handshake_completed(quic::Connection& conn) {
   MOQD_LOG(kDebug, "quic: connected to %s alpn=%s", std::string(conn.peer()).c_str(),
            std::string(conn.protocol()).c_str());
-  start_session(conn);
+  if (options_.transport != TransportKind::kWebTransport) {
+    start_session(conn);
+    return;
+  }
+  transport::webtransport::ClientConfig config;
+  config.authority = options_.url.authority();
+  config.path = options_.url.target();
+  config.protocols = quic_alpns(options_.versions);
+  transport::webtransport::ClientObserver& observer = *this;
+  wt_ = std::make_unique<transport::webtransport::Client>(conn, loop_, observer, std::move(config));
+}
+
+void QuicConnection::on_session(transport::Session& session) {
+  MOQD_LOG(kDebug, "webtransport: session at %s protocol=%s", options_.url.target().c_str(),
+           std::string(session.protocol()).c_str());
+  start_session(session);
+}
+
+void QuicConnection::on_failed(int status, const char* reason) {
+  MOQD_LOG(kDebug, "webtransport: no session: status=%d (%s)", status, reason);
+  mark_closed(webtransport_refusal(status, reason));
 }
 
 void QuicConnection::on_done(quic::Connection&) {
@@ -386,12 +435,21 @@ void QuicConnection::close() {
   } else if (conn_ && !conn_->is_closed()) {
     conn_->close(static_cast<uint64_t>(ErrorCode::kCancel), "client done");
   }
+  if (udp_) {
+    udp_->flush();  // the CONNECTION_CLOSE, before a caller that exits next stops the loop
+  }
 }
 
-bool QuicConnection::is_flushed() const { return !conn_ || conn_->unsent_bytes() == 0; }
+bool QuicConnection::is_flushed() const {
+  return !conn_ || conn_->is_closed() ||
+         (conn_->unsent_bytes() == 0 && !conn_->has_unacked_stream_data());
+}
+
+bool QuicConnection::is_transport_closed() const { return !conn_ || conn_->is_closed(); }
 
 LinkPtr make_link(runtime::EventLoop& loop, model::Origin& origin, ConnectionOptions options) {
-  if (options.transport == TransportKind::kQuic) {
+  if (options.transport == TransportKind::kQuic ||
+      options.transport == TransportKind::kWebTransport) {
     return std::make_unique<QuicConnection>(loop, origin, std::move(options));
   }
   return std::make_unique<Connection>(loop, origin, std::move(options));

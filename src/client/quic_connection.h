@@ -1,7 +1,10 @@
 #pragma once
-// The client stack over raw QUIC: one UDP socket, one transport::quic::Connection, and the MoQ
+// The client stack over QUIC: one UDP socket, one transport::quic::Connection, and the MoQ
 // session in the client role once the handshake has picked the ALPN ("moql" runs SETUP,
-// "moq-lite-03"/"moq-lite-04" do not). Owned by the CLI or the load generator; one event loop.
+// "moq-lite-03"/"moq-lite-04" do not). With TransportKind::kWebTransport the ALPN is "h3" and the
+// MoQ session runs over the WebTransport session that a webtransport::Client establishes at the
+// URL's path and query, its protocol chosen from the same list as the ALPNs. Owned by the CLI or
+// the load generator; one event loop.
 #include <ngtcp2/ngtcp2.h>
 #include <sys/socket.h>
 
@@ -13,6 +16,7 @@
 #include "runtime/udp.h"
 #include "transport/quic/connection.h"
 #include "transport/quic/tls.h"
+#include "transport/webtransport/client.h"
 
 namespace moqd::client {
 
@@ -33,7 +37,8 @@ Result<std::string> http_get(const Url& url, std::string_view target, Duration t
 
 class QuicConnection final : public Link,
                              private transport::quic::PacketSink,
-                             private transport::quic::ConnectionObserver {
+                             private transport::quic::ConnectionObserver,
+                             private transport::webtransport::ClientObserver {
  public:
   // How long the blocking GET /certificate.sha256 may take.
   static constexpr Duration kFetchTimeout = std::chrono::seconds(5);
@@ -46,6 +51,7 @@ class QuicConnection final : public Link,
   Status connect() override;
   void close() override;
   bool is_flushed() const override;
+  bool is_transport_closed() const override;
 
  private:
   // PacketSink
@@ -53,6 +59,9 @@ class QuicConnection final : public Link,
   // ConnectionObserver
   void on_handshake_completed(transport::quic::Connection& conn) override;
   void on_done(transport::quic::Connection& conn) override;
+  // webtransport::ClientObserver
+  void on_session(transport::Session& session) override;
+  void on_failed(int status, const char* reason) override;
   // The connection's visitor until the MoQ session takes over at the end of the handshake: it
   // turns a failed handshake into close_reason().
   struct HandshakeVisitor final : transport::SessionVisitor {
@@ -74,6 +83,7 @@ class QuicConnection final : public Link,
   socklen_t local_len_ = 0;
   std::unique_ptr<runtime::UdpSocket> udp_;
   std::unique_ptr<transport::quic::Connection> conn_;  // destroyed before udp_
+  std::unique_ptr<transport::webtransport::Client> wt_;  // destroyed before conn_
 };
 
 // The stack options.transport names.

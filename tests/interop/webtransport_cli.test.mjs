@@ -1,0 +1,107 @@
+// Cross-transport interop: the moq CLI over WebTransport (HTTP/3, `--transport webtransport`)
+// against moqd (2 workers), with the JS client over WebSocket on the other end, byte for byte, at
+// a URL path so that the session roots are exercised: the CLI's URL path travels in the CONNECT's
+// :path (unlike raw QUIC, where the CLI prefixes its paths), and moqd logs its session as
+// transport=webtransport at that path. Also the certificate checks over https://.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import * as H from "./harness.mjs";
+import { waitLog } from "./raw.mjs";
+
+const ctx = H.useMoqd();
+const T = { timeout: H.TEST_TIMEOUT_MS };
+const WT = ["--transport", "webtransport"];
+const lines = (frames) => Buffer.concat(frames.flat().map((f) => Buffer.concat([H.bytes(f), Buffer.from("\n")])));
+const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+// moqd logged a WebTransport session (the CLI's: the JS client is on WebSocket) rooted at `room`.
+async function assertWebTransportSession(room) {
+  const re = new RegExp(`session \\d+ start peer=\\S+ transport=webtransport version=moq-lite-04 path=/${escapeRe(room)}$`, "m");
+  await waitLog(ctx.moqd, re, 5_000).catch((err) => {
+    throw new Error(`${err.message}\nmoqd stderr:\n${ctx.moqd.stderrText()}`);
+  });
+}
+
+test("moq pub over WebTransport at /room -> JS subscriber over WebSocket at /room, byte for byte", T, async () => {
+  const room = H.uniquePrefix("wtpub");
+  const roomUrl = `${ctx.moqd.url}${room}`;
+  const subConn = await H.connect(roomUrl);
+  const pub = H.spawnMoq(["pub", roomUrl, "alice", "--track", "video", "--length-prefixed", "--group-every", "2", ...WT]);
+  await H.waitActive(subConn, "alice", { ms: 10_000 }).catch((err) => {
+    throw new Error(`${err.message}\n${pub.describe()}`);
+  });
+  await assertWebTransportSession(room);
+  // Rooted at the room, not prefixed twice: at / the broadcast is the room's path + "alice".
+  await H.waitActive(await H.connect(ctx.moqd.url), `${room}/alice`, { ms: 10_000 });
+  const sub = H.subscribeTrack(subConn, "alice", "video");
+  const frames = [H.text("f0"), H.randomFrame(1), new Uint8Array(0), H.randomFrame(40_000), H.randomFrame(1200), H.text("f5")];
+  const framed = (f) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(f.length);
+    return Buffer.concat([len, H.bytes(f)]);
+  };
+  pub.write(framed(frames[0])); // group 0 stays open until the next frame: the subscriber attaches on it
+  await sub.waitFrames(1, 10_000);
+  pub.write(Buffer.concat(frames.slice(1).map(framed)));
+  pub.endStdin();
+  await sub.waitFrames(frames.length, 10_000);
+  const expected = [];
+  for (let i = 0; i < frames.length; i += 2) expected.push([frames[i], frames[i + 1]]);
+  H.assertGroups(sub.received(), expected);
+  const exit = await pub.wait(10_000, "moq pub to exit after stdin EOF");
+  assert.deepEqual(exit, { code: 0, signal: null }, pub.describe());
+});
+
+test("JS publisher over WebSocket at /room -> moq sub over WebTransport at /room, byte for byte", T, async () => {
+  const room = H.uniquePrefix("wtsub");
+  const roomUrl = `${ctx.moqd.url}${room}`;
+  const groups = [
+    [H.text("sync")],
+    [H.text("hello"), H.text("world")],
+    [new Uint8Array(0), H.text("after an empty frame")],
+    [H.randomFrame(3000).map((b) => (b === 10 ? 11 : b))],
+    [H.text("x".repeat(20_000))],
+  ];
+  const pubConn = await H.connect(roomUrl);
+  const observer = await H.connect(roomUrl);
+  const attached = H.gate();
+  const end = H.gate();
+  H.publishBroadcast(pubConn, "bob", { video: groups }, {
+    holdOpen: (i) => i === 0,
+    before: (i) => (i === 1 ? attached.wait : undefined),
+    afterLast: () => end.wait,
+  });
+  await H.waitActive(observer, "bob");
+  // The publisher is at the room too: the JS client sees it as "bob", and so must the CLI.
+  const sub = H.spawnMoq(["sub", roomUrl, "bob", "--track", "video", ...WT]);
+  await sub.waitStdout((out) => out.toString() === "sync\n", 10_000, "the sync line");
+  await assertWebTransportSession(room);
+  attached.open();
+  const expected = lines(groups);
+  await sub.waitStdout((out) => out.length >= expected.length, 10_000, "every line");
+  end.open();
+  const exit = await sub.wait(10_000, "moq sub to exit after the track ended");
+  assert.deepEqual(exit, { code: 0, signal: null }, sub.describe());
+  assert.deepStrictEqual(sub.stdout(), expected, sub.describe());
+});
+
+test("moq announced over WebTransport (wt) at https:// with --tls-fingerprint lists paths under its root", T, async () => {
+  const room = H.uniquePrefix("wtann");
+  const pubConn = await H.connect(`${ctx.moqd.url}${room}`);
+  H.publishBroadcast(pubConn, "dave", {});
+  await H.waitActive(await H.connect(`${ctx.moqd.url}${room}`), "dave");
+  const hex = await H.certificateSha256(ctx.moqd.url);
+  const ann = H.spawnMoq(["announced", `${H.httpsUrl(ctx.moqd.url)}${room}`, "dave", "--transport", "wt", "--tls-fingerprint", hex, "--timeout", "20"]);
+  await ann.waitStdout((out) => out.toString().split("\n").some((l) => l.split(/\s+/).includes("dave")), 10_000, "a line naming dave");
+  await ann.stop();
+});
+
+test("WebTransport with a wrong fingerprint fails with a clear error and a non-zero exit", T, async () => {
+  const hex = await H.certificateSha256(ctx.moqd.url);
+  const wrong = (hex[0] === "0" ? "1" : "0") + hex.slice(1);
+  const r = await H.runMoq(["announced", H.httpsUrl(ctx.moqd.url), "x", ...WT, "--tls-fingerprint", wrong, "--timeout", "20"], { timeoutMs: 15_000 });
+  assert.notEqual(r.code, 0, r.stderr);
+  assert.match(r.stderr, /certificate/i, r.stderr);
+});
+
+H.moqdStopsCleanly(ctx);
