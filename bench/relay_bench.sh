@@ -5,8 +5,11 @@
 # the share of its one core (the limit in the same run is 100%) and the CPU time per delivered
 # frame and per delivered MB. Bounded: each case publishes for SECONDS and stops.
 #   bench/relay_bench.sh [build-dir]            the WebSocket fan-out cases
-#   CASES=quic bench/relay_bench.sh [build-dir]  one publisher to one subscriber over QUIC, with the
-#                                                relay's GSO/GRO on and off
+#   CASES=quic bench/relay_bench.sh [build-dir]  one publisher to one subscriber over QUIC (the
+#                                                relay's GSO/GRO on and off), WebTransport and
+#                                                WebSocket
+#   CASES=transports bench/relay_bench.sh [dir]  100 subscribers of 1000-byte frames over WebSocket,
+#                                                QUIC and WebTransport
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -48,9 +51,14 @@ run_case() {  # subscribers rate frame_size group_every [transport] [moqd args..
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "# $(date -u +%FT%TZ) $(nproc) CPUs, $(uname -r), moqd $("$build/bin/moqd" --help >/dev/null 2>&1 && echo built) from $build"
-if [[ ${CASES:-ws} == quic ]]; then
+if [[ ${CASES:-ws} == transports ]]; then
+  run_case 100 100 1000 10 ws
+  run_case 100 100 1000 10 quic
+  run_case 100 100 1000 10 webtransport
+elif [[ ${CASES:-ws} == quic ]]; then
   run_case 1 400 262144 4 quic --udp-gso true --udp-gro true
   run_case 1 400 262144 4 quic --udp-gso false --udp-gro false
+  run_case 1 400 262144 4 webtransport
   run_case 1 400 262144 4 ws
 else
   run_case 10 100 1000 10
