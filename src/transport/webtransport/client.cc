@@ -295,12 +295,19 @@ Client::Client(Session& quic, Timers& timers, ClientObserver& observer, ClientCo
     return;
   }
   qpack_ = std::move(*q);
-  control_ = quic_.open_uni();
-  if (control_ == nullptr) {
-    fail({H3Code::kStreamCreationError, "no stream credit for the control stream"});
+  open_control_stream();
+}
+
+void Client::open_control_stream() {
+  if (control_ != nullptr || closed_ || failed_) {
     return;
   }
-  control_->write(Bytes::copy(client_control_stream_preamble()));
+  // Without credit yet, on_streams_available() tries again: failing here would call the
+  // observer from inside our constructor.
+  control_ = quic_.open_uni();
+  if (control_ != nullptr) {
+    control_->write(Bytes::copy(client_control_stream_preamble()));
+  }
 }
 
 Client::~Client() {
@@ -353,10 +360,12 @@ void Client::on_incoming_stream(Stream& stream) {
 }
 
 void Client::on_streams_available() {
+  open_control_stream();
   if (settings_received_ && connect_ == nullptr && session_ == nullptr && !reported_) {
     send_connect();
   }
-  if (session_ != nullptr && session_->visitor() != nullptr) {
+  // After the session's end its visitor may be gone (transport.h).
+  if (session_ != nullptr && !session_->is_ended() && session_->visitor() != nullptr) {
     session_->visitor()->on_streams_available();
   }
 }
@@ -404,6 +413,10 @@ void Client::on_control_frame(const Frame& frame) {
     case kFrameHeaders:
     case kFramePushPromise:
     case kFrameMaxPushId:  // RFC 9114 §7.2.7: only clients send it
+    case 0x02:             // RFC 9114 §7.2.8: HTTP/2's PRIORITY, PING, WINDOW_UPDATE, CONTINUATION
+    case 0x06:
+    case 0x08:
+    case 0x09:
       fail({H3Code::kFrameUnexpected, "unexpected frame on the control stream"});
       return;
     default:

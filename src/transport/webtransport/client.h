@@ -91,6 +91,7 @@ class Client final : public SessionVisitor, private SessionHost {
   void fail(const H3Error& error) override;
 
   void report_failure(int status, const char* reason);
+  void open_control_stream();
   void on_control_frame(const Frame& frame);
   void on_settings(std::span<const uint8_t> payload);
   void send_connect();

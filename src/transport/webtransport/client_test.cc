@@ -52,7 +52,7 @@ struct SessionRecorder : SessionVisitor {
     incoming.push_back(std::make_unique<StreamRecorder>(&s));
     s.set_visitor(incoming.back().get());
   }
-  void on_streams_available() override {}
+  void on_streams_available() override { ++streams_available; }
   void on_datagram(std::span<const uint8_t> payload) override {
     datagrams.emplace_back(reinterpret_cast<const char*>(payload.data()), payload.size());
   }
@@ -67,6 +67,7 @@ struct SessionRecorder : SessionVisitor {
 
   std::vector<std::unique_ptr<StreamRecorder>> incoming;
   std::vector<std::string> datagrams;
+  int streams_available = 0;
   int closed = 0;
   uint64_t code = 0;
   std::string reason;
@@ -133,7 +134,7 @@ class WtClientTest : public ::testing::Test {
   }
 
   // Handshakes with ALPN h3; the server side is our Server unless `raw` is given.
-  void start(RawServer* raw = nullptr) {
+  void start(RawServer* raw = nullptr, Connection::Config server_quic = {}) {
     pair_.server_alpns = pair_.client_alpns = {"h3"};
     pair_.server.on_handshake = [this, raw](Connection& c) {
       if (raw != nullptr) {
@@ -145,11 +146,11 @@ class WtClientTest : public ::testing::Test {
     pair_.client.on_handshake = [this](Connection& c) {
       client_ = std::make_unique<Client>(c, pair_.clock(), client_side_, client_config_);
     };
-    ASSERT_TRUE(pair_.handshake());
+    ASSERT_TRUE(pair_.handshake(server_quic));
     ASSERT_NE(client_, nullptr);
   }
-  void establish() {
-    start();
+  void establish(Connection::Config server_quic = {}) {
+    start(nullptr, server_quic);
     ASSERT_TRUE(run_until([&] { return client_side_.reports > 0 && server_side_.session; }));
     ASSERT_NE(client_side_.session, nullptr);
   }
@@ -340,6 +341,61 @@ TEST_F(WtClientTest, ServerOpenedNonWebTransportBidiClosesWithStreamCreationErro
   s->write(Bytes::from(std::vector<uint8_t>{0x01, 0x00}));  // a HEADERS frame
   ASSERT_TRUE(run_until([&] { return client_side_.wt.closed > 0; }));
   EXPECT_EQ(client_side_.wt.code, static_cast<uint64_t>(H3Code::kStreamCreationError));
+}
+
+// The MoQ session may be gone once on_closed() returns (transport.h): a server that raises its
+// stream limit after the session ended must not reach it.
+TEST_F(WtClientTest, NoStreamsAvailableAfterTheSessionClosed) {
+  Connection::Config server_quic;
+  server_quic.max_streams_uni = 3;  // the client's control stream and two WebTransport streams
+  establish(server_quic);
+  pair_.set_links({10ms});  // the server's new credit comes after the session's end
+  Session& s = *client_side_.session;
+  for (int i = 0; i < 2; ++i) {
+    send(s.open_uni(), "z");
+  }
+  EXPECT_EQ(s.open_uni(), nullptr);
+  s.close(5, "done");
+  ASSERT_TRUE(run_until([&] { return client_side_.wt.closed == 1; }));
+  const int before = client_side_.wt.streams_available;
+  pair_.run_for(1s);  // the server reads both streams and raises its limit
+  EXPECT_EQ(client_side_.wt.streams_available, before);
+}
+
+// Observer calls come from the loop, never from inside a call the owner made: a server that
+// grants no unidirectional stream must not get on_failed() delivered inside the constructor.
+TEST_F(WtClientTest, NoUniStreamCreditReportsNothingInsideTheConstructor) {
+  RawServer raw;
+  int reports_in_constructor = -1;
+  pair_.server_alpns = pair_.client_alpns = {"h3"};
+  pair_.server.on_handshake = [&](Connection& c) { c.set_visitor(&raw); };
+  pair_.client.on_handshake = [&](Connection& c) {
+    client_ = std::make_unique<Client>(c, pair_.clock(), client_side_, client_config_);
+    reports_in_constructor = client_side_.reports;
+  };
+  Connection::Config server_quic;
+  server_quic.max_streams_uni = 0;
+  pair_.start(server_quic);
+  ASSERT_TRUE(pair_.run_until([&] { return client_ != nullptr; }));
+  EXPECT_EQ(reports_in_constructor, 0);
+  pair_.run_for(1s);
+  EXPECT_LE(client_side_.reports, 1);
+  pair_.server.conn->set_visitor(nullptr);  // `raw` goes before the pair
+}
+
+// RFC 9114 §7.2.8: the frame types HTTP/2 had and HTTP/3 reserved are a connection error on
+// every stream, the control stream included.
+TEST_F(WtClientTest, ReservedHttp2FrameOnTheControlStreamClosesWithFrameUnexpected) {
+  RawServer raw;
+  start(&raw);
+  Stream* control = pair_.server.conn->open_uni();
+  ASSERT_NE(control, nullptr);
+  std::vector<uint8_t> bytes = server_control_stream_preamble(1);
+  Writer w(bytes);
+  write_frame(w, 0x08, std::vector<uint8_t>{});  // HTTP/2 WINDOW_UPDATE
+  control->write(Bytes::from(bytes));
+  ASSERT_TRUE(run_until([&] { return raw.closed; }));
+  EXPECT_EQ(raw.code, static_cast<uint64_t>(H3Code::kFrameUnexpected));
 }
 
 }  // namespace

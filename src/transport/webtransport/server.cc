@@ -56,11 +56,9 @@ class ServerStream final : public StreamVisitor {
   }
   void on_writable() override {}
   void on_reset(uint64_t code) override { on_end(code); }
-  void on_stop_sending(uint64_t code) override {
-    if (role_ == Role::kConnect) {
-      on_end(code);
-    }
-  }
+  // Only bidi streams get it: a request the client no longer wants answered is dropped, which
+  // matters for one still waiting for SETTINGS, since QUIC credits the client a new stream.
+  void on_stop_sending(uint64_t code) override { on_end(code); }
 
  private:
   // One unit of progress; false when waiting for bytes.
@@ -335,7 +333,8 @@ void Server::on_incoming_stream(Stream& stream) {
 
 void Server::on_streams_available() {
   open_control_stream();
-  if (session_ != nullptr && session_->visitor() != nullptr) {
+  // After the session's end its visitor may be gone (transport.h).
+  if (session_ != nullptr && !session_->is_ended() && session_->visitor() != nullptr) {
     session_->visitor()->on_streams_available();
   }
 }
@@ -412,6 +411,10 @@ void Server::on_control_frame(const Frame& frame) {
     case kFrameData:
     case kFrameHeaders:
     case kFramePushPromise:
+    case 0x02:  // RFC 9114 §7.2.8: HTTP/2's PRIORITY, PING, WINDOW_UPDATE, CONTINUATION
+    case 0x06:
+    case 0x08:
+    case 0x09:
       fail({H3Code::kFrameUnexpected, "request frame on the control stream"});
       return;
     default:

@@ -801,6 +801,7 @@ TEST_F(WtServerTest, CriticalStreamErrorsCloseTheConnection) {
       {"control stream FIN", settings, true, false, 0x104},
       {"DATA after SETTINGS", cat(settings, from_hex("00 01 ff")), false, false, 0x105},
       {"second SETTINGS", cat(settings, settings), false, false, 0x105},
+      {"HTTP/2 PING after SETTINGS", cat(settings, from_hex("06 00")), false, false, 0x105},
       {"push stream", {}, false, false, 0x103},
       {"second QPACK encoder stream", {}, false, true, 0x103},
       {"second QPACK decoder stream", {}, false, true, 0x103},
@@ -931,6 +932,51 @@ TEST_F(WtServerTest, AcceptedSessionOutlivesSessionTimeout) {
   run_for(2s);
   EXPECT_EQ(client_.closed, 0);
   EXPECT_EQ(observer_.wt.closed, 0);
+}
+
+}  // namespace
+}  // namespace moqd::transport::webtransport
+
+namespace moqd::transport::webtransport {
+namespace {
+
+// The MoQ session may be gone once on_closed() returns (transport.h): a peer that raises its
+// stream limit after the session ended must not reach it.
+TEST_F(WtServerTest, NoStreamsAvailableAfterTheSessionClosed) {
+  Connection::Config client_config;
+  client_config.max_streams_uni = 3;  // our control stream and two WebTransport streams
+  start(true, client_config);
+  Stream* c = open(false, chromium_connect());
+  ASSERT_TRUE(run_until([&] { return observer_.sessions == 1 && response(c).has_value(); }));
+  pair_.set_links({10ms});  // the client's new credit comes after the session's end
+  Session* s = server_->session();
+  for (int i = 0; i < 2; ++i) {
+    Stream* u = s->open_uni();
+    ASSERT_NE(u, nullptr);
+    u->write(Bytes::copy(std::string_view("z")));
+    u->finish();
+  }
+  EXPECT_EQ(s->open_uni(), nullptr);
+  s->close(5, "done");
+  ASSERT_TRUE(run_until([&] { return observer_.wt.closed == 1; }));
+  const int before = observer_.wt.streams_available;
+  run_for(1s);  // the client reads both streams and raises its limit
+  EXPECT_EQ(observer_.wt.streams_available, before);
+}
+
+// Request streams wait for the client's SETTINGS unread; one the client finished and then
+// stopped is closed for QUIC (which credits the client a new one) and must be released.
+TEST_F(WtServerTest, RequestStoppedBeforeSettingsIsReleased) {
+  start(false);
+  run_for(100ms);
+  const size_t baseline = pair_.server.conn->stream_count();
+  for (int i = 0; i < 10; ++i) {
+    Stream* r = open(false, from_hex("01 05 00"), true);  // HEADERS cut short, then FIN
+    r->stop_sending(0x10c);
+  }
+  run_for(500ms);
+  EXPECT_EQ(pair_.server.conn->stream_count(), baseline);
+  EXPECT_EQ(client_.closed, 0);
 }
 
 }  // namespace
