@@ -981,3 +981,52 @@ TEST_F(WtServerTest, RequestStoppedBeforeSettingsIsReleased) {
 
 }  // namespace
 }  // namespace moqd::transport::webtransport
+
+namespace moqd::transport::webtransport {
+namespace {
+
+std::vector<uint8_t> data_frame(std::span<const uint8_t> payload) {
+  std::vector<uint8_t> out;
+  Writer w(out);
+  write_frame(w, kFrameData, payload);
+  return out;
+}
+
+// An unknown capsule is skipped however long it is (RFC 9297 §3.2), without being buffered whole,
+// and the CLOSE capsule after it still ends the session.
+TEST_F(WtServerTest, LongUnknownCapsuleIsSkippedThenCloseIsRead) {
+  Stream* c = establish();
+  ASSERT_NE(c, nullptr);
+  std::vector<uint8_t> capsules;
+  Writer w(capsules);
+  w.varint(0x1234567);    // an unknown capsule type
+  w.varint(100 * 1024);   // 100 KiB long
+  capsules.resize(capsules.size() + 100 * 1024, 0xab);
+  std::vector<uint8_t> close = close_session_data_frame(7, "after a long capsule");
+  // The unknown capsule in one 100 KiB DATA frame, then the CLOSE frame.
+  c->write(Bytes::from(data_frame(capsules)));
+  c->write(Bytes::from(close));
+  ASSERT_TRUE(run_until([&] { return observer_.wt.closed > 0; }));
+  EXPECT_EQ(observer_.wt.code, 7u);
+  EXPECT_EQ(observer_.wt.reason, "after a long capsule");
+  EXPECT_EQ(client_.closed, 0);  // a session end, not a connection error
+}
+
+// Capsules may be cut anywhere by DATA frame boundaries.
+TEST_F(WtServerTest, CloseCapsuleSplitAcrossDataFramesIsRead) {
+  Stream* c = establish();
+  ASSERT_NE(c, nullptr);
+  std::vector<uint8_t> close = close_session_data_frame(9, "split");
+  auto frame = parse_frame(close, 4096);
+  ASSERT_TRUE(frame && *frame);
+  auto capsule = (*frame)->value.payload;
+  for (size_t i = 0; i < capsule.size(); ++i) {
+    c->write(Bytes::from(data_frame(capsule.subspan(i, 1))));
+  }
+  ASSERT_TRUE(run_until([&] { return observer_.wt.closed > 0; }));
+  EXPECT_EQ(observer_.wt.code, 9u);
+  EXPECT_EQ(observer_.wt.reason, "split");
+}
+
+}  // namespace
+}  // namespace moqd::transport::webtransport

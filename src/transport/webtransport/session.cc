@@ -7,8 +7,9 @@ namespace moqd::transport::webtransport {
 
 namespace {
 
-// DATA frames on the CONNECT stream carry capsules; ours are under 1.1 KiB.
-constexpr size_t kMaxConnectDataFrame = 64 << 10;
+// The CONNECT stream's DATA frames are read as they arrive, whatever their length; the capsules
+// in them are parsed whole up to this value size (CLOSE_WEBTRANSPORT_SESSION is at most 1028
+// bytes) and larger ones of unknown type are skipped without being buffered.
 constexpr size_t kMaxCapsuleValue = 4 << 10;
 // After the peer ended the session, the time our own capsule and FIN get before the connection
 // closes under them.
@@ -200,27 +201,7 @@ void WtSession::on_connect_readable() {
   if (ended_) {
     raw.consume(raw.peek().size());  // after the session ended only the FIN matters
   }
-  while (!ended_) {
-    auto f = parse_frame(raw.peek(), kMaxConnectDataFrame);
-    if (!f) {
-      host_.fail(f.error());
-      return;
-    }
-    if (!*f) {
-      break;
-    }
-    const Frame& frame = (*f)->value;
-    if (frame.type == kFrameData) {
-      capsule_buf_.insert(capsule_buf_.end(), frame.payload.begin(), frame.payload.end());
-    } else if (is_control_only_frame(frame.type)) {
-      raw.consume((*f)->consumed);
-      host_.fail({H3Code::kFrameUnexpected, "unexpected frame on the CONNECT stream"});
-      return;
-    }
-    raw.consume((*f)->consumed);  // trailers and unknown frames are skipped
-    if (!read_capsules()) {
-      return;
-    }
+  while (!ended_ && read_connect_stream(raw)) {
   }
   if (connect_ != nullptr && raw.has_peer_fin() && raw.peek().empty()) {
     peer_connect_fin_ = true;
@@ -232,15 +213,74 @@ void WtSession::on_connect_readable() {
   }
 }
 
-bool WtSession::read_capsules() {
-  while (!ended_) {
+bool WtSession::read_connect_stream(Stream& raw) {
+  auto in = raw.peek();
+  if (frame_left_ > 0) {  // inside a frame: DATA feeds the capsules, anything else is skipped
+    size_t n = static_cast<size_t>(std::min<uint64_t>(frame_left_, in.size()));
+    if (n == 0) {
+      return false;
+    }
+    frame_left_ -= n;
+    if (frame_is_data_) {
+      on_capsule_bytes(in.first(n));
+    }
+    raw.consume(n);
+    return true;
+  }
+  auto type = parse_varint(in);
+  if (!type) {
+    return false;
+  }
+  auto length = parse_varint(in.subspan(type->consumed));
+  if (!length) {
+    return false;
+  }
+  if (is_control_only_frame(type->value)) {
+    host_.fail({H3Code::kFrameUnexpected, "unexpected frame on the CONNECT stream"});
+    return false;
+  }
+  raw.consume(type->consumed + length->consumed);
+  frame_is_data_ = type->value == kFrameData;  // trailers and unknown frames are skipped
+  frame_left_ = length->value;
+  return true;
+}
+
+void WtSession::on_capsule_bytes(std::span<const uint8_t> data) {
+  if (capsule_skip_ > 0) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(capsule_skip_, data.size()));
+    capsule_skip_ -= n;
+    data = data.subspan(n);
+  }
+  capsule_buf_.insert(capsule_buf_.end(), data.begin(), data.end());
+  read_capsules();
+}
+
+void WtSession::read_capsules() {
+  while (!ended_ && capsule_skip_ == 0) {
+    auto type = parse_varint(capsule_buf_);
+    if (!type) {
+      return;
+    }
+    auto length = parse_varint(std::span(capsule_buf_).subspan(type->consumed));
+    if (!length) {
+      return;
+    }
+    size_t header = type->consumed + length->consumed;
+    bool known = type->value == kCapsuleCloseSession || type->value == kCapsuleDrainSession;
+    if (!known && length->value > kMaxCapsuleValue) {
+      // An unknown capsule is skipped (RFC 9297 §3.2), however long, without buffering it.
+      size_t here = std::min<size_t>(capsule_buf_.size() - header, length->value);
+      capsule_skip_ = length->value - here;
+      capsule_buf_.erase(capsule_buf_.begin(), capsule_buf_.begin() + header + here);
+      continue;
+    }
     auto c = parse_capsule(capsule_buf_, kMaxCapsuleValue);
     if (!c) {
       capsule_fail(c.error());
-      return false;
+      return;
     }
     if (!*c) {
-      return true;
+      return;
     }
     Capsule capsule = (*c)->value;
     size_t consumed = (*c)->consumed;
@@ -248,18 +288,17 @@ bool WtSession::read_capsules() {
       auto close = parse_close_session(capsule.value);
       if (!close) {
         capsule_fail(close.error());
-        return false;
+        return;
       }
       std::string reason(close->reason);
       capsule_buf_.erase(capsule_buf_.begin(), capsule_buf_.begin() + consumed);
       on_peer_ended(close->code, reason);
-      return false;
+      return;
     }
-    // DRAIN_WEBTRANSPORT_SESSION is a hint the MoQ session has no use for; unknown capsules are
-    // skipped (RFC 9297 §3.2).
+    // DRAIN_WEBTRANSPORT_SESSION is a hint the MoQ session has no use for; small unknown
+    // capsules are skipped here.
     capsule_buf_.erase(capsule_buf_.begin(), capsule_buf_.begin() + consumed);
   }
-  return false;
 }
 
 void WtSession::capsule_fail(const H3Error& error) {

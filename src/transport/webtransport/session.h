@@ -90,7 +90,10 @@ class WtSession final : public Session {
 
   Stream* open(bool uni);
   bool is_local(StreamId id) const { return is_server_initiated(id) == server_; }
-  bool read_capsules();
+  // One step of the CONNECT stream (a frame header or frame bytes); false when waiting.
+  bool read_connect_stream(Stream& raw);
+  void on_capsule_bytes(std::span<const uint8_t> data);
+  void read_capsules();
   // A malformed capsule ends the session (and with it this one-session connection).
   void capsule_fail(const H3Error& error);
   // The peer ended the session: our FIN, then end() and a close of the connection soon.
@@ -113,7 +116,12 @@ class WtSession final : public Session {
   std::unordered_map<StreamId, std::unique_ptr<WtStream>> streams_;
   std::vector<std::unique_ptr<WtStream>> graveyard_;  // released in a call, freed from the loop
   std::vector<StreamId> kicks_;
-  std::vector<uint8_t> capsule_buf_;  // DATA payload bytes of the CONNECT stream not yet parsed
+  // The CONNECT stream after its HEADERS: the frame being read, and the capsule bytes of DATA
+  // frames not yet parsed (one capsule of at most kMaxCapsuleValue, or the rest of one skipped).
+  uint64_t frame_left_ = 0;
+  bool frame_is_data_ = false;
+  std::vector<uint8_t> capsule_buf_;
+  uint64_t capsule_skip_ = 0;
   bool peer_connect_fin_ = false;
   TimerId pump_timer_ = 0;
   TimerId linger_timer_ = 0;
