@@ -26,7 +26,10 @@ class InputCursor {
   explicit InputCursor(std::span<const uint8_t> data) : data_(data) {}
   bool empty() const { return pos_ >= data_.size(); }
   uint8_t u8() { return empty() ? 0 : data_[pos_++]; }
-  uint16_t u16() { return static_cast<uint16_t>((u8() << 8) | u8()); }
+  uint16_t u16() {
+    uint16_t hi = u8();  // sequenced: the operands of | are evaluated in no fixed order
+    return static_cast<uint16_t>((hi << 8) | u8());
+  }
   std::span<const uint8_t> bytes(size_t n) {
     size_t take = std::min(n, data_.size() - pos_);
     auto out = data_.subspan(pos_, take);
