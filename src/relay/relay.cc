@@ -101,9 +101,19 @@ std::string Relay::health_json() const {
     }
     per_worker += std::to_string(w->sessions.load(std::memory_order_relaxed));
   }
+  std::string by_transport;
+  for (size_t c = 0; c < kTransportClasses; ++c) {
+    int64_t n = 0;
+    for (auto& w : relay_workers_) {
+      n += w->sessions_by_transport[c].load(std::memory_order_relaxed);
+    }
+    by_transport += std::string(c == 0 ? "" : ",") + "\"" +
+                    transport_class_name(static_cast<TransportClass>(c)) + "\":" + std::to_string(n);
+  }
   return "{\"status\":\"ok\",\"version\":\"" MOQD_VERSION_STRING "\",\"workers\":" +
          std::to_string(relay_workers_.size()) + ",\"sessions\":" + std::to_string(session_count()) +
-         ",\"sessions_per_worker\":[" + per_worker + "]}\n";
+         ",\"sessions_per_worker\":[" + per_worker + "],\"sessions_by_transport\":{" +
+         by_transport + "}}\n";
 }
 
 }  // namespace moqd::relay

@@ -9,6 +9,7 @@ RelaySession::~RelaySession() {
   session_.reset();
   if (ready_) {
     worker_.sessions.fetch_sub(1, std::memory_order_relaxed);
+    worker_.sessions_by_transport[transport_class_].fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
@@ -22,6 +23,7 @@ void RelaySession::start(transport::Session& transport, std::string root, std::s
   sc.root = std::move(root);
   sc.query = std::move(query);
   sc.discover_prefix = std::string();
+  transport_class_ = transport_class(transport.kind());
   session_ = std::make_unique<session::Session>(transport, std::move(sc), worker_.origin(), *this,
                                                 worker_.loop(), worker_.loop());
   session_->start();
@@ -43,6 +45,7 @@ bool RelaySession::authorize(session::Action action, std::string_view path,
 void RelaySession::on_session_ready(wire::Version) {
   ready_ = true;
   worker_.sessions.fetch_add(1, std::memory_order_relaxed);
+  worker_.sessions_by_transport[transport_class_].fetch_add(1, std::memory_order_relaxed);
 }
 
 void RelaySession::on_peer_announce(const std::string& path, bool active, uint64_t hops,

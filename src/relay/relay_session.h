@@ -37,6 +37,7 @@ class RelaySession final : public session::SessionHandler {
   RelayWorker& worker_;
   std::unique_ptr<session::Session> session_;
   bool ready_ = false;
+  size_t transport_class_ = 0;  // TransportClass of the transport the session runs on
   bool closed_ = false;
 };
 

@@ -11,6 +11,16 @@
 
 namespace moqd::relay {
 
+TransportClass transport_class(std::string_view kind) {
+  if (kind == "quic") {
+    return kQuic;
+  }
+  if (kind == "webtransport") {
+    return kWebTransport;
+  }
+  return kWebSocket;
+}
+
 namespace {
 model::OriginConfig origin_config(const RelayConfig& c, model::CacheBudget* budget) {
   model::OriginConfig oc = c.origin;

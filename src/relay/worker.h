@@ -7,6 +7,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/origin.h"
@@ -21,6 +22,15 @@ namespace moqd::relay {
 class Relay;
 class ServerConnection;
 class QuicEndpoint;
+
+// What carries a session, as /health counts them.
+enum TransportClass : size_t { kWebSocket, kQuic, kWebTransport, kTransportClasses };
+// The class of a transport::Session::kind() ("websocket/qmux-00", "quic", "webtransport").
+TransportClass transport_class(std::string_view kind);
+inline const char* transport_class_name(TransportClass c) {
+  static constexpr const char* kNames[] = {"websocket", "quic", "webtransport"};
+  return kNames[c];
+}
 
 class RelayWorker {
  public:
@@ -61,6 +71,8 @@ class RelayWorker {
   // Read from any thread.
   std::atomic<int64_t> sessions{0};
   std::atomic<int64_t> connections{0};
+  // Ready sessions by what carries them (index: TransportClass), for /health.
+  std::atomic<int64_t> sessions_by_transport[kTransportClasses]{};
 
  private:
   void accept(int fd, std::string peer);

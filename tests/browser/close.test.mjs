@@ -21,9 +21,14 @@ browserTest(ctx, "the page's close code and reason end moqd's session", async (t
   const protocol = await callPage(state.page, "openSession", [`${httpsUrl(ctx.moqd.url)}${root}`], 12_000,
     "a WebTransport session from the page");
   assert.equal(protocol, "moq-lite-04");
+  const health = async () => (await fetch(`${ctx.moqd.url}health`)).json();
+  await waitFor(async () => (await health()).sessions_by_transport.webtransport === 1, 5_000,
+    "/health to count the page's WebTransport session");
   await callPage(state.page, "closeSession", [42, "bye from the page"], 5_000, "close()");
   const end = await waitFor(() => loggedEnd(root), 5_000, "moqd to log the session's end");
   assert.deepEqual(end, { code: 42, reason: "bye from the page" });
+  await waitFor(async () => (await health()).sessions_by_transport.webtransport === 0, 5_000,
+    "/health to drop the page's session");
 });
 
 browserTest(ctx, "SIGTERM closes the page's session with going away, and moqd exits 0", async (t, state) => {

@@ -25,15 +25,23 @@ test("CORS: GET /health carries Access-Control-Allow-Origin: *", T, async () => 
   }
 });
 
-test("/health counts an open session", T, async () => {
+test("/health counts an open session, by transport", T, async () => {
+  const health = async () => (await H.httpGet(`${ctx.moqd.url}health`)).json();
+  assert.deepEqual((await health()).sessions_by_transport, { websocket: 0, quic: 0, webtransport: 0 });
   const conn = await H.connect(ctx.moqd.url);
-  await H.waitFor(
-    async () => (await (await H.httpGet(`${ctx.moqd.url}health`)).json()).sessions >= 1,
+  const seen = await H.waitFor(
+    async () => {
+      const h = await health();
+      return h.sessions >= 1 && h;
+    },
     5_000,
     "sessions >= 1 while a client is connected",
     50,
   );
+  assert.deepEqual(seen.sessions_by_transport, { websocket: 1, quic: 0, webtransport: 0 });
   H.closeConnection(conn);
+  await H.waitFor(async () => (await health()).sessions_by_transport.websocket === 0, 5_000,
+    "the WebSocket session to leave the count", 50);
 });
 
 H.moqdStopsCleanly(ctx);
