@@ -419,8 +419,29 @@ void Client::on_control_frame(const Frame& frame) {
     case 0x09:
       fail({H3Code::kFrameUnexpected, "unexpected frame on the control stream"});
       return;
+    case kFrameGoaway:
+      on_goaway(frame.payload);
+      return;
     default:
-      return;  // GOAWAY (our session ends with its CONNECT stream), unknown frames
+      return;  // unknown frames are skipped
+  }
+}
+
+// RFC 9114 §5.2: the id names the first client request the server will not process; it must be a
+// client bidi stream id and may only go down. A session already answered is unaffected (it ends
+// with its CONNECT stream); a CONNECT at or past the id will never be answered, so it fails now.
+void Client::on_goaway(std::span<const uint8_t> payload) {
+  auto id = parse_varint(payload);
+  if (!id || id->consumed != payload.size() || id->value % 4 != 0 ||
+      id->value > last_goaway_) {
+    fail({H3Code::kIdError, "bad GOAWAY id"});
+    return;
+  }
+  last_goaway_ = id->value;
+  bool unanswered = connect_ != nullptr && connect_->raw().id() >= id->value;
+  bool unsent = connect_ == nullptr && session_ == nullptr;
+  if (unanswered || unsent) {
+    report_failure(0, "the server is going away");
   }
 }
 

@@ -93,6 +93,7 @@ class Client final : public SessionVisitor, private SessionHost {
   void report_failure(int status, const char* reason);
   void open_control_stream();
   void on_control_frame(const Frame& frame);
+  void on_goaway(std::span<const uint8_t> payload);
   void on_settings(std::span<const uint8_t> payload);
   void send_connect();
   // The response HEADERS on the CONNECT stream.
@@ -118,6 +119,7 @@ class Client final : public SessionVisitor, private SessionHost {
   bool failed_ = false;    // we closed it with an HTTP/3 error: stop reading
   bool reported_ = false;  // the observer heard on_session or on_failed
   ClientStream* connect_ = nullptr;  // the CONNECT stream until the session takes it over
+  uint64_t last_goaway_ = UINT64_MAX;  // the lowest GOAWAY id so far
   std::vector<std::unique_ptr<ClientStream>> streams_;  // classifying, control, QPACK, CONNECT
   std::vector<std::unique_ptr<ClientStream>> graveyard_;  // removed inside their own callbacks
   std::unique_ptr<WtSession> session_;

@@ -114,12 +114,16 @@ struct ClientSide : ClientObserver {
 
 // The raw QUIC side of a server that is not our Server, for the client's failure paths.
 struct RawServer : SessionVisitor {
-  void on_incoming_stream(Stream& s) override { s.set_visitor(nullptr); }
+  void on_incoming_stream(Stream& s) override {
+    s.set_visitor(nullptr);
+    ++incoming;
+  }
   void on_streams_available() override {}
   void on_closed(uint64_t c, std::string_view) override {
     closed = true;
     code = c;
   }
+  int incoming = 0;
   bool closed = false;
   uint64_t code = 0;
 };
@@ -396,6 +400,65 @@ TEST_F(WtClientTest, ReservedHttp2FrameOnTheControlStreamClosesWithFrameUnexpect
   control->write(Bytes::from(bytes));
   ASSERT_TRUE(run_until([&] { return raw.closed; }));
   EXPECT_EQ(raw.code, static_cast<uint64_t>(H3Code::kFrameUnexpected));
+}
+
+// RFC 9114 §5.2 from the client's side.
+std::vector<uint8_t> goaway_frame(uint64_t id) {
+  std::vector<uint8_t> payload;
+  Writer(payload).varint(id);
+  std::vector<uint8_t> out;
+  Writer w(out);
+  write_frame(w, kFrameGoaway, payload);
+  return out;
+}
+
+TEST_F(WtClientTest, GoawayBeforeTheAnswerFailsTheConnect) {
+  RawServer raw;
+  start(&raw);
+  Stream* control = pair_.server.conn->open_uni();
+  ASSERT_NE(control, nullptr);
+  control->write(Bytes::from(server_control_stream_preamble(1)));
+  ASSERT_TRUE(run_until([&] { return raw.incoming >= 2; }));  // control stream and our CONNECT
+  control->write(Bytes::from(goaway_frame(0)));
+  ASSERT_TRUE(run_until([&] { return client_side_.failed; }));
+  EXPECT_EQ(client_side_.reason, "the server is going away");
+  EXPECT_EQ(client_->session(), nullptr);
+}
+
+void send_server_control(test::QuicPair& pair, std::vector<uint64_t> goaway_ids) {
+  Stream* control = pair.server.conn->open_uni();
+  ASSERT_NE(control, nullptr);
+  std::vector<uint8_t> bytes = server_control_stream_preamble(1);
+  for (uint64_t id : goaway_ids) {
+    auto g = goaway_frame(id);
+    bytes.insert(bytes.end(), g.begin(), g.end());
+  }
+  control->write(Bytes::from(bytes));
+}
+
+TEST_F(WtClientTest, GoawayIdThatIsNotAClientBidiIdIsAnIdError) {
+  RawServer raw;
+  start(&raw);
+  send_server_control(pair_, {2});
+  ASSERT_TRUE(run_until([&] { return raw.closed; }));
+  EXPECT_EQ(raw.code, static_cast<uint64_t>(H3Code::kIdError));
+}
+
+TEST_F(WtClientTest, GoawayIdThatGoesUpIsAnIdError) {
+  RawServer raw;
+  start(&raw);
+  send_server_control(pair_, {8, 12});
+  ASSERT_TRUE(run_until([&] { return raw.closed; }));
+  EXPECT_EQ(raw.code, static_cast<uint64_t>(H3Code::kIdError));
+}
+
+TEST_F(WtClientTest, GoawayAfterTheAnswerLeavesTheSessionOpen) {
+  establish();
+  server_->drain();  // GOAWAY past our session, and a DRAIN capsule
+  pair_.run_for(200ms);
+  EXPECT_EQ(client_side_.wt.closed, 0);
+  EXPECT_FALSE(client_side_.failed);
+  ASSERT_NE(client_->session(), nullptr);
 }
 
 }  // namespace
