@@ -179,6 +179,7 @@ class WtClientTest : public ::testing::Test {
   std::vector<std::unique_ptr<StreamRecorder>> opened_;
   ServerConfig server_config_;
   ClientConfig client_config_;
+  RawServer raw_server_;  // a hand-driven server side for the tests that need one
   test::QuicPair pair_;  // after the recorders: its connections report to them when destroyed
   std::unique_ptr<Server> server_;
   std::unique_ptr<Client> client_;
@@ -308,7 +309,7 @@ TEST_F(WtClientTest, DatagramsBothWays) {
 }
 
 TEST_F(WtClientTest, ServerSettingsWithoutWebTransportFail) {
-  RawServer raw;
+  RawServer& raw = raw_server_;
   start(&raw);
   Stream* control = pair_.server.conn->open_uni();
   ASSERT_NE(control, nullptr);
@@ -322,7 +323,7 @@ TEST_F(WtClientTest, ServerSettingsWithoutWebTransportFail) {
 }
 
 TEST_F(WtClientTest, ControlStreamWithoutSettingsFirstClosesWithMissingSettings) {
-  RawServer raw;
+  RawServer& raw = raw_server_;
   start(&raw);
   Stream* control = pair_.server.conn->open_uni();
   ASSERT_NE(control, nullptr);
@@ -369,7 +370,7 @@ TEST_F(WtClientTest, NoStreamsAvailableAfterTheSessionClosed) {
 // Observer calls come from the loop, never from inside a call the owner made: a server that
 // grants no unidirectional stream must not get on_failed() delivered inside the constructor.
 TEST_F(WtClientTest, NoUniStreamCreditReportsNothingInsideTheConstructor) {
-  RawServer raw;
+  RawServer& raw = raw_server_;
   int reports_in_constructor = -1;
   pair_.server_alpns = pair_.client_alpns = {"h3"};
   pair_.server.on_handshake = [&](Connection& c) { c.set_visitor(&raw); };
@@ -390,7 +391,7 @@ TEST_F(WtClientTest, NoUniStreamCreditReportsNothingInsideTheConstructor) {
 // RFC 9114 §7.2.8: the frame types HTTP/2 had and HTTP/3 reserved are a connection error on
 // every stream, the control stream included.
 TEST_F(WtClientTest, ReservedHttp2FrameOnTheControlStreamClosesWithFrameUnexpected) {
-  RawServer raw;
+  RawServer& raw = raw_server_;
   start(&raw);
   Stream* control = pair_.server.conn->open_uni();
   ASSERT_NE(control, nullptr);
@@ -413,7 +414,7 @@ std::vector<uint8_t> goaway_frame(uint64_t id) {
 }
 
 TEST_F(WtClientTest, GoawayBeforeTheAnswerFailsTheConnect) {
-  RawServer raw;
+  RawServer& raw = raw_server_;
   start(&raw);
   Stream* control = pair_.server.conn->open_uni();
   ASSERT_NE(control, nullptr);
@@ -437,7 +438,7 @@ void send_server_control(test::QuicPair& pair, std::vector<uint64_t> goaway_ids)
 }
 
 TEST_F(WtClientTest, GoawayIdThatIsNotAClientBidiIdIsAnIdError) {
-  RawServer raw;
+  RawServer& raw = raw_server_;
   start(&raw);
   send_server_control(pair_, {2});
   ASSERT_TRUE(run_until([&] { return raw.closed; }));
@@ -445,7 +446,7 @@ TEST_F(WtClientTest, GoawayIdThatIsNotAClientBidiIdIsAnIdError) {
 }
 
 TEST_F(WtClientTest, GoawayIdThatGoesUpIsAnIdError) {
-  RawServer raw;
+  RawServer& raw = raw_server_;
   start(&raw);
   send_server_control(pair_, {8, 12});
   ASSERT_TRUE(run_until([&] { return raw.closed; }));
