@@ -5,16 +5,14 @@
 #include <utility>
 
 #include "base/log.h"
+#include "transport/webtransport/peer_streams.h"
 #include "transport/webtransport/qpack.h"
 
 namespace moqd::transport::webtransport {
 
 namespace {
 
-// Control-stream frames are small (SETTINGS, GOAWAY); anything larger is an attack.
-constexpr size_t kMaxControlFrame = 16 << 10;
 
-uint64_t h3(H3Code code) { return static_cast<uint64_t>(code); }
 
 bool enables_connect_protocol(std::span<const Setting> settings) {
   return std::any_of(settings.begin(), settings.end(), [](const Setting& s) {
@@ -88,7 +86,6 @@ class ClientStream final : public StreamVisitor {
   bool read_session_id();
   bool read_control_frame();
   bool read_response();
-  bool read_qpack(bool encoder);
   void on_end(uint64_t code);
   void drop() {
     Stream* raw = raw_;
@@ -111,9 +108,15 @@ bool ClientStream::step() {
     case Role::kControl:
       return read_control_frame();
     case Role::kQpackEncoder:
-      return read_qpack(true);
     case Role::kQpackDecoder:
-      return read_qpack(false);
+      if (auto r = read_qpack_stream(*raw_,
+                                     role_ == Role::kQpackEncoder ? UniStream::kQpackEncoder
+                                                                  : UniStream::kQpackDecoder,
+                                     *client_.qpack_);
+          !r) {
+        client_.fail(r.error());
+      }
+      return false;
     case Role::kConnect:
       return read_response();
     case Role::kSession:
@@ -143,42 +146,35 @@ bool ClientStream::read_type() {
     return true;
   }
   raw_->consume(t->consumed);
-  switch (t->value) {
-    case kStreamControl:
-      if (std::exchange(client_.peer_control_seen_, true)) {
-        client_.fail({H3Code::kStreamCreationError, "second control stream"});
-        return false;
-      }
+  auto kind = client_.peer_streams_.classify(t->value);
+  if (!kind) {
+    client_.fail(kind.error());
+    return false;
+  }
+  switch (*kind) {
+    case UniStream::kControl:
       role_ = Role::kControl;
       return true;
-    case kStreamQpackEncoder:
-      // RFC 9204 §4.2: a second instance of either QPACK stream is a connection error.
-      if (std::exchange(client_.peer_qpack_encoder_seen_, true)) {
-        client_.fail({H3Code::kStreamCreationError, "second QPACK encoder stream"});
-        return false;
-      }
+    case UniStream::kQpackEncoder:
       role_ = Role::kQpackEncoder;
       return true;
-    case kStreamQpackDecoder:
-      if (std::exchange(client_.peer_qpack_decoder_seen_, true)) {
-        client_.fail({H3Code::kStreamCreationError, "second QPACK decoder stream"});
-        return false;
-      }
+    case UniStream::kQpackDecoder:
       role_ = Role::kQpackDecoder;
       return true;
-    case kStreamWebTransportUni:
+    case UniStream::kWebTransport:
       role_ = Role::kWtPending;
       return true;
-    case kStreamPush:
+    case UniStream::kPush:
       // RFC 9114 §4.6: we never sent MAX_PUSH_ID.
       client_.fail({H3Code::kIdError, "push stream without MAX_PUSH_ID"});
       return false;
-    default:
+    case UniStream::kUnknown:
       // Unknown and reserved types are ignored (RFC 9114 §6.2).
-      raw_->stop_sending(h3(H3Code::kStreamCreationError));
+      raw_->stop_sending(wire_code(H3Code::kStreamCreationError));
       drop();
       return false;
   }
+  return false;
 }
 
 bool ClientStream::read_session_id() {
@@ -216,24 +212,6 @@ bool ClientStream::read_control_frame() {
   }
   raw_->consume(consumed);
   return true;
-}
-
-bool ClientStream::read_qpack(bool encoder) {
-  auto data = raw_->peek();
-  if (encoder && !data.empty()) {
-    auto r = client_.qpack_->read_encoder_stream(data);
-    if (!r) {
-      client_.fail(r.error());
-      return false;
-    }
-  }
-  // We never insert into a dynamic table, so the server's decoder stream carries nothing for us.
-  raw_->consume(data.size());
-  if (raw_->has_peer_fin()) {
-    client_.fail({H3Code::kClosedCriticalStream, encoder ? "QPACK encoder stream closed"
-                                                         : "QPACK decoder stream closed"});
-  }
-  return false;
 }
 
 bool ClientStream::read_response() {
@@ -330,18 +308,18 @@ void Client::fail(const H3Error& error) {
   failed_ = true;
   MOQD_LOG(kDebug, "webtransport client: connection error code=0x%llx (%s)",
            static_cast<unsigned long long>(error.code), error.detail);
-  quic_.close(h3(error.code), error.detail);
+  quic_.close(wire_code(error.code), error.detail);
   report_failure(0, error.detail);
 }
 
 void Client::report_failure(int status, const char* reason) {
   if (!failed_ && !closed_) {
     failed_ = true;
-    quic_.close(h3(H3Code::kNoError), "no WebTransport session");
+    quic_.close(wire_code(H3Code::kNoError), "no WebTransport session");
   }
   for (auto& [raw, id] : held_) {
     if (!closed_) {
-      refuse_wt_stream(*raw, h3(H3Code::kWtBufferedStreamRejected));
+      refuse_wt_stream(*raw, wire_code(H3Code::kWtBufferedStreamRejected));
     }
   }
   held_.clear();
@@ -397,33 +375,15 @@ void Client::on_datagram(std::span<const uint8_t> payload) {
 }
 
 void Client::on_control_frame(const Frame& frame) {
-  if (!settings_received_) {
-    if (frame.type != kFrameSettings) {
-      fail({H3Code::kMissingSettings, "first control frame is not SETTINGS"});
-      return;
-    }
-    on_settings(frame.payload);
+  if (auto ok = check_control_frame(frame.type, !settings_received_, /*peer_is_server=*/true);
+      !ok) {
+    fail(ok.error());
     return;
   }
-  switch (frame.type) {
-    case kFrameSettings:
-      fail({H3Code::kFrameUnexpected, "second SETTINGS"});
-      return;
-    case kFrameData:
-    case kFrameHeaders:
-    case kFramePushPromise:
-    case kFrameMaxPushId:  // RFC 9114 §7.2.7: only clients send it
-    case 0x02:             // RFC 9114 §7.2.8: HTTP/2's PRIORITY, PING, WINDOW_UPDATE, CONTINUATION
-    case 0x06:
-    case 0x08:
-    case 0x09:
-      fail({H3Code::kFrameUnexpected, "unexpected frame on the control stream"});
-      return;
-    case kFrameGoaway:
-      on_goaway(frame.payload);
-      return;
-    default:
-      return;  // unknown frames are skipped
+  if (!settings_received_) {
+    on_settings(frame.payload);
+  } else if (frame.type == kFrameGoaway) {
+    on_goaway(frame.payload);
   }
 }
 
@@ -557,16 +517,8 @@ void Client::adopt_wt_stream(Stream& raw, uint64_t session_id) {
     return;
   }
   refuse_wt_stream(raw, session_ != nullptr && session_id == session_->id()
-                            ? h3(H3Code::kWtSessionGone)
-                            : h3(H3Code::kWtBufferedStreamRejected));
-}
-
-void Client::refuse_wt_stream(Stream& raw, uint64_t code) {
-  raw.stop_sending(code);
-  if (!raw.is_uni()) {
-    raw.reset(code);
-  }
-  raw.release();
+                            ? wire_code(H3Code::kWtSessionGone)
+                            : wire_code(H3Code::kWtBufferedStreamRejected));
 }
 
 void Client::remove_stream(ClientStream& stream) {

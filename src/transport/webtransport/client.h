@@ -26,6 +26,7 @@
 #include "base/clock.h"
 #include "transport/transport.h"
 #include "transport/webtransport/h3.h"
+#include "transport/webtransport/peer_streams.h"
 #include "transport/webtransport/session.h"
 
 namespace moqd::transport::webtransport {
@@ -100,7 +101,6 @@ class Client final : public SessionVisitor, private SessionHost {
   void on_response(const Frame& frame);
   void establish(std::string protocol);
   void adopt_wt_stream(Stream& raw, uint64_t session_id);
-  void refuse_wt_stream(Stream& raw, uint64_t code);
   void remove_stream(ClientStream& stream);
   void schedule_pump();
 
@@ -108,11 +108,9 @@ class Client final : public SessionVisitor, private SessionHost {
   Timers& timers_;
   ClientObserver& observer_;
   const ClientConfig config_;
-  std::unique_ptr<class QpackDecoder> qpack_;
+  std::unique_ptr<QpackDecoder> qpack_;
   Stream* control_ = nullptr;  // ours
-  bool peer_control_seen_ = false;
-  bool peer_qpack_encoder_seen_ = false;
-  bool peer_qpack_decoder_seen_ = false;
+  PeerStreams peer_streams_;  // the server's critical streams seen so far
   bool settings_received_ = false;
   PeerSettings peer_settings_;
   bool closed_ = false;    // the QUIC connection reported on_closed

@@ -52,6 +52,8 @@ struct H3Error {
 };
 template <class T>
 using H3Result = tl::expected<T, H3Error>;
+// The number an H3Code travels as (CONNECTION_CLOSE, RESET_STREAM, STOP_SENDING).
+inline uint64_t wire_code(H3Code code) { return static_cast<uint64_t>(code); }
 inline tl::unexpected<H3Error> h3_fail(H3Code code, const char* detail) {
   return tl::unexpected<H3Error>(H3Error{code, detail});
 }

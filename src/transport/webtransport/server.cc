@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "transport/webtransport/peer_streams.h"
 #include "transport/webtransport/qpack.h"
 #include "transport/webtransport/session.h"
 
@@ -11,9 +12,6 @@ namespace moqd::transport::webtransport {
 
 namespace {
 
-// Control-stream frames are small (SETTINGS, GOAWAY); anything larger is an attack.
-constexpr size_t kMaxControlFrame = 16 << 10;
-uint64_t h3(H3Code code) { return static_cast<uint64_t>(code); }
 
 }  // namespace
 
@@ -97,26 +95,14 @@ bool ServerStream::step() {
         return false;
       }
       return read_frame(server_.config_.max_field_section_size);
-    case Role::kQpackEncoder: {
-      auto data = raw_->peek();
-      if (!data.empty()) {
-        auto r = server_.qpack_->read_encoder_stream(data);
-        raw_->consume(data.size());
-        if (!r) {
-          server_.fail(r.error());
-          return false;
-        }
-      }
-      if (raw_->has_peer_fin()) {
-        server_.fail({H3Code::kClosedCriticalStream, "QPACK encoder stream closed"});
-      }
-      return false;
-    }
+    case Role::kQpackEncoder:
     case Role::kQpackDecoder:
-      // We never insert into a dynamic table, so the peer's acknowledgements carry nothing.
-      raw_->consume(raw_->peek().size());
-      if (raw_->has_peer_fin()) {
-        server_.fail({H3Code::kClosedCriticalStream, "QPACK decoder stream closed"});
+      if (auto r = read_qpack_stream(*raw_,
+                                     role_ == Role::kQpackEncoder ? UniStream::kQpackEncoder
+                                                                  : UniStream::kQpackDecoder,
+                                     *server_.qpack_);
+          !r) {
+        server_.fail(r.error());
       }
       return false;
     case Role::kConnect:
@@ -151,42 +137,34 @@ bool ServerStream::read_type() {
     return true;
   }
   raw_->consume(t->consumed);
-  switch (t->value) {
-    case kStreamControl:
-      if (server_.peer_control_seen_) {
-        server_.fail({H3Code::kStreamCreationError, "second control stream"});
-        return false;
-      }
-      server_.peer_control_seen_ = true;
+  auto kind = server_.peer_streams_.classify(t->value);
+  if (!kind) {
+    server_.fail(kind.error());
+    return false;
+  }
+  switch (*kind) {
+    case UniStream::kControl:
       role_ = Role::kControl;
       return true;
-    case kStreamQpackEncoder:
-      // RFC 9204 §4.2: a second instance of either QPACK stream is a connection error.
-      if (std::exchange(server_.peer_qpack_encoder_seen_, true)) {
-        server_.fail({H3Code::kStreamCreationError, "second QPACK encoder stream"});
-        return false;
-      }
+    case UniStream::kQpackEncoder:
       role_ = Role::kQpackEncoder;
       return true;
-    case kStreamQpackDecoder:
-      if (std::exchange(server_.peer_qpack_decoder_seen_, true)) {
-        server_.fail({H3Code::kStreamCreationError, "second QPACK decoder stream"});
-        return false;
-      }
+    case UniStream::kQpackDecoder:
       role_ = Role::kQpackDecoder;
       return true;
-    case kStreamWebTransportUni:
+    case UniStream::kWebTransport:
       role_ = Role::kWtPending;
       return true;
-    case kStreamPush:
+    case UniStream::kPush:
       server_.fail({H3Code::kStreamCreationError, "push stream from a client"});
       return false;
-    default:
+    case UniStream::kUnknown:
       // Unknown and reserved types are ignored (RFC 9114 §6.2).
-      raw_->stop_sending(h3(H3Code::kStreamCreationError));
+      raw_->stop_sending(wire_code(H3Code::kStreamCreationError));
       drop();
       return false;
   }
+  return false;
 }
 
 bool ServerStream::read_session_id() {
@@ -320,7 +298,7 @@ void Server::fail(const H3Error& error) {
   MOQD_LOG(kDebug, "webtransport: connection error peer=%s code=0x%llx (%s)",
            std::string(quic_.peer()).c_str(), static_cast<unsigned long long>(error.code),
            error.detail);
-  quic_.close(h3(error.code), error.detail);
+  quic_.close(wire_code(error.code), error.detail);
 }
 
 void Server::on_incoming_stream(Stream& stream) {
@@ -387,11 +365,12 @@ void Server::drain() {
 }
 
 void Server::on_control_frame(const Frame& frame) {
+  if (auto ok = check_control_frame(frame.type, !settings_received_, /*peer_is_server=*/false);
+      !ok) {
+    fail(ok.error());
+    return;
+  }
   if (!settings_received_) {
-    if (frame.type != kFrameSettings) {
-      fail({H3Code::kMissingSettings, "first control frame is not SETTINGS"});
-      return;
-    }
     auto settings = parse_settings(frame.payload);
     if (!settings) {
       fail(settings.error());
@@ -402,24 +381,8 @@ void Server::on_control_frame(const Frame& frame) {
     MOQD_LOG(kDebug, "webtransport: peer=%s SETTINGS payload=%s",
              std::string(quic_.peer()).c_str(), to_hex(frame.payload).c_str());
     schedule_pump();  // CONNECTs that arrived before the SETTINGS can go on now
-    return;
   }
-  switch (frame.type) {
-    case kFrameSettings:
-      fail({H3Code::kFrameUnexpected, "second SETTINGS"});
-      return;
-    case kFrameData:
-    case kFrameHeaders:
-    case kFramePushPromise:
-    case 0x02:  // RFC 9114 §7.2.8: HTTP/2's PRIORITY, PING, WINDOW_UPDATE, CONTINUATION
-    case 0x06:
-    case 0x08:
-    case 0x09:
-      fail({H3Code::kFrameUnexpected, "request frame on the control stream"});
-      return;
-    default:
-      return;  // GOAWAY (the client leaves; our session ends with its CONNECT stream), others
-  }
+  // GOAWAY from the client needs nothing: our session ends with its CONNECT stream.
 }
 
 void Server::defer_request(ServerStream& stream) {
@@ -506,7 +469,7 @@ void Server::answer(ServerStream& stream, int status, const char* reason) {
   }
   raw.finish();
   // The rest of the request is not needed (RFC 9114 §4.1.2).
-  raw.stop_sending(h3(H3Code::kNoError));
+  raw.stop_sending(wire_code(H3Code::kNoError));
   stream.set_role(ServerStream::Role::kDone);
   remove_stream(stream);
   uint64_t refused_id = raw.id();
@@ -516,7 +479,7 @@ void Server::answer(ServerStream& stream, int status, const char* reason) {
   held.swap(held_);
   for (auto& [s, id] : held) {
     if (id == refused_id) {
-      refuse_wt_stream(*s, h3(H3Code::kWtBufferedStreamRejected));
+      refuse_wt_stream(*s, wire_code(H3Code::kWtBufferedStreamRejected));
     } else {
       held_.emplace_back(s, id);
     }
@@ -570,16 +533,8 @@ void Server::adopt_wt_stream(Stream& raw, uint64_t session_id) {
     return;
   }
   refuse_wt_stream(raw, session_ != nullptr && session_id == session_->id()
-                            ? h3(H3Code::kWtSessionGone)
-                            : h3(H3Code::kWtBufferedStreamRejected));
-}
-
-void Server::refuse_wt_stream(Stream& raw, uint64_t code) {
-  raw.stop_sending(code);
-  if (!raw.is_uni()) {
-    raw.reset(code);
-  }
-  raw.release();
+                            ? wire_code(H3Code::kWtSessionGone)
+                            : wire_code(H3Code::kWtBufferedStreamRejected));
 }
 
 void Server::remove_stream(ServerStream& stream) {

@@ -35,6 +35,7 @@
 #include "base/clock.h"
 #include "transport/transport.h"
 #include "transport/webtransport/h3.h"
+#include "transport/webtransport/peer_streams.h"
 #include "transport/webtransport/session.h"
 
 namespace moqd::transport::webtransport {
@@ -112,8 +113,6 @@ class Server final : public SessionVisitor, private SessionHost {
   void answer(ServerStream& stream, int status, const char* reason);
   void accept(ServerStream& stream, const ConnectRequest& request, const std::string& protocol);
   void adopt_wt_stream(Stream& raw, uint64_t session_id);
-  // Stops (and for bidi, resets) a WebTransport stream we will not deliver, and releases it.
-  void refuse_wt_stream(Stream& raw, uint64_t code);
   void remove_stream(ServerStream& stream);
   // Deferred work from the loop: requests that waited for SETTINGS, freeing removed streams.
   void schedule_pump();
@@ -122,11 +121,9 @@ class Server final : public SessionVisitor, private SessionHost {
   Timers& timers_;
   ServerObserver& observer_;
   const ServerConfig config_;
-  std::unique_ptr<class QpackDecoder> qpack_;
+  std::unique_ptr<QpackDecoder> qpack_;
   Stream* control_ = nullptr;  // ours
-  bool peer_control_seen_ = false;
-  bool peer_qpack_encoder_seen_ = false;
-  bool peer_qpack_decoder_seen_ = false;
+  PeerStreams peer_streams_;  // the client's critical streams seen so far
   bool settings_received_ = false;
   PeerSettings peer_settings_;
   bool draining_ = false;

@@ -15,7 +15,6 @@ constexpr size_t kMaxCapsuleValue = 4 << 10;
 // closes under them.
 constexpr Duration kPeerEndedGrace = std::chrono::milliseconds(100);
 
-uint64_t h3(H3Code code) { return static_cast<uint64_t>(code); }
 
 }  // namespace
 
@@ -132,12 +131,12 @@ class WtStream final : public Stream, public StreamVisitor {
     bool local = session_.is_local(raw_->id());
     if (!raw_->is_uni() || local) {
       if (!send_done_) {
-        raw_->reset(h3(H3Code::kWtSessionGone));
+        raw_->reset(wire_code(H3Code::kWtSessionGone));
       }
     }
     if (!raw_->is_uni() || !local) {
       if (!stop_sent_ && !raw_->is_fin_received()) {
-        raw_->stop_sending(h3(H3Code::kWtSessionGone));
+        raw_->stop_sending(wire_code(H3Code::kWtSessionGone));
       }
     }
     send_done_ = true;
@@ -303,9 +302,9 @@ void WtSession::read_capsules() {
 
 void WtSession::capsule_fail(const H3Error& error) {
   if (connect_ != nullptr) {
-    connect_->reset(h3(error.code));
+    connect_->reset(wire_code(error.code));
   }
-  on_peer_ended(h3(error.code), error.detail);
+  on_peer_ended(wire_code(error.code), error.detail);
 }
 
 void WtSession::on_connect_reset(uint64_t code) {
@@ -391,7 +390,7 @@ void WtSession::close_connection_after(Duration delay) {
   host_.timers().cancel(linger_timer_);
   linger_timer_ = host_.timers().schedule(delay, [this] {
     linger_timer_ = 0;
-    host_.quic().close(h3(H3Code::kNoError), "WebTransport session closed");
+    host_.quic().close(wire_code(H3Code::kNoError), "WebTransport session closed");
   });
 }
 
