@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "testing/quic_pair.h"
 #include "testing/sim_network.h"
+#include "testing/stream_recorder.h"
 
 namespace moqd::transport::quic {
 namespace {
@@ -33,70 +34,8 @@ std::string pattern(size_t n, uint32_t seed) {
   return s;
 }
 
-// Reads a stream to the end, recording what happened.
-struct StreamRecorder : StreamVisitor {
-  explicit StreamRecorder(Stream* s) : stream(s) {}
-  void on_readable() override {
-    if (!consume) {
-      return;
-    }
-    drain();
-  }
-  void drain() {
-    auto p = stream->peek();
-    data.append(reinterpret_cast<const char*>(p.data()), p.size());
-    stream->consume(p.size());
-    fin = fin || stream->is_fin_received();
-  }
-  void on_writable() override { ++writable; }
-  void on_reset(uint64_t code) override { reset = code; }
-  void on_stop_sending(uint64_t code) override { stop = code; }
-
-  Stream* stream;
-  bool consume = true;
-  std::string data;
-  bool fin = false;
-  int writable = 0;
-  std::optional<uint64_t> reset;
-  std::optional<uint64_t> stop;
-};
-
-// One side's MoQ-session stand-in: accepts incoming streams, records the close.
-struct SessionRecorder : SessionVisitor {
-  void on_incoming_stream(Stream& s) override {
-    incoming.push_back(std::make_unique<StreamRecorder>(&s));
-    incoming.back()->consume = consume_new;
-    s.set_visitor(incoming.back().get());
-  }
-  void on_streams_available() override { ++streams_available; }
-  void on_datagram(std::span<const uint8_t> payload) override {
-    datagrams.emplace_back(reinterpret_cast<const char*>(payload.data()), payload.size());
-  }
-  void on_closed(uint64_t c, std::string_view r) override {
-    ++closed;
-    code = c;
-    reason = std::string(r);
-    for (auto& in : incoming) {
-      in->stream = nullptr;
-    }
-  }
-  StreamRecorder* find(StreamId id) {
-    for (auto& in : incoming) {
-      if (in->stream != nullptr && in->stream->id() == id) {
-        return in.get();
-      }
-    }
-    return nullptr;
-  }
-
-  std::vector<std::unique_ptr<StreamRecorder>> incoming;
-  std::vector<std::string> datagrams;
-  bool consume_new = true;
-  int streams_available = 0;
-  int closed = 0;
-  uint64_t code = 0;
-  std::string reason;
-};
+using test::SessionRecorder;
+using test::StreamRecorder;
 
 class QuicConnectionTest : public ::testing::Test {
  protected:

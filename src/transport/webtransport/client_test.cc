@@ -10,6 +10,7 @@
 
 #include "base/bytes.h"
 #include "testing/quic_pair.h"
+#include "testing/stream_recorder.h"
 #include "transport/quic/connection.h"
 #include "transport/webtransport/server.h"
 
@@ -23,55 +24,8 @@ constexpr uint64_t kH3NoError = 0x100;
 
 std::vector<uint8_t> bytes_of(std::string_view s) { return {s.begin(), s.end()}; }
 
-// Reads a stream to the end, recording what happened to it.
-struct StreamRecorder : StreamVisitor {
-  explicit StreamRecorder(Stream* s) : stream(s) {}
-  void on_readable() override {
-    if (stream == nullptr) {
-      return;
-    }
-    auto p = stream->peek();
-    data.append(reinterpret_cast<const char*>(p.data()), p.size());
-    stream->consume(p.size());
-    fin = fin || stream->is_fin_received();
-  }
-  void on_writable() override {}
-  void on_reset(uint64_t code) override { reset = code; }
-  void on_stop_sending(uint64_t code) override { stop = code; }
-
-  Stream* stream;
-  std::string data;
-  bool fin = false;
-  std::optional<uint64_t> reset;
-  std::optional<uint64_t> stop;
-};
-
-// A WebTransport session's visitor (either side's).
-struct SessionRecorder : SessionVisitor {
-  void on_incoming_stream(Stream& s) override {
-    incoming.push_back(std::make_unique<StreamRecorder>(&s));
-    s.set_visitor(incoming.back().get());
-  }
-  void on_streams_available() override { ++streams_available; }
-  void on_datagram(std::span<const uint8_t> payload) override {
-    datagrams.emplace_back(reinterpret_cast<const char*>(payload.data()), payload.size());
-  }
-  void on_closed(uint64_t c, std::string_view r) override {
-    ++closed;
-    code = c;
-    reason = std::string(r);
-    for (auto& in : incoming) {
-      in->stream = nullptr;
-    }
-  }
-
-  std::vector<std::unique_ptr<StreamRecorder>> incoming;
-  std::vector<std::string> datagrams;
-  int streams_available = 0;
-  int closed = 0;
-  uint64_t code = 0;
-  std::string reason;
-};
+using test::SessionRecorder;
+using test::StreamRecorder;
 
 struct ServerSide : ServerObserver {
   std::optional<Refusal> on_connect(const ConnectRequest& request) override {

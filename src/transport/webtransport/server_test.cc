@@ -13,6 +13,7 @@
 #include "base/codec.h"
 #include "testing/chromium_webtransport.h"
 #include "testing/quic_pair.h"
+#include "testing/stream_recorder.h"
 #include "transport/quic/connection.h"
 #include "transport/webtransport/qpack.h"
 
@@ -86,72 +87,8 @@ std::optional<std::string> field(const HeaderList& h, std::string_view name) {
   return std::nullopt;
 }
 
-// Reads a stream, recording everything that happened to it.
-struct StreamRecorder : StreamVisitor {
-  explicit StreamRecorder(Stream* s) : stream(s) {}
-  void on_readable() override {
-    ++readable;
-    if (consume && stream != nullptr) {
-      auto p = stream->peek();
-      data.append(reinterpret_cast<const char*>(p.data()), p.size());
-      stream->consume(p.size());
-      fin = fin || stream->is_fin_received();
-    }
-  }
-  void on_writable() override {}
-  void on_reset(uint64_t code) override { reset = code; }
-  void on_stop_sending(uint64_t code) override { stop = code; }
-
-  Stream* stream;
-  bool consume = true;
-  int readable = 0;
-  std::string data;
-  bool fin = false;
-  std::optional<uint64_t> reset;
-  std::optional<uint64_t> stop;
-};
-
-// A session visitor (the QUIC client's, or the WebTransport session's on the server).
-struct SessionRecorder : SessionVisitor {
-  void on_incoming_stream(Stream& s) override {
-    incoming.push_back(std::make_unique<StreamRecorder>(&s));
-    incoming.back()->consume = consume_new;
-    s.set_visitor(incoming.back().get());
-  }
-  void on_streams_available() override { ++streams_available; }
-  void on_datagram(std::span<const uint8_t> payload) override {
-    datagrams.emplace_back(reinterpret_cast<const char*>(payload.data()), payload.size());
-  }
-  void on_closed(uint64_t c, std::string_view r) override {
-    if (in_call != nullptr && *in_call) {
-      closed_in_call = true;
-    }
-    ++closed;
-    code = c;
-    reason = std::string(r);
-    for (auto& in : incoming) {
-      in->stream = nullptr;
-    }
-  }
-  StreamRecorder* find(StreamId id) {
-    for (auto& in : incoming) {
-      if (in->stream != nullptr && in->stream->id() == id) {
-        return in.get();
-      }
-    }
-    return nullptr;
-  }
-
-  std::vector<std::unique_ptr<StreamRecorder>> incoming;
-  std::vector<std::string> datagrams;
-  bool consume_new = true;
-  int streams_available = 0;
-  int closed = 0;
-  uint64_t code = 0;
-  std::string reason;
-  const bool* in_call = nullptr;  // set while the test is inside a session call
-  bool closed_in_call = false;
-};
+using test::SessionRecorder;
+using test::StreamRecorder;
 
 struct ObserverRecorder : ServerObserver {
   std::optional<Refusal> on_connect(const ConnectRequest& request) override {
