@@ -45,6 +45,9 @@ ws::RequestDecision ServerConnection::on_request(const ws::HttpRequest& r) {
   if (r.path == "/health") {
     return ws::PlainResponse{200, "application/json", worker_.relay().health_json(), {}};
   }
+  if (r.path == "/stats") {
+    return ws::PlainResponse{200, "application/json", worker_.relay().stats_json(), {}};
+  }
   if (r.path == "/certificate.sha256") {
     if (const auto& cert = worker_.certificate()) {
       return ws::PlainResponse{200, "text/plain", cert->sha256_hex(), {}};

@@ -116,4 +116,34 @@ std::string Relay::health_json() const {
          by_transport + "}}\n";
 }
 
+namespace {
+
+std::string udp_json(const runtime::UdpSocket::Stats& s, uint64_t dropped, uint64_t polls) {
+  auto field = [](const char* name, uint64_t v) {
+    return std::string("\"") + name + "\":" + std::to_string(v);
+  };
+  return "{" + field("datagrams_in", s.datagrams_in) + "," + field("datagrams_out", s.datagrams_out) +
+         "," + field("bytes_out", s.bytes_out) + "," + field("send_calls", s.sendmsg_calls) + "," +
+         field("recv_calls", s.recv_calls) + "," + field("gso_batches", s.gso_batches) + "," +
+         field("gro_batches", s.gro_batches) + "," + field("send_dropped", dropped) + "," +
+         field("loop_polls", polls) + "}";
+}
+
+}  // namespace
+
+std::string Relay::stats_json() const {
+  runtime::UdpSocket::Stats sum{};
+  uint64_t dropped = 0;
+  uint64_t polls = 0;
+  std::string per_worker;
+  for (const auto& w : relay_workers_) {
+    auto s = w->udp_stats();
+    per_worker += (per_worker.empty() ? "" : ",") + udp_json(s, w->udp_dropped(), w->loop_polls());
+    sum += s;
+    dropped += w->udp_dropped();
+    polls += w->loop_polls();
+  }
+  return "{\"total\":" + udp_json(sum, dropped, polls) + ",\"per_worker\":[" + per_worker + "]}\n";
+}
+
 }  // namespace moqd::relay

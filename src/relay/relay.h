@@ -35,6 +35,10 @@ class Relay {
   Authorizer& auth() { return *auth_; }
   // JSON for GET /health. Any thread.
   std::string health_json() const;
+  // JSON for GET /stats: each worker's UDP and event-loop counters (datagrams, bytes, send and
+  // receive calls, GSO/GRO batches, epoll_wait calls), and their sums, for load generators and
+  // operators to compute datagrams per send and syscalls per packet. Any thread.
+  std::string stats_json() const;
   int64_t session_count() const;
   size_t worker_count() const { return relay_workers_.size(); }
   // Worker `i`; touch it only from its own thread (post there first).

@@ -46,6 +46,22 @@ RelayWorker::~RelayWorker() {
   listeners_.clear();
 }
 
+runtime::UdpSocket::Stats RelayWorker::udp_stats() const {
+  runtime::UdpSocket::Stats sum{};
+  for (const auto& ep : endpoints_) {
+    sum += ep->socket().stats();
+  }
+  return sum;
+}
+
+uint64_t RelayWorker::udp_dropped() const {
+  uint64_t n = 0;
+  for (const auto& ep : endpoints_) {
+    n += ep->socket().datagrams_dropped();
+  }
+  return n;
+}
+
 QuicEndpoint* RelayWorker::quic_endpoint(size_t index) {
   return index < endpoints_.size() ? endpoints_[index].get() : nullptr;
 }

@@ -15,6 +15,7 @@
 #include "relay/config.h"
 #include "runtime/event_loop.h"
 #include "runtime/tcp.h"
+#include "runtime/udp.h"
 #include "runtime/workers.h"
 
 namespace moqd::relay {
@@ -67,6 +68,12 @@ class RelayWorker {
   void on_peer_announce(const std::string& path, bool active, uint64_t hops,
                         model::BroadcastSource& source);
   void remove_connection(ServerConnection* c);
+
+  // Counters of the worker's QUIC sockets and its loop. Any thread: the sockets and the loop
+  // live as long as the worker, and their counters are relaxed atomics.
+  runtime::UdpSocket::Stats udp_stats() const;
+  uint64_t udp_dropped() const;
+  uint64_t loop_polls() const { return loop_.polls(); }
 
   // Read from any thread.
   std::atomic<int64_t> sessions{0};

@@ -162,6 +162,7 @@ void EventLoop::run_once(Duration max_wait) {
   waker_.prepare_sleep();
   int timeout = has_ready_work() ? 0 : wait_timeout_ms(max_wait);
   epoll_event events[kMaxEvents];
+  polls_.add();
   int n = ::epoll_wait(epfd_, events, kMaxEvents, timeout);
   waker_.awake();
   refresh_now();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/counter.h"
 #include "base/error.h"
 #include "runtime/mailbox.h"
 #include "runtime/timer_wheel.h"
@@ -67,6 +68,8 @@ class EventLoop final : public Clock, public Timers {
   void run_once(Duration max_wait);
 
   Waker& waker() { return waker_; }
+  // epoll_wait calls so far (readable from any thread), for the relay's syscall counts.
+  uint64_t polls() const { return polls_.get(); }
   // `s` must outlive the loop or be removed before it is destroyed.
   void add_poll_source(PollSource* s);
   void remove_poll_source(PollSource* s);
@@ -87,6 +90,7 @@ class EventLoop final : public Clock, public Timers {
   void refresh_now();
 
   int epfd_ = -1;
+  Counter polls_;
   Waker waker_;
   Instant now_;
   TimerWheel timers_;

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/log.h"
+
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
@@ -32,11 +34,19 @@ void set_int_opt(int fd, int level, int name, int value) {
   ::setsockopt(fd, level, name, &value, sizeof value);
 }
 
-void set_buffer(int fd, int force_name, int name, size_t bytes) {
+// Sets a socket buffer and returns the size the kernel gave (it reports twice what it keeps for
+// data, so halved).
+size_t set_buffer(int fd, int force_name, int name, size_t bytes) {
   int value = static_cast<int>(bytes);
   if (::setsockopt(fd, SOL_SOCKET, force_name, &value, sizeof value) != 0) {
     set_int_opt(fd, SOL_SOCKET, name, value);  // unprivileged: capped by net.core.*mem_max
   }
+  int got = 0;
+  socklen_t len = sizeof got;
+  if (::getsockopt(fd, SOL_SOCKET, name, &got, &len) != 0 || got < 0) {
+    return 0;
+  }
+  return static_cast<size_t>(got) / 2;
 }
 
 struct Resolved {
@@ -118,13 +128,21 @@ Result<std::unique_ptr<UdpSocket>> UdpSocket::open(EventLoop& loop, const sockad
     ::close(fd);
     return fail(ErrorCode::kTransport, "bind() failed");
   }
-  set_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF, o.buffer_bytes);
-  set_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF, o.buffer_bytes);
+  size_t rcvbuf = set_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF, o.buffer_bytes);
+  size_t sndbuf = set_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF, o.buffer_bytes);
+  if (rcvbuf < o.buffer_bytes || sndbuf < o.buffer_bytes) {
+    MOQD_LOG(kWarn,
+             "udp socket buffers clamped by the kernel: asked %zu bytes, got receive %zu send %zu "
+             "(raise net.core.rmem_max and wmem_max, or run with CAP_NET_ADMIN)",
+             o.buffer_bytes, rcvbuf, sndbuf);
+  }
   if (o.gro) {
     int on = 1;
     o.gro = ::setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof on) == 0;
   }
   std::unique_ptr<UdpSocket> s(new UdpSocket(loop, fd, o));
+  s->rcvbuf_ = rcvbuf;
+  s->sndbuf_ = sndbuf;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&s->local_), &s->local_len_) != 0) {
     return fail(ErrorCode::kTransport, "getsockname() failed");
   }
@@ -134,6 +152,12 @@ Result<std::unique_ptr<UdpSocket>> UdpSocket::open(EventLoop& loop, const sockad
 UdpSocket::UdpSocket(EventLoop& loop, int fd, Options o)
     : loop_(loop), fd_(fd), options_(o), local_len_(sizeof local_),
       alive_token_(std::make_shared<bool>(true)) {}
+
+UdpSocket::Stats UdpSocket::stats() const {
+  return {stats_.datagrams_in.get(),  stats_.datagrams_out.get(), stats_.bytes_out.get(),
+          stats_.sendmsg_calls.get(), stats_.recv_calls.get(),    stats_.gso_batches.get(),
+          stats_.gro_batches.get()};
+}
 
 UdpSocket::~UdpSocket() {
   if (alive_ != nullptr) {
@@ -217,6 +241,7 @@ void UdpSocket::on_readable() {
       msgs[i].msg_hdr.msg_control = control[i].buf;
       msgs[i].msg_hdr.msg_controllen = sizeof control[i].buf;
     }
+    stats_.recv_calls.add();
     int n = ::recvmmsg(fd_, msgs, kRecvBatch, MSG_DONTWAIT, nullptr);
     if (n < 0 && errno == EINTR) {
       continue;
@@ -255,11 +280,11 @@ bool UdpSocket::deliver(const sockaddr* from, socklen_t from_len, const uint8_t*
   if (segment == 0 || segment >= len) {
     segment = len;
   } else {
-    ++stats_.gro_batches;
+    stats_.gro_batches.add();
   }
   for (size_t off = 0; off < len; off += segment) {
     size_t n = std::min(segment, len - off);
-    ++stats_.datagrams_in;
+    stats_.datagrams_in.add();
     handler_(from, from_len, {data + off, n});
     if (!*alive || !handler_) {
       return *alive;
@@ -273,7 +298,7 @@ void UdpSocket::send(const sockaddr* to, socklen_t to_len, std::span<const uint8
     return;
   }
   if (buf_.size() + datagram.size() > kMaxQueuedBytes) {
-    ++dropped_;
+    dropped_.add();
     return;
   }
   Pending p;
@@ -364,7 +389,7 @@ size_t UdpSocket::send_messages(size_t first) {
   }
   int n;
   do {
-    ++stats_.sendmsg_calls;
+    stats_.sendmsg_calls.add();
     n = ::sendmmsg(fd_, hdrs, static_cast<unsigned>(msgs.size()), MSG_DONTWAIT | MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
@@ -375,14 +400,17 @@ size_t UdpSocket::send_messages(size_t first) {
       options_.gso = false;  // EIO / EINVAL: no GSO on this path; resend the run one by one
       return send_messages(first);
     }
-    ++dropped_;  // the kernel refused this datagram (unreachable peer, EMSGSIZE): skip it
+    dropped_.add();  // the kernel refused this datagram (unreachable peer, EMSGSIZE): skip it
     return msgs[0].count;
   }
   size_t entries = 0;
   for (int j = 0; j < n; ++j) {
     entries += msgs[j].count;
-    stats_.datagrams_out += msgs[j].count;
-    stats_.gso_batches += msgs[j].count > 1 ? 1 : 0;
+    stats_.datagrams_out.add(msgs[j].count);
+    stats_.bytes_out.add(msgs[j].iov.iov_len);
+    if (msgs[j].count > 1) {
+      stats_.gso_batches.add();
+    }
   }
   return entries;
 }

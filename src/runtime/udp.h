@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/counter.h"
 #include "base/error.h"
 #include "runtime/event_loop.h"
 
@@ -34,8 +35,20 @@ class UdpSocket final : private IoHandler {
   };
   using Handler = std::function<void(const sockaddr* from, socklen_t from_len,
                                      std::span<const uint8_t> datagram)>;
+  // A snapshot of the socket's counters (readable from any thread; see base/counter.h).
   struct Stats {
-    uint64_t datagrams_in, datagrams_out, sendmsg_calls, gso_batches, gro_batches;
+    uint64_t datagrams_in, datagrams_out, bytes_out, sendmsg_calls, recv_calls, gso_batches,
+        gro_batches;
+    Stats& operator+=(const Stats& o) {
+      datagrams_in += o.datagrams_in;
+      datagrams_out += o.datagrams_out;
+      bytes_out += o.bytes_out;
+      sendmsg_calls += o.sendmsg_calls;
+      recv_calls += o.recv_calls;
+      gso_batches += o.gso_batches;
+      gro_batches += o.gro_batches;
+      return *this;
+    }
   };
 
   // Bytes waiting in the send batch above which send() drops datagrams.
@@ -62,9 +75,15 @@ class UdpSocket final : private IoHandler {
   socklen_t local_address_len() const { return local_len_; }
   uint16_t port() const;
   int fd() const { return fd_; }
-  const Stats& stats() const { return stats_; }
+  Stats stats() const;
   // Datagrams dropped by send() because the batch was full, or by the kernel refusing them.
-  uint64_t datagrams_dropped() const { return dropped_; }
+  uint64_t datagrams_dropped() const { return dropped_.get(); }
+  // The kernel's receive and send buffer sizes as set (getsockopt halved: the kernel doubles what
+  // it is asked for), and whether it gave less than Options::buffer_bytes (then a warning was
+  // logged: raise net.core.rmem_max / wmem_max, or run privileged).
+  size_t receive_buffer_bytes() const { return rcvbuf_; }
+  size_t send_buffer_bytes() const { return sndbuf_; }
+  bool buffers_clamped() const { return rcvbuf_ < options_.buffer_bytes || sndbuf_ < options_.buffer_bytes; }
 
  private:
   struct Pending {
@@ -100,8 +119,14 @@ class UdpSocket final : private IoHandler {
   Handler handler_;
   uint32_t events_ = 0;  // registered with the loop
   bool watching_out_ = false;
-  Stats stats_{};
-  uint64_t dropped_ = 0;
+  struct Counters {
+    Counter datagrams_in, datagrams_out, bytes_out, sendmsg_calls, recv_calls, gso_batches,
+        gro_batches;
+  };
+  Counters stats_;
+  Counter dropped_;
+  size_t rcvbuf_ = 0;
+  size_t sndbuf_ = 0;
   std::vector<uint8_t> buf_;      // queued datagrams back to back
   std::vector<Pending> pending_;  // in send order
   size_t sent_ = 0;               // entries of pending_ already written

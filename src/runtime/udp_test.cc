@@ -82,8 +82,12 @@ TEST_P(UdpSocketTest, ManyDatagramsEchoByteExact) {
   EXPECT_EQ(server_->stats().datagrams_in, seq);
   EXPECT_EQ(server_->stats().datagrams_out, seq);
   EXPECT_EQ(client_->stats().datagrams_in, seq);
+  EXPECT_EQ(client_->stats().bytes_out, uint64_t{seq} * 1200);
   // Batching: far fewer syscalls than datagrams either way.
   EXPECT_LT(client_->stats().sendmsg_calls * 4, seq);
+  EXPECT_GT(server_->stats().recv_calls, 0u);
+  EXPECT_LT(server_->stats().recv_calls * 4, seq);
+  EXPECT_GT(loop_.polls(), 0u);
   if (GetParam()) {
     EXPECT_GT(client_->stats().gso_batches, 0u);
     EXPECT_GT(server_->stats().gro_batches, 0u);

@@ -44,4 +44,27 @@ test("/health counts an open session, by transport", T, async () => {
     "the WebSocket session to leave the count", 50);
 });
 
+test("GET /stats answers each worker's UDP and loop counters, which QUIC traffic moves", T, async () => {
+  const stats = async () => (await H.httpGet(`${ctx.moqd.url}stats`)).json();
+  const keys = ["datagrams_in", "datagrams_out", "bytes_out", "send_calls", "recv_calls",
+    "gso_batches", "gro_batches", "send_dropped", "loop_polls"];
+  const before = await stats();
+  assert.equal(before.per_worker.length, 2);
+  for (const w of [before.total, ...before.per_worker]) {
+    for (const k of keys) assert.ok(Number.isInteger(w[k]) && w[k] >= 0, `${k}: ${w[k]}`);
+  }
+  for (const k of keys) {
+    assert.equal(before.total[k], before.per_worker[0][k] + before.per_worker[1][k], `total ${k}`);
+  }
+  // A QUIC session (the CLI, over raw QUIC) sends and receives datagrams through moqd's sockets.
+  await H.runMoq(["announced", ctx.moqd.url, H.uniquePrefix("stats"), "--transport", "quic", "--timeout", "1"]);
+  const after = await stats();
+  assert.ok(after.total.datagrams_in > before.total.datagrams_in, "datagrams_in rose");
+  assert.ok(after.total.datagrams_out > before.total.datagrams_out, "datagrams_out rose");
+  assert.ok(after.total.send_calls > before.total.send_calls, "send_calls rose");
+  assert.ok(after.total.recv_calls > before.total.recv_calls, "recv_calls rose");
+  assert.ok(after.total.bytes_out >= after.total.datagrams_out, "bytes_out counts bytes");
+  assert.ok(after.total.loop_polls > before.total.loop_polls, "loop_polls rose");
+});
+
 H.moqdStopsCleanly(ctx);
