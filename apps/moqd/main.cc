@@ -106,6 +106,7 @@ struct Options {
   std::string log_level = "info";
   bool udp_gso = true;
   bool udp_gro = true;
+  std::string debug_spin_per_delivery = "0";
 };
 
 void add_flags(CLI::App& app, Options& o) {
@@ -165,6 +166,9 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--udp-gso", o.udp_gso, "UDP segmentation offload when sending QUIC (default true)");
   app.add_option("--udp-gro", o.udp_gro, "UDP receive offload for QUIC (default true)");
   app.add_option("--log-level", o.log_level, "debug, info, warn or error (default info)");
+  app.add_option("--debug-spin-per-delivery", o.debug_spin_per_delivery,
+                 "benchmark falsification: busy-wait this long (e.g. 2us) per chunk handed to a "
+                 "subscriber (default 0: off)");
 }
 
 bool load_config_file(const std::string& file, CLI::App& app) {
@@ -274,6 +278,13 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   if (!parse_duration(o.upstream_linger, c.origin.upstream_linger)) return bad("--upstream-linger", o.upstream_linger);
   if (!parse_duration(o.setup_timeout, c.limits.setup_timeout)) return bad("--setup-timeout", o.setup_timeout);
   if (!parse_duration(o.upgrade_timeout, c.websocket.upgrade_timeout)) return bad("--upgrade-timeout", o.upgrade_timeout);
+  if (!parse_duration(o.debug_spin_per_delivery, c.limits.debug_spin_per_delivery)) {
+    return bad("--debug-spin-per-delivery", o.debug_spin_per_delivery);
+  }
+  if (c.limits.debug_spin_per_delivery > Duration::zero()) {
+    fprintf(stderr, "moqd: --debug-spin-per-delivery %s: every delivery is slowed on purpose\n",
+            o.debug_spin_per_delivery.c_str());
+  }
   if (!parse_duration(o.max_backlog_age, c.limits.max_backlog_age)) return bad("--max-backlog-age", o.max_backlog_age);
   if (!parse_duration(o.cache_age, c.origin.cache.max_age)) return bad("--cache-age", o.cache_age);
   if (!parse_size(o.max_frame_size, c.limits.max_frame_size)) return bad("--max-frame-size", o.max_frame_size);

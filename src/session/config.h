@@ -30,6 +30,10 @@ struct SessionLimits {
   Duration setup_timeout = std::chrono::seconds(10);    // SETUP must complete within this
   uint64_t max_publisher_cache = 256ull << 20;  // cached bytes of one publisher's tracks
   uint64_t max_publisher_rate = 256ull << 20;   // payload bytes/s a publisher may send; 0: no limit
+  // Benchmark falsification only (--debug-spin-per-delivery): busy-waits this long each time a
+  // subscription hands a chunk of a frame to the transport, so a load generator must show the
+  // relay's cost per delivered byte rise. Zero (the default) costs one branch.
+  Duration debug_spin_per_delivery = Duration::zero();
 };
 
 struct SessionConfig {

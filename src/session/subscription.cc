@@ -1,11 +1,22 @@
 // Downstream subscriptions: serving the peer's SUBSCRIBE from the origin's track, one uni stream
 // per group, pulled from the shared cache as the transport takes bytes.
 #include <algorithm>
+#include <chrono>
 
 #include "base/log.h"
 #include "session/handlers.h"
 
 namespace moqd::session {
+namespace {
+
+// Burns CPU for `d` of wall time (see SessionLimits::debug_spin_per_delivery).
+void spin(Duration d) {
+  auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+}  // namespace
 
 // One group being forwarded on its own uni stream.
 class Subscription::GroupWriter final : public transport::StreamVisitor {
@@ -287,6 +298,9 @@ void Subscription::write_group(GroupWriter& w) {
       case model::GroupCursor::Kind::kChunk:
         w.stream_->write(step.chunk);
         served_ = true;
+        if (session_.config().limits.debug_spin_per_delivery > Duration::zero()) [[unlikely]] {
+          spin(session_.config().limits.debug_spin_per_delivery);
+        }
         break;
       case model::GroupCursor::Kind::kEnd:
         w.stream_->finish();
