@@ -12,7 +12,9 @@
 #include "model/origin.h"
 #include "runtime/event_loop.h"
 #include "runtime/tcp.h"
+#include "runtime/udp.h"
 #include "session/session.h"
+#include "transport/quic/connection.h"
 #include "transport/websocket/mux_session.h"
 #include "transport/websocket/ws_connection.h"
 
@@ -54,6 +56,10 @@ struct ConnectionOptions {
   wire::VersionSet versions = wire::VersionSet::all();
   // Ask the relay for its broadcasts under this prefix (see SessionConfig::discover_prefix).
   std::optional<std::string> discover_prefix;
+  // QUIC and WebTransport only: the connection's settings (windows, ACK policy) and its UDP
+  // socket's (buffer sizes, GSO/GRO).
+  transport::quic::ConnectionConfig quic;
+  runtime::UdpSocket::Options udp;
 };
 
 // The prefix a client joins to its broadcast paths (and discovery prefix) for `options`. WebSocket
@@ -85,6 +91,8 @@ class Link : public session::SessionHandler {
   // without cutting the relay off: WebSocket, the relay answered our close frame (or the close
   // handshake timed out) and TCP is closed; QUIC, our CONNECTION_CLOSE has gone to the socket.
   virtual bool is_transport_closed() const = 0;
+  // The UDP socket under a QUIC or WebTransport link (null over WebSocket), for its counters.
+  virtual const runtime::UdpSocket* udp_socket() const { return nullptr; }
   // path_prefix_for(the options).
   std::string path_prefix() const { return path_prefix_for(options_); }
 

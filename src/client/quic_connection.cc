@@ -337,7 +337,7 @@ Status QuicConnection::connect() {
                   sizeof numeric, nullptr, 0, NI_NUMERICHOST) != 0) {
     return fail(ErrorCode::kTransport, "cannot format the relay's address");
   }
-  auto udp = runtime::UdpSocket::open_client(loop_, numeric, runtime::UdpSocket::Options{});
+  auto udp = runtime::UdpSocket::open_client(loop_, numeric, options_.udp);
   if (!udp) {
     return tl::unexpected(udp.error());
   }
@@ -354,7 +354,7 @@ Status QuicConnection::connect() {
   quic::ConnectionContext ctx{*this, loop_, loop_, new_random_cid, this};
   auto conn = quic::Connection::connect(path_to(reinterpret_cast<const sockaddr*>(&remote_),
                                                 remote_len_),
-                                        make_tls, ctx);
+                                        make_tls, ctx, options_.quic);
   if (!conn) {
     return tl::unexpected(conn.error());
   }

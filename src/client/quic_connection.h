@@ -52,6 +52,7 @@ class QuicConnection final : public Link,
   void close() override;
   bool is_flushed() const override;
   bool is_transport_closed() const override;
+  const runtime::UdpSocket* udp_socket() const override { return udp_.get(); }
 
  private:
   // PacketSink

@@ -205,6 +205,7 @@ void Connection::fill_settings(ngtcp2_settings& settings) const {
   settings.max_window = config_.max_window;
   settings.max_stream_window = config_.max_stream_window;
   settings.handshake_timeout = to_ngtcp2(config_.handshake_timeout);
+  settings.ack_thresh = config_.ack_thresh;
 }
 
 void Connection::fill_params(ngtcp2_transport_params& params) const {
@@ -217,6 +218,7 @@ void Connection::fill_params(ngtcp2_transport_params& params) const {
   params.initial_max_streams_uni = config_.max_streams_uni;
   params.max_idle_timeout = to_ngtcp2(config_.idle_timeout);
   params.max_datagram_frame_size = config_.max_datagram_frame_size;
+  params.max_ack_delay = to_ngtcp2(config_.max_ack_delay);
 }
 
 Status Connection::init_tls(const TlsFactory& make_tls) {

@@ -91,6 +91,11 @@ struct ConnectionConfig {
   // dropped), and queued by send_datagram() and not yet sent (it returns false past them).
   size_t datagram_queue = 256;
   size_t datagram_queue_bytes = size_t{1} << 20;
+  // Acknowledgement policy: an ACK goes out at once after this many ack-eliciting packets
+  // (ngtcp2's default is 2; Chromium decimates to about 10 once a connection is past its first
+  // packets), otherwise within max_ack_delay (our transport parameter; 25 ms as RFC 9000).
+  size_t ack_thresh = 2;
+  Duration max_ack_delay = std::chrono::milliseconds(25);
 };
 
 // What a connection needs from its owner. Everything referenced must outlive the connection.
