@@ -57,6 +57,7 @@ constexpr double kMaxLossFraction = 0.001;
 constexpr size_t kRecvBatch = 64;
 constexpr int kRecvTimeoutMs = 20;
 constexpr size_t kGroBufferBytes = 65536;
+constexpr size_t kMaxUdpPayload = 65507;  // IPv4: 65535 - 20 (IP) - 8 (UDP)
 // Paced runs keep at most this fraction of the receive buffer (as read back) in flight as
 // payload: a 1,200-byte datagram's skb is charged 2-4 times its payload against SO_RCVBUF.
 constexpr size_t kWindowDivisor = 8;
@@ -413,7 +414,7 @@ void receive_loop(int fd, bool gro, size_t packet_size, Link* link, Received* ou
 }
 
 // The kernel's drop counter for the socket bound to 127.0.0.1:port (/proc/net/udp, last
-// column), or -1 when it cannot be read.
+// column), or -1 when it cannot be read. It counts skbs: a dropped GSO super-packet is one.
 int64_t kernel_drops(uint16_t port) {
   std::ifstream f("/proc/net/udp");
   char want[32];
@@ -423,8 +424,9 @@ int64_t kernel_drops(uint16_t port) {
     if (line.find(want) == std::string::npos || line.find(want) > 16) {
       continue;
     }
-    auto last = line.find_last_of(' ');
-    return std::strtoll(line.c_str() + last + 1, nullptr, 10);
+    // The kernel pads each line with spaces to 127 columns.
+    line.erase(line.find_last_not_of(' ') + 1);
+    return std::strtoll(line.c_str() + line.find_last_of(' ') + 1, nullptr, 10);
   }
   return -1;
 }
@@ -494,10 +496,6 @@ Sent send_gso(int fd, size_t packet_size, size_t segments, double seconds, Pacer
 }
 
 UdpLimit measure_udp(const LimitsOptions& o, bool gso, size_t batch, Buffers* buffers) {
-  if (gso && batch * o.packet_size > 65507) {
-    throw std::runtime_error("GSO batch over 65507 bytes: " + std::to_string(batch) + " x " +
-                             std::to_string(o.packet_size));
-  }
   SocketPair sockets(o, gso);
   *buffers = sockets.buffers;
   Link link;
@@ -615,8 +613,15 @@ void run_command(const CommandState& st, int* exit_code) {
 }  // namespace
 
 Limits measure_limits(const LimitsOptions& options) {
-  if (options.packet_size == 0 || options.packet_size > 65507 || !(options.seconds > 0)) {
+  if (options.packet_size == 0 || options.packet_size > kMaxUdpPayload || !(options.seconds > 0)) {
     throw std::runtime_error("packet size must be 1..65507 bytes and seconds positive");
+  }
+  // Checked before measuring anything, so a bad list fails at once.
+  for (size_t segs : options.gso_segments) {
+    if (segs * options.packet_size > kMaxUdpPayload) {
+      throw std::runtime_error("GSO batch over 65507 bytes: " + std::to_string(segs) + " x " +
+                               std::to_string(options.packet_size));
+    }
   }
   Limits l{};
   l.packet_size = options.packet_size;
@@ -669,9 +674,9 @@ LimitEstimate estimate_limit(const Limits& limits, double datagrams_per_send, bo
   e.upper_batch = hi->batch;
   e.interpolated = lo != hi;
   e.receiver_kept_up = lo->receiver_kept_up && hi->receiver_kept_up;
-  e.udp_ns_per_byte = e.interpolated ? lo->ns_per_byte + (hi->ns_per_byte - lo->ns_per_byte) *
-                                                             (x - x0) / (x1 - x0)
-                                     : lo->ns_per_byte;
+  // Linear in 1/batch: a send call's fixed cost spread over its datagrams, plus a per-byte part.
+  double t = e.interpolated ? (1 / x0 - 1 / x) / (1 / x0 - 1 / x1) : 0;
+  e.udp_ns_per_byte = lo->ns_per_byte + (hi->ns_per_byte - lo->ns_per_byte) * t;
   e.ns_per_byte = e.crypto_ns_per_byte + e.udp_ns_per_byte;
   return e;
 }

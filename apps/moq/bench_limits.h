@@ -63,7 +63,8 @@ struct UdpLimit {
   double gbit_per_s = 0;            // received payload bits per wall second
   uint64_t send_calls = 0;
   bool gro = false;  // receiver had UDP_GRO on
-  int64_t kernel_drops = -1;  // the receive socket's drop counter (/proc/net/udp); -1: unread
+  int64_t kernel_drops = -1;  // receive socket's drop counter (/proc/net/udp; skbs, so a GSO
+                              // super-packet counts once); -1: unread
   bool paced = false;
   size_t window = 0;          // paced: datagrams allowed in flight
   uint64_t sender_waits = 0;  // paced: times the sender slept on the window
@@ -82,8 +83,9 @@ struct Limits {
 // set up, or when sealed packets fail to open (the probe would not be measuring real crypto).
 Limits measure_limits(const LimitsOptions& options);
 
-// How limit_ns_per_byte() got its UDP term: linear interpolation in batch between the two
-// measured points around `datagrams_per_send`, or the nearest end point outside their range.
+// How limit_ns_per_byte() got its UDP term: interpolation between the two measured points of
+// that mode around `datagrams_per_send`, linear in 1/batch (a per-call cost spread over the
+// batch plus a per-byte cost), or the nearest end point outside their range.
 struct LimitEstimate {
   double ns_per_byte;      // crypto seal + UDP (whole process); NaN when no point of that mode
   double crypto_ns_per_byte, udp_ns_per_byte;
@@ -95,6 +97,8 @@ LimitEstimate estimate_limit(const Limits& limits, double datagrams_per_send, bo
 
 // Crypto + UDP at `datagrams_per_send` (the relay's achieved batch: datagrams per send call, GSO
 // on when gso): estimate_limit(...).ns_per_byte, i.e. interpolated between measured batches.
+// The UDP term is whole-process CPU: call measure_limits() while the process is otherwise idle
+// (sender_ns_per_byte + receiver_ns_per_byte is the same cost counted per thread).
 double limit_ns_per_byte(const Limits& limits, double datagrams_per_send, bool gso);
 
 std::string limits_json(const Limits& limits);  // one JSON object, no trailing newline
