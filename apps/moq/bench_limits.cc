@@ -203,15 +203,14 @@ CryptoLimit measure_crypto(size_t packet_size, double seconds) {
   auto pkt = [&](uint64_t i) { return ring.data() + (i % kRingPackets) * packet_size; };
   // Every slot sealed then opened once: a probe whose packets do not open measures nothing.
   for (uint64_t i = 0; i < kRingPackets; ++i) {
-    if (!keys.seal(pkt(i), packet_size, i) || !keys.open(pkt(i), packet_size, header.data(),
-                                                         out.data())) {
+    if (!keys.seal(pkt(i), packet_size, i) ||
+        !keys.open(pkt(i), packet_size, header.data(), out.data())) {
       throw std::runtime_error("AES-128-GCM seal/open round trip failed");
     }
   }
   // The seal loop leaves every slot holding a valid packet (the last pn sealed into it).
-  auto [sealed, seal_cpu] = run_timed(seconds / 2, [&](uint64_t i) {
-    return keys.seal(pkt(i), packet_size, kRingPackets + i);
-  });
+  auto [sealed, seal_cpu] = run_timed(
+      seconds / 2, [&](uint64_t i) { return keys.seal(pkt(i), packet_size, kRingPackets + i); });
   auto [opened, open_cpu] = run_timed(seconds / 2, [&](uint64_t i) {
     return keys.open(pkt(i), packet_size, header.data(), out.data());
   });
@@ -279,8 +278,8 @@ struct SocketPair {
     }
     size_t rcv = o.receive_buffer_bytes ? o.receive_buffer_bytes : o.socket_buffer_bytes;
     buffers.forced = set_buffer(rx.get(), SO_RCVBUFFORCE, SO_RCVBUF, rcv, &buffers.receive);
-    buffers.forced &= set_buffer(tx.get(), SO_SNDBUFFORCE, SO_SNDBUF, o.socket_buffer_bytes,
-                                 &buffers.send);
+    buffers.forced &=
+        set_buffer(tx.get(), SO_SNDBUFFORCE, SO_SNDBUF, o.socket_buffer_bytes, &buffers.send);
     timeval tv{0, kRecvTimeoutMs * 1000};
     setsockopt(rx.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     int on = 1;
@@ -526,16 +525,16 @@ UdpLimit measure_udp(const LimitsOptions& o, bool gso, size_t batch, Buffers* bu
   u.window = o.pace ? window : 0;
   u.sender_waits = tx.waits;
   u.seconds = tx.wall_s;
-  double rx_bytes = static_cast<double>(rx.bytes), tx_bytes = static_cast<double>(u.sent) *
-                                                               static_cast<double>(o.packet_size);
+  double rx_bytes = static_cast<double>(rx.bytes),
+         tx_bytes = static_cast<double>(u.sent) * static_cast<double>(o.packet_size);
   u.ns_per_byte = rx_bytes > 0 ? proc_cpu * 1e9 / rx_bytes : NAN;
   u.sender_ns_per_byte = tx_bytes > 0 ? tx.cpu_s * 1e9 / tx_bytes : NAN;
   u.receiver_ns_per_byte = rx_bytes > 0 ? rx.cpu_s * 1e9 / rx_bytes : NAN;
   u.ns_per_datagram = rx.datagrams ? proc_cpu * 1e9 / static_cast<double>(rx.datagrams) : NAN;
   u.gbit_per_s = rx_bytes * 8 / tx.wall_s / 1e9;
   uint64_t lost = u.sent > u.received ? u.sent - u.received : 0;
-  u.receiver_kept_up = u.received > 0 &&
-                       static_cast<double>(lost) <= kMaxLossFraction * static_cast<double>(u.sent);
+  u.receiver_kept_up =
+      u.received > 0 && static_cast<double>(lost) <= kMaxLossFraction * static_cast<double>(u.sent);
   u.kernel_drops = kernel_drops(sockets.port);
   return u;
 }
@@ -708,35 +707,38 @@ void print_limits(const Limits& l, FILE* out) {
                NGTCP2_VERSION, c.header_bytes, c.plaintext_bytes, c.seal_ns_per_packet,
                c.seal_ns_per_byte, c.open_ns_per_packet, c.open_ns_per_byte);
   bool paced = !l.udp.empty() && l.udp.front().paced;
-  std::fprintf(out, "udp on 127.0.0.1 (%s), CPU user+sys; ns/B: process per byte received, "
+  std::fprintf(out,
+               "udp on 127.0.0.1 (%s), CPU user+sys; ns/B: process per byte received, "
                "sender thread per byte sent, receiver thread per byte received\n",
                paced ? "paced: at most receive buffer / 8 in flight" : "unpaced");
   std::fprintf(out, "%-9s %5s %8s %8s %8s %9s %10s %10s %8s %7s %-8s %7s %9s %8s\n", "mode",
-               "batch", "ns/B", "sender", "recv", "ns/dgram", "sent", "received", "lost",
-               "Gbit/s", "kept-up", "waits", "limit", "Gb/s/cpu");
+               "batch", "ns/B", "sender", "recv", "ns/dgram", "sent", "received", "lost", "Gbit/s",
+               "kept-up", "waits", "limit", "Gb/s/cpu");
   for (const auto& u : l.udp) {
     double lim = limit_ns_per_byte(l, static_cast<double>(u.batch), u.mode == "gso");
     std::fprintf(out,
                  "%-9s %5zu %8.3f %8.3f %8.3f %9.0f %10llu %10llu %8llu %7.2f %-8s %7llu %9.3f "
                  "%8.2f\n",
                  u.mode.c_str(), u.batch, u.ns_per_byte, u.sender_ns_per_byte,
-                 u.receiver_ns_per_byte, u.ns_per_datagram,
-                 static_cast<unsigned long long>(u.sent),
+                 u.receiver_ns_per_byte, u.ns_per_datagram, static_cast<unsigned long long>(u.sent),
                  static_cast<unsigned long long>(u.received),
                  static_cast<unsigned long long>(u.sent > u.received ? u.sent - u.received : 0),
                  u.gbit_per_s, u.receiver_kept_up ? "yes" : "NO",
                  static_cast<unsigned long long>(u.sender_waits), lim, 8 / lim);
   }
-  std::fprintf(out, "limit = crypto seal ns/B + udp ns/B (process); Gb/s/cpu = 8 / limit. "
-                    "Rows with kept-up NO lost datagrams: not a limit of the send path.\n");
+  std::fprintf(out,
+               "limit = crypto seal ns/B + udp ns/B (process); Gb/s/cpu = 8 / limit. "
+               "Rows with kept-up NO lost datagrams: not a limit of the send path.\n");
 }
 
 void add_limits_command(CLI::App& bench, int* exit_code) {
   auto st = std::make_shared<CommandState>();
-  auto* cmd = bench.add_subcommand("limits", "this machine's limit for a QUIC relay: AES-128-GCM "
-                                             "and UDP send CPU per byte, measured now");
+  auto* cmd = bench.add_subcommand("limits",
+                                   "this machine's limit for a QUIC relay: AES-128-GCM "
+                                   "and UDP send CPU per byte, measured now");
   cmd->add_flag("--json", st->json, "print one JSON object");
-  cmd->add_option("--seconds", st->options.seconds, "wall seconds per measured point (default 0.5)");
+  cmd->add_option("--seconds", st->options.seconds,
+                  "wall seconds per measured point (default 0.5)");
   cmd->add_option("--packet-size", st->options.packet_size, "UDP payload bytes (default 1200)");
   cmd->add_option("--batches", st->options.sendmmsg_batches,
                   "datagrams per sendmmsg, comma list (default 1,8,32,64)")
@@ -746,8 +748,9 @@ void add_limits_command(CLI::App& bench, int* exit_code) {
       ->delimiter(',');
   cmd->add_option("--socket-buffer", st->options.socket_buffer_bytes,
                   "bytes requested for SO_SNDBUF and SO_RCVBUF (default 4194304)");
-  cmd->add_option("--receive-buffer", st->options.receive_buffer_bytes,
-                  "bytes requested for SO_RCVBUF alone, to provoke drops (default: --socket-buffer)");
+  cmd->add_option(
+      "--receive-buffer", st->options.receive_buffer_bytes,
+      "bytes requested for SO_RCVBUF alone, to provoke drops (default: --socket-buffer)");
   cmd->add_flag("--no-pace{false}", st->options.pace,
                 "send as fast as possible instead of at most a window ahead of the receiver");
   cmd->callback([st, exit_code] { run_command(*st, exit_code); });

@@ -62,7 +62,7 @@ struct UdpLimit {
   double seconds = 0;               // wall time of the sending loop
   double gbit_per_s = 0;            // received payload bits per wall second
   uint64_t send_calls = 0;
-  bool gro = false;  // receiver had UDP_GRO on
+  bool gro = false;           // receiver had UDP_GRO on
   int64_t kernel_drops = -1;  // receive socket's drop counter (/proc/net/udp; skbs, so a GSO
                               // super-packet counts once); -1: unread
   bool paced = false;
@@ -74,9 +74,9 @@ struct Limits {
   size_t packet_size;
   CryptoLimit crypto;
   std::vector<UdpLimit> udp;
-  size_t socket_buffer_bytes;       // receive buffer as SO_RCVBUF reads back (kernel doubles it)
-  size_t send_buffer_bytes = 0;     // send buffer as SO_SNDBUF reads back
-  bool forced_buffers = false;      // SO_*BUFFORCE succeeded (root / CAP_NET_ADMIN)
+  size_t socket_buffer_bytes;    // receive buffer as SO_RCVBUF reads back (kernel doubles it)
+  size_t send_buffer_bytes = 0;  // send buffer as SO_SNDBUF reads back
+  bool forced_buffers = false;   // SO_*BUFFORCE succeeded (root / CAP_NET_ADMIN)
 };
 
 // Runs every point of `options` now. Throws std::runtime_error when a socket or cipher cannot be
@@ -87,7 +87,7 @@ Limits measure_limits(const LimitsOptions& options);
 // that mode around `datagrams_per_send`, linear in 1/batch (a per-call cost spread over the
 // batch plus a per-byte cost), or the nearest end point outside their range.
 struct LimitEstimate {
-  double ns_per_byte;      // crypto seal + UDP (whole process); NaN when no point of that mode
+  double ns_per_byte;  // crypto seal + UDP (whole process); NaN when no point of that mode
   double crypto_ns_per_byte, udp_ns_per_byte;
   size_t lower_batch, upper_batch;  // equal when one point was used
   bool interpolated;
@@ -101,12 +101,13 @@ LimitEstimate estimate_limit(const Limits& limits, double datagrams_per_send, bo
 // (sender_ns_per_byte + receiver_ns_per_byte is the same cost counted per thread).
 double limit_ns_per_byte(const Limits& limits, double datagrams_per_send, bool gso);
 
-std::string limits_json(const Limits& limits);  // one JSON object, no trailing newline
+std::string limits_json(const Limits& limits);       // one JSON object, no trailing newline
 void print_limits(const Limits& limits, FILE* out);  // a readable table
 
 // Adds the `limits` subcommand (flags: --json, --seconds, --packet-size, --batches LIST,
-// --gso LIST, --socket-buffer, --receive-buffer, --no-pace) to `bench`; its callback runs the probe during
-// parsing, prints, and sets *exit_code (0, or 1 on an error). Both must outlive bench's parse.
+// --gso LIST, --socket-buffer, --receive-buffer, --no-pace) to `bench`; its callback runs the probe
+// during parsing, prints, and sets *exit_code (0, or 1 on an error). Both must outlive bench's
+// parse.
 void add_limits_command(CLI::App& bench, int* exit_code);
 
 }  // namespace moqd::bench
