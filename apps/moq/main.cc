@@ -19,6 +19,7 @@
 
 #include "base/log.h"
 #include "bench.h"
+#include "bench_limits.h"
 #include "client/connection.h"
 #include "client/local_broadcast.h"
 #include "client/quic_connection.h"
@@ -492,7 +493,9 @@ int main(int argc, char** argv) {
   add_transport_flags(clock, c);
   bench::Options bo;
   auto* bench_cmd = app.add_subcommand("bench", "load test: one publisher, N subscribers, latency and throughput");
-  bench_cmd->add_option("URL", bo.url, "relay URL")->required();
+  bench_cmd->add_option("URL", bo.url, "relay URL");
+  int limits_rc = 0;
+  bench::add_limits_command(*bench_cmd, &limits_rc);
   bench_cmd->add_option("--subscribers", bo.subscribers, "subscriber connections (default 10)");
   bench_cmd->add_option("--rate", bo.rate, "frames per second (default 100)");
   bench_cmd->add_option("--frame-size", bo.frame_size, "bytes per frame (default 1000)");
@@ -510,6 +513,13 @@ int main(int argc, char** argv) {
     log::set_level(log::Level::kDebug);
   }
   if (bench_cmd->parsed()) {
+    if (bench_cmd->got_subcommand("limits")) {
+      return limits_rc;
+    }
+    if (bo.url.empty()) {
+      fprintf(stderr, "moq: bench: a relay URL is required\n");
+      return 1;
+    }
     if (auto u = client::parse_url(bo.url); u) {
       bo.transport = transport_for(*u, c.transport);
     }
