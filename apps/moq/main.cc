@@ -18,8 +18,9 @@
 #include <thread>
 
 #include "base/log.h"
-#include "bench.h"
+#include "bench_fanout.h"
 #include "bench_limits.h"
+#include "bench_msgs.h"
 #include "client/connection.h"
 #include "client/local_broadcast.h"
 #include "client/quic_connection.h"
@@ -491,19 +492,13 @@ int main(int argc, char** argv) {
   clock->add_option("--track", c.track, "track name (default seconds)");
   clock->add_option("--timeout", c.timeout, "sub: exit after this many seconds");
   add_transport_flags(clock, c);
-  bench::Options bo;
-  auto* bench_cmd = app.add_subcommand("bench", "load test: one publisher, N subscribers, latency and throughput");
-  bench_cmd->add_option("URL", bo.url, "relay URL");
-  int limits_rc = 0;
-  bench::add_limits_command(*bench_cmd, &limits_rc);
-  bench_cmd->add_option("--subscribers", bo.subscribers, "subscriber connections (default 10)");
-  bench_cmd->add_option("--rate", bo.rate, "frames per second (default 100)");
-  bench_cmd->add_option("--frame-size", bo.frame_size, "bytes per frame (default 1000)");
-  bench_cmd->add_option("--group-every", bo.group_every, "frames per group (default 10)");
-  bench_cmd->add_option("--seconds", bo.seconds, "how long to publish (default 5)");
-  bench_cmd->add_option("--transport", c.transport, "quic, webtransport (wt) or ws (as for pub)")
-      ->check(CLI::IsMember({"ws", "quic", "webtransport", "wt"}));
-  add_tls_flags(bench_cmd, c.tls);
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "measure a relay: limits (this machine's crypto + UDP), fanout (one track to N viewers), msgs");
+  bench_cmd->require_subcommand(1);
+  int bench_rc = 0;
+  bench::add_limits_command(*bench_cmd, &bench_rc);
+  bench::add_fanout_command(*bench_cmd, &bench_rc);
+  bench::add_msgs_command(*bench_cmd, &bench_rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -513,20 +508,8 @@ int main(int argc, char** argv) {
     log::set_level(log::Level::kDebug);
   }
   if (bench_cmd->parsed()) {
-    if (bench_cmd->got_subcommand("limits")) {
-      return limits_rc;
-    }
-    if (bo.url.empty()) {
-      fprintf(stderr, "moq: bench: a relay URL is required\n");
-      return 1;
-    }
-    if (auto u = client::parse_url(bo.url); u) {
-      bo.transport = transport_for(*u, c.transport);
-    }
-    bo.tls = c.tls;
-    int rc = bench::run(bo);
     log::flush();
-    return rc;
+    return bench_rc;  // its subcommand ran in its callback
   }
   if (auto u = client::parse_url(c.url); !u) {
     return die("URL", u.error());

@@ -1,0 +1,47 @@
+#pragma once
+// `moq bench fanout`: one publisher of one track to N viewers through a relay, with the relay and
+// the generator on disjoint CPUs, the generator spread over processes, a bystander track on the
+// side, and the relay's own cost per delivered byte set against the machine's limit measured in
+// the same invocation (bench_limits.h). See docs/BENCHMARKS.md.
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace moqd::bench {
+
+struct FanoutOptions {
+  std::string moqd;        // the relay binary to start (default: moqd beside moq)
+  std::string relay_url;   // measure a relay already running instead...
+  pid_t relay_pid = 0;     // ...whose CPU and memory are read from /proc/PID
+  std::string relay_cpus;  // CPU lists; default: the upper half of the allowed CPUs
+  std::string gen_cpus;    // default: the rest
+  size_t gen_workers = 0;  // viewer processes; default: one per generator CPU
+  size_t viewers = 100;
+  double duration_s = 10;
+  double bitrate = 0;      // bits/s of the track; with fps it gives the frame size
+  double fps = 30;
+  uint64_t group_frames = 60;
+  size_t frame_size = 0;   // bytes; default from bitrate (1 Mbit/s when neither is given)
+  std::string transport = "quic";  // quic, ws, wt
+  size_t socket_buffer = 4 << 20;  // each generator socket's SO_RCVBUF/SO_SNDBUF
+  std::string ack_mode = "chromium";  // chromium (ACK every 10 packets) or ngtcp2 (every 2)
+  std::vector<std::string> relay_args;  // extra moqd flags (e.g. --debug-spin-per-delivery 2us)
+  bool json = false;
+  bool find_max = false;
+  double max_p99_ms = 50;
+  size_t max_trials = 8;
+  bool progress = true;
+  double limits_seconds = 0.3;
+};
+
+// Adds `fanout` and the hidden `worker` subcommands to `bench`; the callback sets *exit_code.
+void add_fanout_command(CLI::App& bench, int* exit_code);
+
+}  // namespace moqd::bench

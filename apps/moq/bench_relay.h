@@ -1,0 +1,71 @@
+#pragma once
+// The relay under test, for `moq bench fanout` and `moq bench msgs`: started pinned to its CPUs
+// (or one already running), and read from outside: its CPU time and memory from /proc, its UDP
+// and event-loop counters from GET /stats.
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_proc.h"
+#include "client/connection.h"
+
+namespace moqd::bench {
+
+// Which CPUs the relay and the generator get: given lists, or the allowed CPUs split in two
+// (the relay the upper half). On one CPU both get it (and the runs say they overlap).
+struct CpuSplit {
+  std::vector<int> relay, gen;
+  // The CPUs in both lists (a run with any is not valid).
+  std::vector<int> overlap() const;
+};
+std::optional<CpuSplit> split_cpus(const std::string& relay, const std::string& gen, std::string& error);
+
+// The "total" object of GET /stats (see Relay::stats_json).
+struct RelayCounters {
+  double datagrams_in = 0, datagrams_out = 0, bytes_out = 0, send_calls = 0, recv_calls = 0,
+         loop_polls = 0, gso_batches = 0;
+  RelayCounters operator-(const RelayCounters& o) const;
+  double syscalls() const { return send_calls + recv_calls + loop_polls; }
+  double packets() const { return datagrams_in + datagrams_out; }
+};
+
+struct RelayTarget {
+  std::string moqd;              // binary to start (default: moqd beside moq)
+  std::string url;               // or a running relay...
+  pid_t pid = 0;                 // ...and its pid
+  std::vector<std::string> args;  // extra moqd flags
+};
+
+class RelayUnderTest {
+ public:
+  // Starts moqd on 127.0.0.1, port 0, one worker per CPU (unless target.url is given) and reads
+  // the certificate hash the QUIC clients pin. `error` says why not.
+  bool start(const RelayTarget& target, const std::vector<int>& cpus, bool need_certificate,
+             std::string& error);
+  // SIGTERM, then SIGKILL after 5 s; a relay we did not start is left alone.
+  void stop();
+  ~RelayUnderTest() { stop(); }
+
+  const client::Url& url() const { return url_; }
+  std::string base_url() const { return "http://" + url_.authority() + url_.path; }
+  const std::string& fingerprint() const { return fingerprint_; }
+  pid_t pid() const { return pid_; }
+  double cpu_seconds() const { return process_cpu_seconds(pid_); }
+  uint64_t rss_bytes() const { return process_rss_bytes(pid_); }
+  uint64_t socket_drops() const { return udp_socket_drops(pid_); }
+  RelayCounters counters() const;
+
+ private:
+  std::optional<Child> child_;
+  pid_t pid_ = 0;
+  client::Url url_;
+  std::string fingerprint_;
+};
+
+// JSON pieces for the reports.
+std::string json_number(double v);
+std::string json_quote(const std::string& s);
+
+}  // namespace moqd::bench
