@@ -59,6 +59,7 @@ RelayCounters RelayCounters::operator-(const RelayCounters& o) const {
   RelayCounters d;
   d.datagrams_in = datagrams_in - o.datagrams_in;
   d.datagrams_out = datagrams_out - o.datagrams_out;
+  d.messages_out = messages_out - o.messages_out;
   d.bytes_out = bytes_out - o.bytes_out;
   d.send_calls = send_calls - o.send_calls;
   d.recv_calls = recv_calls - o.recv_calls;
@@ -148,6 +149,7 @@ RelayCounters RelayUnderTest::counters() const {
   }
   c.datagrams_in = json_number_after(*body, total, "datagrams_in");
   c.datagrams_out = json_number_after(*body, total, "datagrams_out");
+  c.messages_out = json_number_after(*body, total, "messages_out");
   c.bytes_out = json_number_after(*body, total, "bytes_out");
   c.send_calls = json_number_after(*body, total, "send_calls");
   c.recv_calls = json_number_after(*body, total, "recv_calls");

@@ -24,7 +24,7 @@ std::optional<CpuSplit> split_cpus(const std::string& relay, const std::string& 
 
 // The "total" object of GET /stats (see Relay::stats_json).
 struct RelayCounters {
-  double datagrams_in = 0, datagrams_out = 0, bytes_out = 0, send_calls = 0, recv_calls = 0,
+  double datagrams_in = 0, datagrams_out = 0, messages_out = 0, bytes_out = 0, send_calls = 0, recv_calls = 0,
          loop_polls = 0, gso_batches = 0;
   RelayCounters operator-(const RelayCounters& o) const;
   double syscalls() const { return send_calls + recv_calls + loop_polls; }

@@ -512,8 +512,11 @@ int run_msgs(const WorkerOptions& o) {
     }
     if (end && !done) {
       if (loop.now() >= *end) {
-        done = true;
-        report("done sent=" + std::to_string(sent));
+        // Drained: every message reached every subscriber (or 2 s passed).
+        if (subs.frames() >= sent * o.subscribers || loop.now() >= *end + std::chrono::seconds(2)) {
+          done = true;
+          report("done sent=" + std::to_string(sent));
+        }
       } else if (o.rate > 0) {
         while (loop.now() >= next_send) {
           for (auto& t : tracks) {

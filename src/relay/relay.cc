@@ -123,7 +123,7 @@ std::string udp_json(const runtime::UdpSocket::Stats& s, uint64_t dropped, uint6
     return std::string("\"") + name + "\":" + std::to_string(v);
   };
   return "{" + field("datagrams_in", s.datagrams_in) + "," + field("datagrams_out", s.datagrams_out) +
-         "," + field("bytes_out", s.bytes_out) + "," + field("send_calls", s.sendmsg_calls) + "," +
+         "," + field("messages_out", s.messages_out) + "," + field("bytes_out", s.bytes_out) + "," + field("send_calls", s.sendmsg_calls) + "," +
          field("recv_calls", s.recv_calls) + "," + field("gso_batches", s.gso_batches) + "," +
          field("gro_batches", s.gro_batches) + "," + field("send_dropped", dropped) + "," +
          field("loop_polls", polls) + "}";

@@ -154,9 +154,9 @@ UdpSocket::UdpSocket(EventLoop& loop, int fd, Options o)
       alive_token_(std::make_shared<bool>(true)) {}
 
 UdpSocket::Stats UdpSocket::stats() const {
-  return {stats_.datagrams_in.get(),  stats_.datagrams_out.get(), stats_.bytes_out.get(),
-          stats_.sendmsg_calls.get(), stats_.recv_calls.get(),    stats_.gso_batches.get(),
-          stats_.gro_batches.get()};
+  return {stats_.datagrams_in.get(),  stats_.datagrams_out.get(), stats_.messages_out.get(),
+          stats_.bytes_out.get(),     stats_.sendmsg_calls.get(), stats_.recv_calls.get(),
+          stats_.gso_batches.get(),   stats_.gro_batches.get()};
 }
 
 UdpSocket::~UdpSocket() {
@@ -407,6 +407,7 @@ size_t UdpSocket::send_messages(size_t first) {
   for (int j = 0; j < n; ++j) {
     entries += msgs[j].count;
     stats_.datagrams_out.add(msgs[j].count);
+    stats_.messages_out.add();
     stats_.bytes_out.add(msgs[j].iov.iov_len);
     if (msgs[j].count > 1) {
       stats_.gso_batches.add();

@@ -37,11 +37,15 @@ class UdpSocket final : private IoHandler {
                                      std::span<const uint8_t> datagram)>;
   // A snapshot of the socket's counters (readable from any thread; see base/counter.h).
   struct Stats {
-    uint64_t datagrams_in, datagrams_out, bytes_out, sendmsg_calls, recv_calls, gso_batches,
-        gro_batches;
+    // messages_out: mmsghdr entries sent (a GSO run or a single datagram each), so
+    // datagrams_out / messages_out is the GSO run length and messages_out / sendmsg_calls the
+    // sendmmsg batch.
+    uint64_t datagrams_in, datagrams_out, messages_out, bytes_out, sendmsg_calls, recv_calls,
+        gso_batches, gro_batches;
     Stats& operator+=(const Stats& o) {
       datagrams_in += o.datagrams_in;
       datagrams_out += o.datagrams_out;
+      messages_out += o.messages_out;
       bytes_out += o.bytes_out;
       sendmsg_calls += o.sendmsg_calls;
       recv_calls += o.recv_calls;
@@ -120,8 +124,8 @@ class UdpSocket final : private IoHandler {
   uint32_t events_ = 0;  // registered with the loop
   bool watching_out_ = false;
   struct Counters {
-    Counter datagrams_in, datagrams_out, bytes_out, sendmsg_calls, recv_calls, gso_batches,
-        gro_batches;
+    Counter datagrams_in, datagrams_out, messages_out, bytes_out, sendmsg_calls, recv_calls,
+        gso_batches, gro_batches;
   };
   Counters stats_;
   Counter dropped_;

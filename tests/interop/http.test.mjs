@@ -46,7 +46,7 @@ test("/health counts an open session, by transport", T, async () => {
 
 test("GET /stats answers each worker's UDP and loop counters, which QUIC traffic moves", T, async () => {
   const stats = async () => (await H.httpGet(`${ctx.moqd.url}stats`)).json();
-  const keys = ["datagrams_in", "datagrams_out", "bytes_out", "send_calls", "recv_calls",
+  const keys = ["datagrams_in", "datagrams_out", "messages_out", "bytes_out", "send_calls", "recv_calls",
     "gso_batches", "gro_batches", "send_dropped", "loop_polls"];
   const before = await stats();
   assert.equal(before.per_worker.length, 2);
@@ -64,6 +64,8 @@ test("GET /stats answers each worker's UDP and loop counters, which QUIC traffic
   assert.ok(after.total.send_calls > before.total.send_calls, "send_calls rose");
   assert.ok(after.total.recv_calls > before.total.recv_calls, "recv_calls rose");
   assert.ok(after.total.bytes_out >= after.total.datagrams_out, "bytes_out counts bytes");
+  assert.ok(after.total.messages_out > before.total.messages_out, "messages_out rose");
+  assert.ok(after.total.messages_out <= after.total.datagrams_out, "a message is at least a datagram");
   assert.ok(after.total.loop_polls > before.total.loop_polls, "loop_polls rose");
 });
 

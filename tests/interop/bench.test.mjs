@@ -1,0 +1,67 @@
+// The instruments: `moq bench limits`, `fanout` and `msgs` run end to end (each starts its own
+// moqd, pinned), report the fields docs/BENCHMARKS.md reads, and say a run is invalid when the
+// generator's own sockets dropped datagrams. Short and small: these check the instruments, not
+// the relay's speed (that is docs/BENCHMARKS.md's job).
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import * as H from "./harness.mjs";
+
+const T = { timeout: 120_000 };
+
+async function benchJson(args, timeoutMs = 90_000) {
+  const r = await H.runMoq(["bench", ...args, "--json"], { timeoutMs });
+  assert.equal(r.code, 0, `moq bench ${args.join(" ")} exited ${r.code}\n${r.stderr}`);
+  return JSON.parse(r.stdout.toString());
+}
+
+const positive = (v, what) => assert.ok(typeof v === "number" && v > 0, `${what}: ${v}`);
+
+test("bench limits: crypto and UDP send cost per byte, measured now", T, async () => {
+  const j = await benchJson(["limits", "--seconds", "0.05", "--batches", "1,8", "--gso", "1,16"]);
+  positive(j.crypto.seal_ns_per_byte, "seal ns/B");
+  positive(j.crypto.open_ns_per_byte, "open ns/B");
+  const modes = j.udp.map((u) => `${u.mode}/${u.batch}`);
+  assert.deepEqual(modes.sort(), ["gso/1", "gso/16", "sendmmsg/1", "sendmmsg/8"]);
+  for (const u of j.udp) positive(u.ns_per_byte, `${u.mode}/${u.batch} ns/B`);
+});
+
+test("bench fanout: every frame to every viewer, with the relay's cost against the same run's limit", T, async () => {
+  const j = await benchJson(["fanout", "--moqd", H.MOQD_BIN, "--viewers", "6", "--duration", "1s",
+    "--limits-seconds", "0.05"]);
+  for (const k of ["viewers", "delivered_ratio", "frames_lost", "latency_ms", "bystander_latency_ms",
+    "relay_cpu_s", "relay_ns_per_byte", "limit_ns_per_byte", "relay_vs_limit", "throughput_gbps",
+    "relay_rss_per_viewer_kb", "relay_syscalls_per_packet", "relay_datagrams_per_send",
+    "generator_cpu_share", "generator_drops", "valid"]) {
+    assert.ok(k in j, `missing ${k}`);
+  }
+  assert.equal(j.viewers, 6);
+  assert.ok(j.frames_sent >= 25, `frames sent: ${j.frames_sent}`);
+  assert.equal(j.frames_lost, 0);
+  assert.equal(j.delivered_ratio, 1);
+  for (const k of ["p50", "p99", "p999", "max"]) positive(j.latency_ms[k], `latency ${k}`);
+  positive(j.bystander_latency_ms.p50, "bystander p50");
+  positive(j.relay_ns_per_byte, "relay ns/B");
+  positive(j.limit_ns_per_byte, "limit ns/B");
+  positive(j.relay_datagrams_per_send, "datagrams per send");
+  assert.equal(j.generator_drops, 0);
+});
+
+test("bench fanout: a generator whose sockets drop datagrams makes the run invalid", T, async () => {
+  // 60 KB frames in bursts of ~50 datagrams into receive buffers of a few KB.
+  const j = await benchJson(["fanout", "--moqd", H.MOQD_BIN, "--viewers", "10", "--duration", "2s",
+    "--frame-size", "60000", "--fps", "10", "--socket-buffer", "2048", "--limits-seconds", "0.05"]);
+  assert.ok(j.generator_drops > 0, `generator_drops: ${j.generator_drops}`);
+  assert.equal(j.valid, false);
+  assert.match(j.invalid_reason, /dropped/);
+});
+
+test("bench msgs: 1->8 and 8->1 chat-shaped messages, relay cost per message", T, async () => {
+  const j = await benchJson(["msgs", "--moqd", H.MOQD_BIN, "--duration", "1"]);
+  assert.deepEqual(j.msgs.map((m) => [m.publishers, m.subscribers]), [[1, 8], [8, 1]]);
+  for (const m of j.msgs) {
+    positive(m.messages_delivered, "messages delivered");
+    assert.equal(m.messages_delivered, m.messages_sent * m.subscribers);
+    positive(m.relay_ns_per_message, "relay ns/message");
+    positive(m.relay_packets_per_message, "packets/message");
+  }
+});
