@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 ARGS ?=
 
-.PHONY: all setup build run test unit test-clang interop fuzz bench clean
+.PHONY: all setup build run test unit test-clang interop fuzz bench bench-configure clean
 
 all: build
 
@@ -30,10 +30,15 @@ test:
 fuzz: setup
 	@./scripts/fuzz.sh long
 
-bench: setup
+# Microbenchmarks (bench/*_bench.cc, Google Benchmark), Release, in build-bench. BENCH_ARGS go to
+# moqd_bench, e.g. BENCH_ARGS=--benchmark_filter=Fanout.
+BENCH_ARGS ?=
+bench-configure: setup
 	cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOQD_BENCH=ON -DMOQD_TESTS=OFF
+
+bench: bench-configure
 	cmake --build build-bench -j $(JOBS) --target moqd_bench
-	build-bench/bin/moqd_bench
+	build-bench/bin/moqd_bench $(BENCH_ARGS)
 
 clean:
 	rm -rf build build-*
