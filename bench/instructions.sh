@@ -8,6 +8,8 @@
 # with the totals it came from.
 #   bench/instructions.sh [build-dir]            default build-bench
 #   BENCH_SUBSCRIBERS=64 BENCH_GROUPS=10         the defaults
+#   BENCH_WORKERS=2                              the 2-worker fan-out instead (less repeatable:
+#                                                how the two threads interleave varies by ~2%)
 #   KEEP=1                                       keep callgrind's output (for callgrind_annotate)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +17,7 @@ build=${1:-build-bench}
 bin="$build/bin/moqd_bench_instructions"
 subscribers=${BENCH_SUBSCRIBERS:-64}
 groups=${BENCH_GROUPS:-10}
+workers=${BENCH_WORKERS:-1}
 if [[ ! -x "$bin" ]]; then
   echo "instructions: $bin not found (configure $build with -DMOQD_BENCH=ON and build target" \
        "moqd_bench_instructions)" >&2
@@ -27,7 +30,7 @@ fi
 out=$(mktemp -d)
 trap '[[ -n "${KEEP:-}" ]] || rm -rf "$out"' EXIT
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/callgrind.out" \
-  "$bin" --subscribers "$subscribers" --groups "$groups" >"$out/stdout" 2>"$out/stderr" || {
+  "$bin" --subscribers "$subscribers" --groups "$groups" --workers "$workers" >"$out/stdout" 2>"$out/stderr" || {
   echo "instructions: the run failed:" >&2
   cat "$out/stdout" "$out/stderr" >&2
   exit 1
