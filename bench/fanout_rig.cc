@@ -91,7 +91,8 @@ class RawStream final : public transport::StreamVisitor {
 class PublisherPeer final : public transport::SessionVisitor {
  public:
   PublisherPeer(MemorySession& end, runtime::EventLoop& loop, const FanoutOptions& o)
-      : end_(end), loop_(loop), frames_per_group_(o.frames_per_group) {
+      : end_(end), loop_(loop), frames_per_group_(o.frames_per_group),
+        next_sequence_(o.first_sequence) {
     end.set_visitor(this);
     std::vector<uint8_t> frame;
     wire::encode_frame_header(o.frame_size, frame);
@@ -189,7 +190,7 @@ class PublisherPeer final : public transport::SessionVisitor {
   std::vector<std::unique_ptr<RawStream>> streams_;
   std::optional<uint64_t> subscribe_id_;
   transport::Stream* stream_ = nullptr;
-  uint64_t next_sequence_ = 0;
+  uint64_t next_sequence_;
   size_t groups_left_ = 0;
   size_t frames_left_ = 0;
   bool publishing_ = false;

@@ -30,6 +30,9 @@ struct FanoutOptions {
   size_t frames_per_group = 30;  // a new group (a new uni stream per subscriber) every this many
   size_t cache_groups = 2;       // the track cache's --cache-groups: small, so eviction happens
                                  // in steady state at every subscriber count
+  // Sequence of the first group. A live track is joined long after its start: from 64 on, a
+  // sequence takes a 2-byte varint, which is what a steady-state GROUP header costs to encode.
+  uint64_t first_sequence = 1000;
 };
 
 // What the subscribers have received, summed over all of them.

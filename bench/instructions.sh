@@ -35,7 +35,7 @@ valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/callgrin
   cat "$out/stdout" "$out/stderr" >&2
   exit 1
 }
-deliveries=$(sed -n 's/^deliveries=//p' "$out/stdout")
+deliveries=$(sed -n 's/^deliveries=\([0-9]*\).*/\1/p' "$out/stdout")
 ir=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$out/callgrind.out" | head -1)
 if [[ -z "$ir" ]]; then
   ir=$(sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$out/callgrind.out" | head -1)

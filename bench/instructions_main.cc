@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "alloc_counter.h"
 #include "fanout_rig.h"
 
 int main(int argc, char** argv) {
@@ -37,15 +38,19 @@ int main(int argc, char** argv) {
     return 1;
   }
   const uint64_t before = rig.expected_deliveries();
+  moqd::bench::AllocationDelta allocs;
   CALLGRIND_START_INSTRUMENTATION;
   rig.publish_groups(groups);
   CALLGRIND_STOP_INSTRUMENTATION;
+  const uint64_t allocations = allocs.count();
   if (std::string err = rig.check(); !err.empty()) {
     std::fprintf(stderr, "%s\n", err.c_str());
     return 1;
   }
   std::printf("subscribers=%zu workers=%zu groups=%zu frames_per_group=%zu frame_size=%zu\n",
               o.subscribers, o.workers, groups, o.frames_per_group, o.frame_size);
-  std::printf("deliveries=%llu\n", static_cast<unsigned long long>(rig.expected_deliveries() - before));
+  const uint64_t deliveries = rig.expected_deliveries() - before;
+  std::printf("deliveries=%llu allocations=%llu\n", static_cast<unsigned long long>(deliveries),
+              static_cast<unsigned long long>(allocations));
   return 0;
 }
