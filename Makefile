@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 ARGS ?=
 
-.PHONY: all setup build run test unit test-clang interop fuzz bench clean
+.PHONY: all setup build run test unit test-clang interop fuzz bench bench-configure bench-instructions clean
 
 all: build
 
@@ -30,10 +30,28 @@ test:
 fuzz: setup
 	@./scripts/fuzz.sh long
 
-bench: setup
+# Microbenchmarks (bench/*_bench.cc, Google Benchmark), Release, in build-bench. BENCH_ARGS go to
+# moqd_bench, e.g. BENCH_ARGS=--benchmark_filter=Fanout.
+BENCH_ARGS ?=
+bench-configure: setup
 	cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOQD_BENCH=ON -DMOQD_TESTS=OFF
-	cmake --build build-bench -j $(JOBS) --target moqd_bench
-	build-bench/bin/moqd_bench
+
+bench: bench-configure
+	cmake --build build-bench -j $(JOBS) --target moqd_bench moqd_bench_instructions
+	build-bench/bin/moqd_bench $(BENCH_ARGS)
+
+# Instructions per delivered frame under callgrind (bench/instructions.sh). Builds and measures
+# build-bench; with BUILD=dir, builds and measures that build dir instead (configured with
+# -DMOQD_BENCH=ON, from this checkout or another), so two builds can be compared.
+ifeq ($(origin BUILD),file)
+bench-instructions: bench-configure
+	cmake --build build-bench -j $(JOBS) --target moqd_bench_instructions
+	@bench/instructions.sh build-bench
+else
+bench-instructions:
+	cmake --build $(BUILD) -j $(JOBS) --target moqd_bench_instructions
+	@bench/instructions.sh $(BUILD)
+endif
 
 clean:
 	rm -rf build build-*

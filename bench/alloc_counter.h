@@ -1,0 +1,26 @@
+#pragma once
+// Counts every heap allocation the process makes: operator new/delete in all their forms and the
+// malloc family (moqd's Bytes buffers come from malloc) are replaced in alloc_counter.cc, which
+// every benchmark executable links. Each thread counts into its own cache line (no atomic
+// read-modify-write on the hot path, so the count barely perturbs the timing); allocation_count()
+// sums them. Benchmarks read it before and after a timed loop.
+#include <cstdint>
+
+namespace moqd::bench {
+
+// Allocations (new, new[], malloc, calloc, memalign, aligned_alloc, posix_memalign; every realloc
+// counts as one, since it may move the block) made by every thread since the process started.
+uint64_t allocation_count();
+
+// Snapshot helper: allocations since construction (or the last reset()).
+class AllocationDelta {
+ public:
+  AllocationDelta() : start_(allocation_count()) {}
+  void reset() { start_ = allocation_count(); }
+  uint64_t count() const { return allocation_count() - start_; }
+
+ private:
+  uint64_t start_;
+};
+
+}  // namespace moqd::bench
