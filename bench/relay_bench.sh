@@ -1,69 +1,40 @@
 #!/usr/bin/env bash
-# Relay fan-out benchmark over WebSocket on loopback. moqd runs one worker pinned to one CPU, the
-# load generator (`moq bench`: one publisher, N subscribers, one event loop) on another. For each
-# case it prints the generator's line plus moqd's CPU use, from /proc/PID/stat, over the run:
-# the share of its one core (the limit in the same run is 100%) and the CPU time per delivered
-# frame and per delivered MB. Bounded: each case publishes for SECONDS and stops.
-#   bench/relay_bench.sh [build-dir]            the WebSocket fan-out cases
-#   CASES=quic bench/relay_bench.sh [build-dir]  one publisher to one subscriber over QUIC (the
-#                                                relay's GSO/GRO on and off), WebTransport and
-#                                                WebSocket
-#   CASES=transports bench/relay_bench.sh [dir]  100 subscribers of 1000-byte frames over WebSocket,
-#                                                QUIC and WebTransport
+# The relay benchmarks of docs/BENCHMARKS.md as one table of `moq bench` cases. Each case starts
+# its own moqd (pinned to the relay's CPUs; `moq bench` picks them: the upper half of the machine,
+# the generator the rest) and prints one JSON object a line, prefixed by the case's name.
+# Bounded: every case publishes for DURATION and stops; --find-max makes at most 8 runs.
+#   bench/relay_bench.sh [build-dir]        every case below (about 10 minutes on 2 cores)
+#   CASES="limits fanout-quic-100" ...      only these
+#   DURATION=20s                            publishing time per fan-out run (default 10s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-seconds=${SECONDS_PER_CASE:-5}
-relay_cpu=${RELAY_CPU:-1}
-gen_cpu=${GEN_CPU:-0}
-ticks=$(getconf CLK_TCK)
+moq="$build/bin/moq"
+duration=${DURATION:-10s}
+fanout=(bench fanout --moqd "$build/bin/moqd" --duration "$duration" --json)
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+declare -A cases=(
+  [limits]="bench limits --json"
+  [fanout-quic-100]="${fanout[*]} --viewers 100"
+  [fanout-quic-300]="${fanout[*]} --viewers 300"
+  [fanout-quic-1000]="${fanout[*]} --viewers 1000"
+  [fanout-wt-100]="${fanout[*]} --viewers 100 --transport wt"
+  [fanout-wt-300]="${fanout[*]} --viewers 300 --transport wt"
+  [fanout-wt-1000]="${fanout[*]} --viewers 1000 --transport wt"
+  [fanout-ws-100]="${fanout[*]} --viewers 100 --transport ws"
+  [fanout-ws-300]="${fanout[*]} --viewers 300 --transport ws"
+  [fanout-ws-1000]="${fanout[*]} --viewers 1000 --transport ws"
+  [fanout-quic-find-max]="${fanout[*]} --viewers 100 --find-max"
+  [fanout-quic-spin]="${fanout[*]} --viewers 100 --relay-arg=--debug-spin-per-delivery=10us"
+  [msgs]="bench msgs --moqd $build/bin/moqd --json"
+)
+order=(limits fanout-quic-100 fanout-quic-300 fanout-quic-1000 fanout-wt-100 fanout-wt-300
+       fanout-wt-1000 fanout-ws-100 fanout-ws-300 fanout-ws-1000 fanout-quic-find-max
+       fanout-quic-spin msgs)
 
-run_case() {  # subscribers rate frame_size group_every [transport] [moqd args...]
-  local subs=$1 rate=$2 size=$3 every=$4 transport=${5:-ws}
-  shift 5 2>/dev/null || shift $#
-  local extra=("$@")
-  local out="$tmp/moqd.out"
-  taskset -c "$relay_cpu" "$build/bin/moqd" --listen 127.0.0.1:0 --workers 1 --log-level warn \
-    --max-publisher-rate 0 "${extra[@]}" >"$out" 2>"$tmp/moqd.err" &
-  local pid=$!
-  for _ in $(seq 100); do grep -q "moqd ready" "$out" 2>/dev/null && break; sleep 0.05; done
-  local url; url=$(sed -n 's/moqd ready url=//p' "$out")
-  local t0; t0=$(cpu_ticks "$pid")
-  local start; start=$(date +%s.%N)
-  local line
-  line=$(taskset -c "$gen_cpu" "$build/bin/moq" bench "$url" --subscribers "$subs" --rate "$rate" \
-           --frame-size "$size" --group-every "$every" --seconds "$seconds" --transport "$transport" || true)
-  line="[$transport ${extra[*]}] $line"
-  local t1; t1=$(cpu_ticks "$pid")
-  local end; end=$(date +%s.%N)
-  kill -TERM "$pid"; wait "$pid" || true
-  local received; received=$(sed -n 's/.* received=\([0-9]*\).*/\1/p' <<<"$line")
-  awk -v line="$line" -v t="$((t1 - t0))" -v hz="$ticks" -v s0="$start" -v s1="$end" \
-      -v frames="$received" -v size="$size" 'BEGIN {
-    cpu = t / hz; wall = s1 - s0;
-    printf "%s\n  relay: cpu=%.2fs of %.2fs wall (%.0f%% of its core)  %.2f us/frame  %.1f ms/MB\n",
-      line, cpu, wall, 100 * cpu / wall, frames ? 1e6 * cpu / frames : 0,
-      frames ? 1e3 * cpu / (frames * size / 1e6) : 0 }'
-}
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-echo "# $(date -u +%FT%TZ) $(nproc) CPUs, $(uname -r), moqd $("$build/bin/moqd" --help >/dev/null 2>&1 && echo built) from $build"
-if [[ ${CASES:-ws} == transports ]]; then
-  run_case 100 100 1000 10 ws
-  run_case 100 100 1000 10 quic
-  run_case 100 100 1000 10 webtransport
-elif [[ ${CASES:-ws} == quic ]]; then
-  run_case 1 400 262144 4 quic --udp-gso true --udp-gro true
-  run_case 1 400 262144 4 quic --udp-gso false --udp-gro false
-  run_case 1 400 262144 4 webtransport
-  run_case 1 400 262144 4 ws
-else
-  run_case 10 100 1000 10
-  run_case 100 100 1000 10
-  run_case 500 30 1000 10
-  run_case 10 200 65536 10
-  run_case 50 30 262144 4
-fi
+echo "# $(date -u +%FT%TZ) $(nproc) CPUs, $(uname -r), $build"
+for name in ${CASES:-${order[*]}}; do
+  [[ -n ${cases[$name]:-} ]] || { echo "relay_bench: unknown case $name" >&2; exit 2; }
+  # shellcheck disable=SC2086  # the case's words are meant to split
+  echo "$name $("$moq" ${cases[$name]} 2>/dev/null || echo '{"error":"moq bench failed"}')"
+done

@@ -5,6 +5,9 @@
 #   asan         clang, ASan+UBSan: unit tests, the interop suite and the browser tests against
 #                sanitized binaries
 #   tsan         g++, TSan: the multi-worker tests (runtime) and interop tests on 2 workers
+#   bench        the microbenchmarks and the fixed-work fan-out (built with the g++ stage) run once
+#                each, briefly: they check every delivery, so they must not rot (figures are
+#                docs/BENCHMARKS.md's, not this stage's)
 #   fuzz         every fuzzer on its committed corpus, 60 s in all
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,13 +47,21 @@ browser() {  # dir
   (cd tests/browser && MOQD_BIN="$PWD/../../$dir/bin/moqd" node --test --test-concurrency=1 ./*.test.mjs)
 }
 
+bench_smoke() {  # dir
+  local dir=$1
+  "$dir/bin/moqd_bench_instructions" --groups 2
+  "$dir/bin/moqd_bench_instructions" --groups 2 --workers 2
+  "$dir/bin/moqd_bench" --benchmark_min_time=0.01 --benchmark_filter='Varint|Header|Cache'
+}
+
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 stage setup ./scripts/setup.sh
-stage build-gcc configure_build build g++ -DCMAKE_BUILD_TYPE=RelWithDebInfo
+stage build-gcc configure_build build g++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOQD_BENCH=ON
 stage unit-tests unit build
+stage bench bench_smoke build
 stage interop interop build
 stage browser browser build
 stage build-asan configure_build build-asan clang++-14 -DCMAKE_BUILD_TYPE=Debug "-DMOQD_SANITIZE=address;undefined"

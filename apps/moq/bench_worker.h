@@ -1,7 +1,7 @@
 #pragma once
 // The processes `moq bench fanout` and `moq bench msgs` start (`moq bench worker --role ...`):
 // each runs one event loop of client sessions and talks to its parent over stdin/stdout, one
-// line each way (see bench_fanout.cc for the protocol). Not meant to be run by hand.
+// line each way (the protocol is at the top of bench_worker.cc). Not meant to be run by hand.
 #include <cstddef>
 #include <cstdint>
 #include <string>
