@@ -106,6 +106,7 @@ struct Options {
   std::string log_level = "info";
   bool udp_gso = true;
   bool udp_gro = true;
+  bool quic_steering = true;
   std::string debug_spin_per_delivery = "0";
 };
 
@@ -165,6 +166,9 @@ void add_flags(CLI::App& app, Options& o) {
                  "bytes in a broadcast path or track name (default 1024)");
   app.add_option("--udp-gso", o.udp_gso, "UDP segmentation offload when sending QUIC (default true)");
   app.add_option("--udp-gro", o.udp_gro, "UDP receive offload for QUIC (default true)");
+  app.add_option("--quic-steering", o.quic_steering,
+                 "steer QUIC datagrams to the worker owning their connection ID with a BPF program "
+                 "on the shared port (default true; false: the kernel's hash, then forwarding)");
   app.add_option("--log-level", o.log_level, "debug, info, warn or error (default info)");
   app.add_option("--debug-spin-per-delivery", o.debug_spin_per_delivery,
                  "benchmark falsification: busy-wait this long (e.g. 2us) per chunk handed to a "
@@ -313,6 +317,7 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   c.decode.max_track_name_size = o.max_path_length;
   c.udp_gso = o.udp_gso;
   c.udp_gro = o.udp_gro;
+  c.quic_steering = o.quic_steering;
   c.limits.max_subscriptions = o.max_subscriptions;
   c.limits.max_announce_streams = o.max_announce_streams;
   c.limits.max_announced_paths = o.max_announced_paths;

@@ -44,6 +44,10 @@ struct RelayConfig {
   // fallback where the kernel lacks them. Off is for measuring what they are worth.
   bool udp_gso = true;
   bool udp_gro = true;
+  // With several workers, a classic-BPF program on the shared QUIC port steers each datagram to
+  // the worker its connection ID names (--quic-steering); off, the kernel's 4-tuple hash picks
+  // and a datagram on the wrong worker is forwarded (as after a client's address changes).
+  bool quic_steering = true;
   transport::quic::ConnectionConfig quic;
 };
 

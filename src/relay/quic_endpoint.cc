@@ -27,10 +27,6 @@ constexpr size_t kMaxResetLength = 43;
 // The packet is the random bytes (its first byte becomes the header byte) then the token.
 constexpr size_t kMinResetLength = NGTCP2_MIN_STATELESS_RESET_RANDLEN + NGTCP2_STATELESS_RESET_TOKENLEN;
 
-std::string cid_key(std::span<const uint8_t> cid) {
-  return std::string(reinterpret_cast<const char*>(cid.data()), cid.size());
-}
-
 }  // namespace
 
 // The MoQ protocols, most preferred first, minus the versions --versions removed.
@@ -72,7 +68,7 @@ class QuicServerSession final : public quic::ConnectionObserver, public wt::Serv
   const quic::Certificate& certificate() const { return *cert_; }
   void set_connection(std::unique_ptr<quic::Connection> c) { conn_ = std::move(c); }
   quic::Connection* connection() { return conn_.get(); }
-  std::vector<std::string>& cids() { return cids_; }
+  std::vector<CidKey>& cids() { return cids_; }
 
   void close(Error reason) {
     if (h3_ != nullptr) {
@@ -128,7 +124,7 @@ class QuicServerSession final : public quic::ConnectionObserver, public wt::Serv
   std::unique_ptr<quic::Connection> conn_;
   std::unique_ptr<wt::Server> h3_;  // ALPN h3 only; destroyed before conn_
   RelaySession session_;            // destroyed before h3_ and conn_
-  std::vector<std::string> cids_;   // every CID routed to us, until we are done
+  std::vector<CidKey> cids_;        // every CID routed to us, until we are done
 };
 
 Result<std::unique_ptr<QuicEndpoint>> QuicEndpoint::open(RelayWorker& worker, size_t index,
@@ -181,7 +177,7 @@ void QuicEndpoint::on_datagram(const sockaddr* from, socklen_t from_len,
     return;
   }
   ngtcp2_path path = make_path(from, from_len);
-  if (auto it = by_cid_.find(cid_key(*dcid)); it != by_cid_.end()) {
+  if (auto it = by_cid_.find(CidKey(*dcid)); it != by_cid_.end()) {
     if (quic::Connection* c = it->second->connection()) {
       (void)c->on_packet(path, datagram);  // errors close the connection; on_done follows
     }
@@ -206,6 +202,7 @@ bool QuicEndpoint::forward(std::span<const uint8_t> dcid, const sockaddr* from, 
   if (!owner || *owner == worker_.index() || *owner >= workers) {
     return false;
   }
+  forwarded_.add();
   sockaddr_storage addr{};
   std::memcpy(&addr, from, std::min<size_t>(from_len, sizeof addr));
   Relay* relay = &worker_.relay();
@@ -281,8 +278,8 @@ void QuicEndpoint::accept(const ngtcp2_path& path, std::span<const uint8_t> data
     return;  // not an acceptable Initial (or no TLS): nothing was sent, nothing is kept
   }
   auto dcid = quic::extract_dcid(datagram, quic::kCidLength);
-  by_cid_[cid_key(*dcid)] = s;  // the client keeps its chosen DCID until our Initial arrives
-  s->cids().push_back(cid_key(*dcid));
+  by_cid_[CidKey(*dcid)] = s;  // the client keeps its chosen DCID until our Initial arrives
+  s->cids().push_back(CidKey(*dcid));
   s->set_connection(std::move(*c));
   sessions_.push_back(std::move(owned));
   (void)s->connection()->on_packet(path, datagram);
@@ -306,9 +303,9 @@ void QuicEndpoint::send_invalid_token(const ngtcp2_path& path, const ngtcp2_pkt_
 }
 
 void QuicEndpoint::on_cid_issued(QuicServerSession* s, const ngtcp2_cid& cid) {
-  std::string key = cid_key({cid.data, cid.datalen});
+  CidKey key({cid.data, cid.datalen});
   by_cid_[key] = s;
-  s->cids().push_back(std::move(key));
+  s->cids().push_back(key);
 }
 
 void QuicEndpoint::remove(QuicServerSession* s) {

@@ -4,10 +4,14 @@
 // their MoQ sessions. Worker thread only.
 //
 // Routing: every CID a connection issues comes from transport/quic/cid.h and names this worker in
-// byte 0. A datagram whose 16-byte DCID names another worker (the kernel's 4-tuple hash changed,
-// e.g. after a client migrated) is copied to that worker through Workers::post and injected into
-// its endpoint for the same address; an injected datagram is never forwarded again. Initials are
-// always handled where they land: their DCID is the client's choice.
+// byte 0, and the workers' sockets on a port carry a classic-BPF program (relay/steering.h) with
+// which the kernel delivers each datagram to the socket of the worker its DCID names, whatever the
+// client's address (a NAT rebinding, a migration). A datagram that still lands on another
+// worker's socket (steering off or failed its start-up check) and whose 16-byte DCID names
+// another worker is copied there through Workers::post, injected into its endpoint for the same
+// address, and counted (forwarded()); an injected datagram is never forwarded again. Initials are
+// handled where they land: their DCID is the client's choice (the program steers them by its
+// first byte too, so a client's retransmitted Initials land together).
 //
 // An unknown short-header DCID gets a stateless reset (RFC 9000 §10.3): at most one per received
 // packet, always smaller than it, at most kMaxResetsPerSecond. Beyond --max-handshakes-per-second,
@@ -17,6 +21,8 @@
 // are smaller than the 1200-byte Initial that triggers them, so they cannot amplify.
 #include <netinet/in.h>
 
+#include <algorithm>
+#include <array>
 #include <list>
 #include <memory>
 #include <span>
@@ -24,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/counter.h"
 #include "runtime/udp.h"
 #include "transport/quic/certificate.h"
 #include "transport/quic/connection.h"
@@ -33,6 +40,28 @@ namespace moqd::relay {
 
 class RelayWorker;
 class QuicServerSession;
+
+// A connection ID as a map key: its bytes in place (no allocation per datagram looked up).
+struct CidKey {
+  uint8_t len = 0;
+  std::array<uint8_t, NGTCP2_MAX_CIDLEN> bytes{};
+  explicit CidKey(std::span<const uint8_t> cid) : len(static_cast<uint8_t>(std::min<size_t>(cid.size(), NGTCP2_MAX_CIDLEN))) {
+    std::copy_n(cid.begin(), len, bytes.begin());
+  }
+  bool operator==(const CidKey& o) const {
+    return len == o.len && std::equal(bytes.begin(), bytes.begin() + len, o.bytes.begin());
+  }
+};
+struct CidKeyHash {
+  // Our CIDs are random past byte 0 (cid.h); a client's Initial DCID is its own random choice.
+  size_t operator()(const CidKey& k) const {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < k.len; ++i) {
+      h = (h ^ k.bytes[i]) * 0x100000001b3ull;
+    }
+    return static_cast<size_t>(h);
+  }
+};
 
 // The MoQ protocols moqd speaks, most preferred first: moq-lite-04, moq-lite-03, moql (SETUP on
 // the first bidi stream), each only while --versions keeps its version(s). They are the ALPNs of
@@ -66,6 +95,10 @@ class QuicEndpoint final : public transport::quic::PacketSink {
 
   size_t connection_count() const { return sessions_.size(); }
   const runtime::UdpSocket& socket() const { return *socket_; }
+  runtime::UdpSocket& mutable_socket() { return *socket_; }
+  // Datagrams that reached this worker but belong to another one's connection, and were
+  // forwarded there (with the steering program attached: none, unless it is broken). Any thread.
+  uint64_t forwarded() const { return forwarded_.get(); }
 
   // For QuicServerSession.
   RelayWorker& worker() { return worker_; }
@@ -92,7 +125,8 @@ class QuicEndpoint final : public transport::quic::PacketSink {
   std::unique_ptr<runtime::UdpSocket> socket_;
   bool draining_ = false;
   std::list<std::unique_ptr<QuicServerSession>> sessions_;
-  std::unordered_map<std::string, QuicServerSession*> by_cid_;  // CID bytes -> owner
+  std::unordered_map<CidKey, QuicServerSession*, CidKeyHash> by_cid_;  // CID -> owner
+  Counter forwarded_;
   // Per-second windows for the handshake and reset limits.
   Instant window_start_{};
   uint32_t handshakes_in_window_ = 0;

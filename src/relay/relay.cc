@@ -3,6 +3,8 @@
 #include <thread>
 
 #include "base/log.h"
+#include "relay/quic_endpoint.h"
+#include "relay/steering.h"
 #include "relay/worker.h"
 #include "runtime/tcp.h"
 
@@ -51,11 +53,29 @@ Result<std::vector<BoundAddress>> Relay::start() {
         return tl::unexpected(st.error());
       }
     }
+    steer(bound.size(), port);
     bound.push_back({hp->host, port});
   }
   workers_.start();
   started_ = true;
   return bound;
+}
+
+void Relay::steer(size_t index, uint16_t port) {
+  if (!config_.quic_steering || relay_workers_.size() < 2) {
+    return;
+  }
+  std::vector<QuicEndpoint*> endpoints;
+  for (auto& w : relay_workers_) {
+    endpoints.push_back(w->quic_endpoint(index));
+  }
+  if (auto st = steer_by_connection_id(endpoints); !st) {
+    MOQD_LOG(kWarn, "quic: port %u: cannot steer datagrams by connection ID (%s); the kernel's "
+             "hash picks a worker and the wrong one forwards", port, st.error().detail);
+    return;
+  }
+  MOQD_LOG(kInfo, "quic: port %u: datagrams steered to %zu workers by connection ID (checked)",
+           port, endpoints.size());
 }
 
 void Relay::drain_and_stop() {
@@ -118,7 +138,8 @@ std::string Relay::health_json() const {
 
 namespace {
 
-std::string udp_json(const runtime::UdpSocket::Stats& s, uint64_t dropped, uint64_t polls) {
+std::string udp_json(const runtime::UdpSocket::Stats& s, uint64_t dropped, uint64_t polls,
+                     uint64_t forwarded) {
   auto field = [](const char* name, uint64_t v) {
     return std::string("\"") + name + "\":" + std::to_string(v);
   };
@@ -126,7 +147,7 @@ std::string udp_json(const runtime::UdpSocket::Stats& s, uint64_t dropped, uint6
          "," + field("messages_out", s.messages_out) + "," + field("bytes_out", s.bytes_out) + "," + field("send_calls", s.sendmsg_calls) + "," +
          field("recv_calls", s.recv_calls) + "," + field("gso_batches", s.gso_batches) + "," +
          field("gro_batches", s.gro_batches) + "," + field("send_dropped", dropped) + "," +
-         field("loop_polls", polls) + "}";
+         field("loop_polls", polls) + "," + field("quic_forwarded", forwarded) + "}";
 }
 
 }  // namespace
@@ -135,15 +156,18 @@ std::string Relay::stats_json() const {
   runtime::UdpSocket::Stats sum{};
   uint64_t dropped = 0;
   uint64_t polls = 0;
+  uint64_t forwarded = 0;
   std::string per_worker;
   for (const auto& w : relay_workers_) {
     auto s = w->udp_stats();
-    per_worker += (per_worker.empty() ? "" : ",") + udp_json(s, w->udp_dropped(), w->loop_polls());
+    per_worker += (per_worker.empty() ? "" : ",") +
+                  udp_json(s, w->udp_dropped(), w->loop_polls(), w->quic_forwarded());
     sum += s;
     dropped += w->udp_dropped();
     polls += w->loop_polls();
+    forwarded += w->quic_forwarded();
   }
-  return "{\"total\":" + udp_json(sum, dropped, polls) + ",\"per_worker\":[" + per_worker + "]}\n";
+  return "{\"total\":" + udp_json(sum, dropped, polls, forwarded) + ",\"per_worker\":[" + per_worker + "]}\n";
 }
 
 }  // namespace moqd::relay

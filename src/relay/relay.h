@@ -45,6 +45,10 @@ class Relay {
   RelayWorker& worker(size_t i) { return *relay_workers_[i]; }
 
  private:
+  // Attaches the connection-ID steering program to listen address `index`'s sockets (one per
+  // worker on `port`), when configured and there is more than one worker; logs the outcome.
+  void steer(size_t index, uint16_t port);
+
   RelayConfig config_;
   std::unique_ptr<Authorizer> auth_;
   runtime::Workers workers_;

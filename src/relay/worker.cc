@@ -54,6 +54,14 @@ runtime::UdpSocket::Stats RelayWorker::udp_stats() const {
   return sum;
 }
 
+uint64_t RelayWorker::quic_forwarded() const {
+  uint64_t n = 0;
+  for (const auto& ep : endpoints_) {
+    n += ep->forwarded();
+  }
+  return n;
+}
+
 uint64_t RelayWorker::udp_dropped() const {
   uint64_t n = 0;
   for (const auto& ep : endpoints_) {

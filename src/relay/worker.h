@@ -74,6 +74,8 @@ class RelayWorker {
   runtime::UdpSocket::Stats udp_stats() const;
   uint64_t udp_dropped() const;
   uint64_t loop_polls() const { return loop_.polls(); }
+  // Datagrams this worker's endpoints forwarded to another worker (QuicEndpoint::forwarded).
+  uint64_t quic_forwarded() const;
 
   // Read from any thread.
   std::atomic<int64_t> sessions{0};

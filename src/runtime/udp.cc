@@ -153,6 +153,60 @@ UdpSocket::UdpSocket(EventLoop& loop, int fd, Options o)
     : loop_(loop), fd_(fd), options_(o), local_len_(sizeof local_),
       alive_token_(std::make_shared<bool>(true)) {}
 
+Status UdpSocket::attach_reuseport_program(std::span<const sock_filter> program) {
+  sock_fprog prog{};
+  prog.len = static_cast<unsigned short>(program.size());
+  prog.filter = const_cast<sock_filter*>(program.data());
+  if (::setsockopt(fd_, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) != 0) {
+    return fail(ErrorCode::kTransport, "SO_ATTACH_REUSEPORT_CBPF failed");
+  }
+  return {};
+}
+
+void UdpSocket::detach_reuseport_program() {
+  int unused = 0;
+  ::setsockopt(fd_, SOL_SOCKET, SO_DETACH_REUSEPORT_BPF, &unused, sizeof unused);
+}
+
+Status UdpSocket::send_to_self(std::span<const uint8_t> datagram) const {
+  sockaddr_storage to = local_;
+  if (to.ss_family == AF_INET6) {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&to);
+    if (IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr)) {
+      a6->sin6_addr = in6addr_loopback;
+    }
+  } else {
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&to);
+    if (a4->sin_addr.s_addr == htonl(INADDR_ANY)) {
+      a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    }
+  }
+  int fd = ::socket(to.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return fail(ErrorCode::kTransport, "socket() failed");
+  }
+  ssize_t n = ::sendto(fd, datagram.data(), datagram.size(), 0,
+                       reinterpret_cast<const sockaddr*>(&to), local_len_);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(datagram.size())) {
+    return fail(ErrorCode::kTransport, "sendto() failed");
+  }
+  return {};
+}
+
+size_t UdpSocket::drain_now(const std::function<void(std::span<const uint8_t>)>& fn) {
+  size_t n = 0;
+  uint8_t buf[kMaxDatagram];
+  for (;;) {
+    ssize_t r = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    if (r < 0) {
+      return n;
+    }
+    ++n;
+    fn({buf, static_cast<size_t>(r)});
+  }
+}
+
 UdpSocket::Stats UdpSocket::stats() const {
   return {stats_.datagrams_in.get(),  stats_.datagrams_out.get(), stats_.messages_out.get(),
           stats_.bytes_out.get(),     stats_.sendmsg_calls.get(), stats_.recv_calls.get(),

@@ -1,6 +1,7 @@
 #pragma once
 // UDP for QUIC: one non-blocking socket per worker and listen address (or one per client), batched
 // both ways. Everything here belongs to the EventLoop it was given and runs on that loop's thread.
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -75,6 +76,17 @@ class UdpSocket final : private IoHandler {
   void send(const sockaddr* to, socklen_t to_len, std::span<const uint8_t> datagram);
   // Writes the batch now. Also done automatically at the end of each loop iteration (loop.defer).
   void flush();
+  // SO_ATTACH_REUSEPORT_CBPF: `program` picks, for each datagram to the port, the socket of the
+  // reuseport group (by the order the sockets were bound) that receives it. It applies to the
+  // whole group, whichever member it is attached to. detach_reuseport_program() undoes it.
+  Status attach_reuseport_program(std::span<const sock_filter> program);
+  void detach_reuseport_program();
+  // Sends `datagram` to this socket's address from a throwaway socket (loopback when bound to a
+  // wildcard address): for checks at start, before the loop runs.
+  Status send_to_self(std::span<const uint8_t> datagram) const;
+  // Reads every datagram waiting in the kernel now, without the handler (before the loop runs);
+  // the number read.
+  size_t drain_now(const std::function<void(std::span<const uint8_t>)>& fn);
   const sockaddr_storage& local_address() const { return local_; }
   socklen_t local_address_len() const { return local_len_; }
   uint16_t port() const;

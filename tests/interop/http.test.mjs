@@ -47,7 +47,7 @@ test("/health counts an open session, by transport", T, async () => {
 test("GET /stats answers each worker's UDP and loop counters, which QUIC traffic moves", T, async () => {
   const stats = async () => (await H.httpGet(`${ctx.moqd.url}stats`)).json();
   const keys = ["datagrams_in", "datagrams_out", "messages_out", "bytes_out", "send_calls", "recv_calls",
-    "gso_batches", "gro_batches", "send_dropped", "loop_polls"];
+    "gso_batches", "gro_batches", "send_dropped", "loop_polls", "quic_forwarded"];
   const before = await stats();
   assert.equal(before.per_worker.length, 2);
   for (const w of [before.total, ...before.per_worker]) {

@@ -1,0 +1,28 @@
+#pragma once
+// Steering QUIC datagrams to the worker that owns their connection, in the kernel: a classic-BPF
+// program for SO_ATTACH_REUSEPORT_CBPF on the workers' SO_REUSEPORT sockets. It returns, for
+// each datagram, the index of the socket in the reuseport group that should get it: the worker
+// byte of the destination connection ID (cid.h: byte 0 of every CID moqd issues) modulo the
+// number of workers. Long header (RFC 9000 §17.2): the DCID starts at offset 6 (flags, 4-byte
+// version, DCID length); short header (§17.3): at offset 1. A datagram too short to hold a
+// 16-byte DCID where the header puts it gets an index past the group, so the kernel falls back to
+// its 4-tuple hash (an Initial's client-chosen DCID also lands on byte 0 mod workers: any worker
+// may take an Initial). Sans-I/O: this only builds the program.
+#include <linux/filter.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace moqd::transport::quic {
+
+// Offsets of the DCID's first byte in each header form, within the UDP payload.
+inline constexpr unsigned kLongHeaderDcidOffset = 6;
+inline constexpr unsigned kShortHeaderDcidOffset = 1;
+// What the program returns for a datagram it cannot read: no socket, so the kernel hashes.
+inline constexpr unsigned kSteerFallback = 0xffffffffu;
+
+// The program for `workers` sockets (1..256), in the reuseport group's order: socket i must
+// belong to worker i.
+std::vector<sock_filter> reuseport_steering_program(size_t workers);
+
+}  // namespace moqd::transport::quic
