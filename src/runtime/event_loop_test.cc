@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -133,9 +134,17 @@ TEST_F(EventLoopTest, InjectAndStopFromAnotherThread) {
 }
 
 TEST_F(EventLoopTest, StopBeforeRunReturnsAtOnce) {
+  bool timer_ran = false;
+  loop_.schedule(std::chrono::milliseconds(0), [&] { timer_ran = true; });
   loop_.stop();
-  loop_.run();
-  SUCCEED();
+  auto done = std::async(std::launch::async, [&] { loop_.run(); });
+  bool returned = done.wait_for(std::chrono::seconds(2)) == std::future_status::ready;
+  if (!returned) {
+    loop_.stop();  // a stop() that run() honours only once running: end it, then fail
+    done.wait();
+  }
+  EXPECT_TRUE(returned) << "run() after stop() did not return";
+  EXPECT_FALSE(timer_ran) << "run() after stop() ran an iteration";
 }
 
 }  // namespace

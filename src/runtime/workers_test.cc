@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -119,12 +121,19 @@ TEST(WorkersTest, RoundTripBetweenWorkers) {
 }
 
 TEST(WorkersTest, StopAndJoinIsIdempotentAndDestroysQueuedTasks) {
-  Workers workers(2, 2);
-  workers.start();
-  workers.stop_and_join();
-  workers.stop_and_join();
-  workers.post(1, [] { FAIL() << "ran after stop"; });
-  SUCCEED();
+  std::atomic<bool> ran{false};
+  auto token = std::make_shared<int>(0);
+  std::weak_ptr<int> alive = token;
+  {
+    Workers workers(2, 2);
+    workers.start();
+    workers.stop_and_join();
+    workers.stop_and_join();  // a second call returns at once
+    workers.post(1, [&ran, token = std::move(token)] { ran = true; });
+    EXPECT_FALSE(alive.expired()) << "the task is queued, not yet destroyed";
+  }
+  EXPECT_FALSE(ran) << "a task posted after stop ran";
+  EXPECT_TRUE(alive.expired()) << "the queued task was never destroyed";
 }
 
 TEST(WorkersTest, TimersRunOnTheWorkerLoop) {
