@@ -74,6 +74,11 @@ class RelayWorker {
   runtime::UdpSocket::Stats udp_stats() const;
   uint64_t udp_dropped() const;
   uint64_t loop_polls() const { return loop_.polls(); }
+  // Skip-ahead on this worker: by its subscriptions (slow viewers) and by its bridge's feeds
+  // (another worker not keeping up). Written by the worker; read from any thread.
+  session::SkipCounters& viewer_skips() { return viewer_skips_; }
+  const session::SkipCounters& viewer_skips() const { return viewer_skips_; }
+  const session::SkipCounters& bridge_skips() const { return bridge_.skips(); }
 
   // Read from any thread.
   std::atomic<int64_t> sessions{0};
@@ -91,6 +96,7 @@ class RelayWorker {
   runtime::EventLoop& loop_;
   runtime::Workers& workers_;
   std::shared_ptr<const transport::quic::Certificate> certificate_;
+  session::SkipCounters viewer_skips_;  // outlives the sessions (connections_)
   model::CacheBudget budget_;  // this worker's share of --cache-budget; outlives origin_
   model::Origin origin_;
   Bridge bridge_;
