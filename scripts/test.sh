@@ -4,7 +4,8 @@
 #                tests (@moq/lite in headless Chromium over WebTransport and WebSocket)
 #   asan         clang, ASan+UBSan: unit tests, the interop suite and the browser tests against
 #                sanitized binaries
-#   tsan         g++, TSan: the multi-worker tests (runtime) and interop tests on 2 workers
+#   tsan         g++, TSan: the multi-worker tests (runtime, and relay's two-worker bridge tests)
+#                and interop tests on 2 workers
 #   bench        the microbenchmarks and the fixed-work fan-out (built with the g++ stage) run once
 #                each, briefly: they check every delivery, so they must not rot (figures are
 #                docs/BENCHMARKS.md's, not this stage's)
@@ -70,9 +71,10 @@ stage unit-asan unit build-asan
 # the uninstrumented stage only.
 stage interop-asan interop build-asan $(cd tests/interop && ls ./*.test.mjs | grep -v resources)
 stage browser-asan browser build-asan
-TARGETS="moqd moq runtime_tests" stage build-tsan configure_build build-tsan g++ \
+TARGETS="moqd moq runtime_tests relay_tests" stage build-tsan configure_build build-tsan g++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOQD_SANITIZE=thread
 stage unit-tsan build-tsan/tests/runtime_tests --gtest_brief=1
+stage relay-tsan build-tsan/tests/relay_tests --gtest_brief=1
 stage interop-tsan interop build-tsan ./fanout.test.mjs ./js_pubsub.test.mjs ./framing.test.mjs
 if [[ -x scripts/fuzz.sh ]]; then
   stage fuzz ./scripts/fuzz.sh short

@@ -1,6 +1,8 @@
 #include "relay/bridge.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 #include "base/log.h"
 
@@ -57,11 +59,19 @@ class RemoteBroadcast final : public model::BroadcastSource {
   std::map<std::string, std::unique_ptr<RemoteTrack>> tracks_;
 };
 
-// Serves one track of this worker to another worker.
+// Serves one track of this worker to another worker: a listener of the local Track that pulls it
+// with a cursor per group and posts the events to the receiving worker within the credit window
+// (see bridge.h for the pacing, skip-ahead and end). The cursors hold GroupRefs, so a group
+// evicted from the cache meanwhile is still forwarded whole unless skip-ahead drops it.
 class Feed final : public model::TrackListener {
  public:
   Feed(Bridge& bridge, size_t to, uint64_t id, model::Track& track)
-      : bridge_(bridge), to_(to), id_(id), track_(&track) {
+      : bridge_(bridge),
+        to_(to),
+        id_(id),
+        track_(&track),
+        broadcast_(track.broadcast()),
+        name_(track.name()) {
     next_arrival_ = track.late_join_arrival();
     track.add_listener(this);
   }
@@ -72,13 +82,12 @@ class Feed final : public model::TrackListener {
   }
 
   void on_track_data(model::Track&) override { pump(); }
+  // The feed lingers until what its cursors still hold has gone through the credit window; only
+  // then is the end posted (finish()).
   void on_track_ended(model::Track&, Error reason) override {
     track_ = nullptr;
-    pump_cursors();  // flush what is still buffered in open groups
-    Bridge* peer = &bridge_.peer(to_);
-    uint64_t id = id_;
-    bridge_.post(to_, [peer, id, reason] { peer->on_feed_end(id, reason); });
-    bridge_.feed_finished(this);
+    end_reason_ = reason;
+    pump();
   }
   void ack(uint64_t bytes) {
     in_flight_ -= std::min(in_flight_, bytes);
@@ -86,67 +95,149 @@ class Feed final : public model::TrackListener {
   }
   size_t to() const { return to_; }
   uint64_t id() const { return id_; }
+  void add_stats(FeedStats& s) const {
+    ++s.feeds;
+    s.groups_held += cursors_.size();
+    s.in_flight_bytes += in_flight_;
+    for (const auto& o : cursors_) {
+      s.held_bytes += o.cursor.group()->bytes();
+      s.backlog_bytes += o.cursor.backlog();
+    }
+  }
 
   void pump() {
-    if (track_ != nullptr) {
-      for (auto& g : track_->groups_from(next_arrival_)) {
-        events_.push_back({FeedEvent::Kind::kGroup, g->sequence(), 0, Bytes()});
-        cursors_.emplace_back(std::move(g));
-      }
-      next_arrival_ = track_->next_arrival();
+    if (finished_) {
+      return;
     }
-    pump_cursors();
+    collect_new_groups();
+    skip_ahead();
+    drain_cursors();
+    flush();
+    if (end_reason_ && cursors_.empty()) {
+      finish();
+    }
   }
 
  private:
-  void pump_cursors() {
-    for (auto& c : cursors_) {
-      if (!drain(c)) {
+  // One group being forwarded.
+  struct Out {
+    explicit Out(model::GroupRef g) : cursor(std::move(g)) {}
+    model::GroupCursor cursor;
+    bool announced = false;  // its kGroup event was posted
+  };
+
+  void collect_new_groups() {
+    if (track_ == nullptr) {
+      return;
+    }
+    for (auto& g : track_->groups_from(next_arrival_)) {
+      cursors_.emplace_back(std::move(g));
+    }
+    next_arrival_ = track_->next_arrival();
+  }
+  // The receiving worker is a viewer that cannot keep up once bytes wait here: past the backlog
+  // limits, drop the oldest groups (whole; aborted on the receiver if begun there) and keep the
+  // newest, as Subscription::drop_old_groups does for a slow subscriber.
+  void skip_ahead() {
+    if (cursors_.size() < 2) {
+      return;
+    }
+    const BridgeLimits& limits = bridge_.limits();
+    uint64_t total = 0;
+    for (const auto& o : cursors_) {
+      total += o.cursor.backlog();
+    }
+    Instant now = bridge_.clock().now();
+    size_t drop = 0;
+    while (cursors_.size() - drop > 1) {
+      const Out& o = cursors_[drop];
+      uint64_t backlog = o.cursor.backlog();
+      bool too_old = backlog > 0 && now - o.cursor.group()->created() > limits.max_backlog_age;
+      if (total <= limits.max_backlog_bytes && !too_old) {
+        break;
+      }
+      total -= std::min(total, backlog);
+      if (o.announced && !o.cursor.is_done()) {
+        // Past the credit if need be: at most one per group begun on the receiver.
+        emit({FeedEvent::Kind::kGroupAbort, o.cursor.group()->sequence(), 0, Bytes()});
+      }
+      ++drop;
+    }
+    if (drop > 0) {
+      cursors_.erase(cursors_.begin(), cursors_.begin() + static_cast<ptrdiff_t>(drop));
+      note_skip(drop, now);
+    }
+  }
+  void note_skip(uint64_t groups, Instant now) {
+    bridge_.skips().events.add();
+    bridge_.skips().groups.add(groups);
+    skipped_unlogged_ += groups;
+    if (skip_logged_ && now - skip_logged_at_ < Bridge::kSkipLogInterval) {
+      return;
+    }
+    skip_logged_ = true;
+    skip_logged_at_ = now;
+    MOQD_LOG(kInfo, "bridge feed %zu->%zu id=%llu skip-ahead broadcast=%s track=%s groups_skipped=%llu",
+             bridge_.self(), to_, static_cast<unsigned long long>(id_), broadcast_.c_str(),
+             name_.c_str(), static_cast<unsigned long long>(std::exchange(skipped_unlogged_, 0)));
+  }
+  void drain_cursors() {
+    if (in_flight_ >= bridge_.limits().credit_bytes) {
+      return;
+    }
+    // A congested mailbox means the receiver is behind: hold back until what is in flight is
+    // acknowledged (the ack pumps again), so the overflow queue never grows with track data.
+    if (in_flight_ > 0 && bridge_.workers().is_congested(to_)) {
+      return;
+    }
+    for (auto& o : cursors_) {
+      if (!drain(o)) {
         break;
       }
     }
-    flush();
   }
-  // Emits what `c` has; false once out of credit.
-  bool drain(model::GroupCursor& c) {
-    uint64_t seq = c.group()->sequence();
+  // Emits what `o` has; false once out of credit.
+  bool drain(Out& o) {
+    const uint64_t credit = bridge_.limits().credit_bytes;
+    uint64_t seq = o.cursor.group()->sequence();
     for (;;) {
-      if (in_flight_ >= Bridge::kMaxInFlightBytes) {
+      if (in_flight_ >= credit) {
         return false;
       }
-      auto step = c.peek(Bridge::kMaxInFlightBytes - in_flight_);
+      if (!o.announced) {
+        o.announced = true;
+        emit({FeedEvent::Kind::kGroup, seq, 0, Bytes()});
+        continue;
+      }
+      auto step = o.cursor.peek(credit - in_flight_);
       switch (step.kind) {
         case model::GroupCursor::Kind::kNothing:
           return true;
         case model::GroupCursor::Kind::kObjectStart:
-          events_.push_back({FeedEvent::Kind::kObject, seq, step.object->size, Bytes()});
+          emit({FeedEvent::Kind::kObject, seq, step.object->size, Bytes()});
           break;
         case model::GroupCursor::Kind::kChunk:
-          in_flight_ += step.chunk.size();
           // The one copy per receiving core: the receiver owns it outright.
-          events_.push_back({FeedEvent::Kind::kChunk, seq, 0, Bytes::copy(step.chunk.span())});
+          emit({FeedEvent::Kind::kChunk, seq, 0, Bytes::copy(step.chunk.span())});
           break;
         case model::GroupCursor::Kind::kEnd:
-          events_.push_back({FeedEvent::Kind::kGroupEnd, seq, 0, Bytes()});
-          c.advance(step);
-          done_.push_back(seq);
+          emit({FeedEvent::Kind::kGroupEnd, seq, 0, Bytes()});
+          o.cursor.advance(step);
           return true;
         case model::GroupCursor::Kind::kAborted:
-          events_.push_back({FeedEvent::Kind::kGroupAbort, seq, 0, Bytes()});
-          c.advance(step);
-          done_.push_back(seq);
+          emit({FeedEvent::Kind::kGroupAbort, seq, 0, Bytes()});
+          o.cursor.advance(step);
           return true;
       }
-      c.advance(step);
+      o.cursor.advance(step);
     }
   }
+  void emit(FeedEvent e) {
+    in_flight_ += e.cost();
+    events_.push_back(std::move(e));
+  }
   void flush() {
-    if (!done_.empty()) {
-      std::erase_if(cursors_, [this](const model::GroupCursor& c) {
-        return std::find(done_.begin(), done_.end(), c.group()->sequence()) != done_.end();
-      });
-      done_.clear();
-    }
+    std::erase_if(cursors_, [](const Out& o) { return o.cursor.is_done(); });
     if (events_.empty()) {
       return;
     }
@@ -157,21 +248,43 @@ class Feed final : public model::TrackListener {
     });
     events_.clear();
   }
+  void finish() {
+    finished_ = true;
+    Bridge* peer = &bridge_.peer(to_);
+    uint64_t id = id_;
+    Error reason = *end_reason_;
+    bridge_.post(to_, [peer, id, reason] { peer->on_feed_end(id, reason); });
+    bridge_.feed_finished(this);
+  }
 
   Bridge& bridge_;
   size_t to_;
   uint64_t id_;
   model::Track* track_;
+  std::string broadcast_;
+  std::string name_;
   uint64_t next_arrival_ = 0;
   uint64_t in_flight_ = 0;
-  std::vector<model::GroupCursor> cursors_;
+  std::vector<Out> cursors_;  // arrival order
   std::vector<FeedEvent> events_;
-  std::vector<uint64_t> done_;
+  std::optional<Error> end_reason_;  // the track ended; the end is posted once cursors_ drain
+  bool finished_ = false;
+  bool skip_logged_ = false;
+  Instant skip_logged_at_{};
+  uint64_t skipped_unlogged_ = 0;
 };
 
 Bridge::Bridge(size_t self, runtime::Workers& workers, model::Origin& origin,
-               const std::vector<Bridge*>& bridges)
-    : self_(self), workers_(workers), origin_(origin), bridges_(bridges) {}
+               const std::vector<Bridge*>& bridges, BridgeLimits limits)
+    : self_(self), limits_(limits), workers_(workers), origin_(origin), bridges_(bridges) {}
+
+FeedStats Bridge::feed_stats() const {
+  FeedStats s;
+  for (const auto& [key, f] : feeds_) {
+    f->add_stats(s);
+  }
+  return s;
+}
 
 Bridge::~Bridge() {
   feeds_.clear();
@@ -285,6 +398,7 @@ void Bridge::on_feed_events(uint64_t id, std::vector<FeedEvent> events) {
   model::Track& track = *in.track;
   uint64_t bytes = 0;
   for (auto& e : events) {
+    bytes += e.cost();
     if (e.kind == FeedEvent::Kind::kGroup) {
       if (model::Group* g = track.begin_group(e.sequence); g != nullptr) {
         in.groups[e.sequence] = model::GroupRef(g);
@@ -292,9 +406,6 @@ void Bridge::on_feed_events(uint64_t id, std::vector<FeedEvent> events) {
       continue;
     }
     auto g = in.groups.find(e.sequence);
-    if (e.kind == FeedEvent::Kind::kChunk) {
-      bytes += e.chunk.size();
-    }
     if (g == in.groups.end()) {
       continue;  // a duplicate group this worker refused
     }
@@ -322,7 +433,7 @@ void Bridge::on_feed_events(uint64_t id, std::vector<FeedEvent> events) {
       return;  // a listener callback closed the feed
     }
   }
-  if (bytes > 0) {
+  if (bytes > 0) {  // every event costs credit, so every batch is acknowledged
     Bridge* peer = bridges_[in.home];
     size_t to = self_;
     post(in.home, [peer, to, id, bytes] { peer->on_feed_ack(to, id, bytes); });

@@ -7,16 +7,24 @@
 // subscribers read. So a track crosses to another core once, never once per subscriber, and a
 // worker never touches another worker's state: everything goes through Workers::post.
 //
-// Feeds are paced by credit: A stops pulling once kMaxInFlightBytes are posted but not yet
-// acknowledged by B.
+// Feeds are paced by credit: A stops pulling once BridgeLimits::credit_bytes are posted but not
+// yet acknowledged by B, and, while something is in flight, whenever A's mailbox to B is
+// congested (B is not keeping up). B is then treated like a slow viewer: the track's bytes wait
+// in the feed's cursors (references into A's cache, no copies), and past the backlog limits the
+// feed skips to the newest group, aborting on B the old groups it had begun. So a slow worker
+// never stalls the publisher or A's viewers, and what A holds for it is bounded. A track that
+// ends is flushed through the credit window before its end is posted: B's viewers get every
+// group A's viewers get.
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "model/origin.h"
 #include "runtime/workers.h"
+#include "session/config.h"
 
 namespace moqd::relay {
 
@@ -26,23 +34,61 @@ class Feed;
 // What B receives for a feed, in order.
 struct FeedEvent {
   enum class Kind : uint8_t { kGroup, kObject, kChunk, kGroupEnd, kGroupAbort };
+  // Credit an event costs besides its payload, so that events without payload (empty frames,
+  // group ends, aborts) are paced too.
+  static constexpr uint64_t kCost = 64;
+
   Kind kind = Kind::kGroup;
   uint64_t sequence = 0;  // the group's
   uint64_t size = 0;      // kObject: declared size
   Bytes chunk;            // kChunk: a copy owned by the receiving worker
+
+  uint64_t cost() const { return kCost + chunk.size(); }
+};
+
+// Pacing and skip-ahead of the feeds one worker serves to another.
+struct BridgeLimits {
+  // Credit per feed: event costs (payload bytes plus FeedEvent::kCost each) posted to the
+  // receiving worker and not yet acknowledged. Default 4 MiB.
+  uint64_t credit_bytes = 4ull << 20;
+  // Per feed: bytes of the track not yet posted (waiting for credit) past which the oldest
+  // groups are skipped. Default 8 MiB, as a subscription's --max-backlog-bytes.
+  uint64_t max_backlog_bytes = 8ull << 20;
+  // Per feed: a group with bytes not yet posted that is older than this is skipped once a newer
+  // group exists. Default 10 s, as --max-backlog-age.
+  Duration max_backlog_age = std::chrono::seconds(10);
+};
+
+// What a worker's feeds hold, summed (tests and metrics; worker thread).
+struct FeedStats {
+  size_t feeds = 0;
+  size_t groups_held = 0;       // groups referenced by the feeds' cursors
+  uint64_t held_bytes = 0;      // their payload bytes
+  uint64_t backlog_bytes = 0;   // of which not yet posted
+  uint64_t in_flight_bytes = 0; // credit in use
 };
 
 class Bridge {
  public:
-  static constexpr uint64_t kMaxInFlightBytes = 4ull << 20;
+  // A feed logs its skip-ahead at most once per this interval.
+  static constexpr Duration kSkipLogInterval = std::chrono::seconds(10);
 
   // `bridges` holds every worker's Bridge by worker index and outlives them all.
   Bridge(size_t self, runtime::Workers& workers, model::Origin& origin,
-         const std::vector<Bridge*>& bridges);
+         const std::vector<Bridge*>& bridges, BridgeLimits limits = {});
   ~Bridge();
 
   size_t self() const { return self_; }
   model::Origin& origin() { return origin_; }
+  const BridgeLimits& limits() const { return limits_; }
+  const Clock& clock() { return workers_.loop(self_); }
+  runtime::Workers& workers() { return workers_; }
+  // Groups this worker's feeds skipped because a receiving worker fell behind. Written by this
+  // worker; read from any thread.
+  session::SkipCounters& skips() { return skips_; }
+  const session::SkipCounters& skips() const { return skips_; }
+  // Worker thread.
+  FeedStats feed_stats() const;
 
   // A session on this worker announced or withdrew `path`: tell the other workers.
   void publish_local(const std::string& path, bool active, uint64_t hops);
@@ -75,6 +121,8 @@ class Bridge {
   };
 
   size_t self_;
+  BridgeLimits limits_;
+  session::SkipCounters skips_;
   runtime::Workers& workers_;
   model::Origin& origin_;
   const std::vector<Bridge*>& bridges_;

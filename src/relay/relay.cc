@@ -138,16 +138,35 @@ std::string Relay::health_json() const {
 
 namespace {
 
+std::string field(const char* name, uint64_t v) {
+  return std::string("\"") + name + "\":" + std::to_string(v);
+}
+
+// Skip-ahead counts of one worker or of all: events and groups, by subscriptions (viewers) and
+// by bridge feeds (a worker that fell behind).
+struct SkipTotals {
+  uint64_t events = 0, groups = 0, bridge_events = 0, bridge_groups = 0;
+
+  void add(const RelayWorker& w) {
+    events += w.viewer_skips().events.get();
+    groups += w.viewer_skips().groups.get();
+    bridge_events += w.bridge_skips().events.get();
+    bridge_groups += w.bridge_skips().groups.get();
+  }
+  std::string json() const {
+    return "\"skips\":{" + field("events", events) + "," + field("groups", groups) + "," +
+           field("bridge_events", bridge_events) + "," + field("bridge_groups", bridge_groups) + "}";
+  }
+};
+
 std::string udp_json(const runtime::UdpSocket::Stats& s, uint64_t dropped, uint64_t polls,
-                     uint64_t forwarded) {
-  auto field = [](const char* name, uint64_t v) {
-    return std::string("\"") + name + "\":" + std::to_string(v);
-  };
+                     uint64_t forwarded, const SkipTotals& skips) {
   return "{" + field("datagrams_in", s.datagrams_in) + "," + field("datagrams_out", s.datagrams_out) +
          "," + field("messages_out", s.messages_out) + "," + field("bytes_out", s.bytes_out) + "," + field("send_calls", s.sendmsg_calls) + "," +
          field("recv_calls", s.recv_calls) + "," + field("gso_batches", s.gso_batches) + "," +
          field("gro_batches", s.gro_batches) + "," + field("send_dropped", dropped) + "," +
-         field("loop_polls", polls) + "," + field("quic_forwarded", forwarded) + "}";
+         field("loop_polls", polls) + "," + field("quic_forwarded", forwarded) + "," + skips.json() +
+         "}";
 }
 
 }  // namespace
@@ -157,17 +176,21 @@ std::string Relay::stats_json() const {
   uint64_t dropped = 0;
   uint64_t polls = 0;
   uint64_t forwarded = 0;
+  SkipTotals skips;
   std::string per_worker;
   for (const auto& w : relay_workers_) {
     auto s = w->udp_stats();
+    SkipTotals mine;
+    mine.add(*w);
     per_worker += (per_worker.empty() ? "" : ",") +
-                  udp_json(s, w->udp_dropped(), w->loop_polls(), w->quic_forwarded());
+                  udp_json(s, w->udp_dropped(), w->loop_polls(), w->quic_forwarded(), mine);
     sum += s;
     dropped += w->udp_dropped();
     polls += w->loop_polls();
     forwarded += w->quic_forwarded();
+    skips.add(*w);
   }
-  return "{\"total\":" + udp_json(sum, dropped, polls, forwarded) + ",\"per_worker\":[" + per_worker + "]}\n";
+  return "{\"total\":" + udp_json(sum, dropped, polls, forwarded, skips) + ",\"per_worker\":[" + per_worker + "]}\n";
 }
 
 }  // namespace moqd::relay

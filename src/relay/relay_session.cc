@@ -23,6 +23,7 @@ void RelaySession::start(transport::Session& transport, std::string root, std::s
   sc.root = std::move(root);
   sc.query = std::move(query);
   sc.discover_prefix = std::string();
+  sc.skips = &worker_.viewer_skips();
   transport_class_ = transport_class(transport.kind());
   session_ = std::make_unique<session::Session>(transport, std::move(sc), worker_.origin(), *this,
                                                 worker_.loop(), worker_.loop());

@@ -27,6 +27,13 @@ model::OriginConfig origin_config(const RelayConfig& c, model::CacheBudget* budg
   oc.budget = budget;
   return oc;
 }
+// A feed treats the receiving worker as a viewer: the same backlog bounds as a subscription.
+BridgeLimits bridge_limits(const RelayConfig& c) {
+  BridgeLimits bl;
+  bl.max_backlog_bytes = c.limits.max_backlog_bytes;
+  bl.max_backlog_age = c.limits.max_backlog_age;
+  return bl;
+}
 }  // namespace
 
 RelayWorker::RelayWorker(Relay& relay, size_t index, runtime::Workers& workers,
@@ -38,7 +45,7 @@ RelayWorker::RelayWorker(Relay& relay, size_t index, runtime::Workers& workers,
       certificate_(relay.config().certificate),
       budget_(relay.config().cache_budget / std::max<size_t>(1, relay.config().workers)),
       origin_(origin_config(relay.config(), &budget_), loop_, loop_),
-      bridge_(index, workers, origin_, bridges) {}
+      bridge_(index, workers, origin_, bridges, bridge_limits(relay.config())) {}
 
 RelayWorker::~RelayWorker() {
   connections_.clear();

@@ -76,6 +76,11 @@ class RelayWorker {
   uint64_t loop_polls() const { return loop_.polls(); }
   // Datagrams this worker's endpoints forwarded to another worker (QuicEndpoint::forwarded).
   uint64_t quic_forwarded() const;
+  // Skip-ahead on this worker: by its subscriptions (slow viewers) and by its bridge's feeds
+  // (another worker not keeping up). Written by the worker; read from any thread.
+  session::SkipCounters& viewer_skips() { return viewer_skips_; }
+  const session::SkipCounters& viewer_skips() const { return viewer_skips_; }
+  const session::SkipCounters& bridge_skips() const { return bridge_.skips(); }
 
   // Read from any thread.
   std::atomic<int64_t> sessions{0};
@@ -93,6 +98,7 @@ class RelayWorker {
   runtime::EventLoop& loop_;
   runtime::Workers& workers_;
   std::shared_ptr<const transport::quic::Certificate> certificate_;
+  session::SkipCounters viewer_skips_;  // outlives the sessions (connections_)
   model::CacheBudget budget_;  // this worker's share of --cache-budget; outlives origin_
   model::Origin origin_;
   Bridge bridge_;

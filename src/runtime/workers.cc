@@ -98,6 +98,19 @@ void Workers::post(size_t to, Task task) {
   queue.push_back(std::move(task));
 }
 
+bool Workers::is_congested(size_t to) {
+  size_t from = current();
+  if (from == SIZE_MAX || from == to) {
+    return false;
+  }
+  return !workers_[from]->overflow[to].empty() || !ring(from, to).has_space();
+}
+
+size_t Workers::overflow_size(size_t to) const {
+  size_t from = current();
+  return from == SIZE_MAX ? 0 : workers_[from]->overflow[to].size();
+}
+
 void Workers::flush_overflow(size_t from, size_t to) {
   auto& queue = workers_[from]->overflow[to];
   Mailbox& box = ring(from, to);

@@ -37,6 +37,12 @@ class Workers {
   // Runs `task` on worker `to`. From a worker: through the (current, to) ring, or defer() when
   // `to` is the current worker. From any other thread: through `to`'s injection queue.
   void post(size_t to, Task task);
+  // From a worker: true while its ring to `to` is full or tasks wait in its overflow queue for
+  // `to` (the receiver is not keeping up). Senders of data that may be dropped (the Bridge's
+  // feeds) hold back then; control tasks are posted regardless. False off-worker or for itself.
+  bool is_congested(size_t to);
+  // Tasks the calling worker holds in its overflow queue for `to` (0 off-worker).
+  size_t overflow_size(size_t to) const;
   // Stops every loop and joins the threads. Tasks still queued are destroyed unrun. Idempotent.
   void stop_and_join();
 

@@ -1,6 +1,19 @@
 // A subscriber that cannot keep up: skip-ahead (whole old groups dropped with RESET_STREAM kOld,
 // by bytes and by age) and the stall timeout (kTimeout), over every moq-lite draft.
 #include <gtest/gtest.h>
+#include <malloc.h>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MOQD_TEST_SANITIZER_HEAP 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MOQD_TEST_SANITIZER_HEAP 1
+#endif
+#ifdef MOQD_TEST_SANITIZER_HEAP
+#include <sanitizer/allocator_interface.h>
+#endif
 
 #include <algorithm>
 #include <memory>
@@ -22,6 +35,15 @@ using moqd::testing::pattern_bytes;
 using transport::websocket::FrameKind;
 using namespace std::chrono_literals;
 
+// Heap bytes allocated and not yet freed, process-wide (the tests are single-threaded).
+size_t heap_in_use() {
+#ifdef MOQD_TEST_SANITIZER_HEAP
+  return __sanitizer_get_current_allocated_bytes();
+#else
+  return mallinfo2().uordblks;
+#endif
+}
+
 class BackpressureTest : public ::testing::TestWithParam<VersionCase> {
  protected:
   // The client publishes "alice"/"video"; the server subscribes. The client's transport keeps
@@ -30,6 +52,7 @@ class BackpressureTest : public ::testing::TestWithParam<VersionCase> {
   SessionPair& start(SessionLimits limits) {
     SessionPairOptions o = moqd::testing::options_for(GetParam());
     o.client.limits = limits;
+    o.client.skips = &skips_;
     o.client_mux.stream_queue_target = 16 << 10;
     o.client_mux.channel_high_water = 64 << 10;
     pair_ = std::make_unique<SessionPair>(std::move(o));
@@ -57,6 +80,7 @@ class BackpressureTest : public ::testing::TestWithParam<VersionCase> {
     alice_.reset();
   }
 
+  SkipCounters skips_;  // outlives pair_
   std::unique_ptr<SessionPair> pair_;
   std::unique_ptr<TestBroadcast> alice_;
   FrameCollector sub_;
@@ -103,6 +127,68 @@ TEST_P(BackpressureTest, BacklogOverByteLimitDropsOldestWholeGroups) {
     EXPECT_LT(*std::max_element(aborted.begin(), aborted.end()),
               *std::max_element(finished.begin(), finished.end()));
   }
+  expect_both_up();
+}
+
+TEST_P(BackpressureTest, SkipAheadIsCounted) {
+  SessionLimits l = roomy_limits();
+  l.max_backlog_bytes = 100'000;
+  SessionPair& p = start(l);
+  p.hold_wire(true);
+  for (uint64_t seq = 0; seq < 10; ++seq) {
+    alice_->write_group("video", seq, {pattern_bytes(60'000, static_cast<uint8_t>(seq))});
+    p.pump();
+  }
+  ASSERT_GT(old_resets(), 0u);
+  EXPECT_GT(skips_.events.get(), 0u);
+  EXPECT_LE(skips_.events.get(), skips_.groups.get());
+  // Every reset group was skipped (groups still waiting for a stream are skipped unseen).
+  EXPECT_GE(skips_.groups.get(), old_resets());
+  EXPECT_LT(skips_.groups.get(), 10u);  // the newest is kept
+  p.hold_wire(false);
+  p.pump();
+  EXPECT_EQ(sub_.finished_sequences().size() + skips_.groups.get(), 10u);
+}
+
+TEST_P(BackpressureTest, NothingDroppedCountsNoSkip) {
+  SessionPair& p = start(roomy_limits());
+  p.hold_wire(true);
+  for (uint64_t seq = 0; seq < 10; ++seq) {
+    alice_->write_group("video", seq, {pattern_bytes(60'000, static_cast<uint8_t>(seq))});
+    p.pump();
+  }
+  p.hold_wire(false);
+  p.pump();
+  EXPECT_EQ(skips_.events.get(), 0u);
+  EXPECT_EQ(skips_.groups.get(), 0u);
+}
+
+// A reader that stopped reading altogether: whatever the publisher sends, what the relay holds
+// for it stays within the backlog bound (plus the track cache and the transport's buffers).
+TEST_P(BackpressureTest, StoppedReaderMemoryStaysBounded) {
+  SessionLimits l = roomy_limits();
+  l.max_backlog_bytes = 256 << 10;
+  SessionPair& p = start(l);
+  p.hold_wire(true);
+  const std::string frame = pattern_bytes(64 << 10, 7);
+  uint64_t seq = 0;
+  for (; seq < 20; ++seq) {  // warm up: cache full, transport buffers full
+    alice_->write_group("video", seq, {frame});
+    p.pump();
+  }
+  const size_t before = heap_in_use();
+  for (; seq < 220; ++seq) {  // 12.5 MiB more
+    alice_->write_group("video", seq, {frame});
+    p.pump();
+  }
+  const size_t after = heap_in_use();
+  EXPECT_LT(after > before ? after - before : 0, size_t{2} << 20)
+      << "heap grew from " << before << " to " << after;
+  EXPECT_GT(skips_.groups.get(), 150u);
+  p.hold_wire(false);
+  p.pump();
+  ASSERT_NE(sub_.group(219), nullptr);
+  EXPECT_TRUE(sub_.group(219)->finished);
   expect_both_up();
 }
 

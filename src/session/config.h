@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "base/clock.h"
+#include "base/counter.h"
 #include "base/error.h"
 #include "model/origin.h"
 #include "wire/lite.h"
@@ -36,6 +37,14 @@ struct SessionLimits {
   Duration debug_spin_per_delivery = Duration::zero();
 };
 
+// Skip-ahead counters of one worker: `events` counts the times a reader (a subscription, or a
+// bridge feed to another worker) dropped old groups to catch up, `groups` the groups dropped.
+// Written by the owning worker's thread only; read from any thread (/stats).
+struct SkipCounters {
+  Counter events;
+  Counter groups;
+};
+
 struct SessionConfig {
   Role role = Role::kServer;
   wire::VersionSet versions = wire::VersionSet::all();
@@ -50,6 +59,9 @@ struct SessionConfig {
   std::optional<std::string> discover_prefix = std::string();
   // Priority used for SUBSCRIBE sent upstream.
   uint8_t upstream_priority = 128;
+  // Where this session's subscriptions count their skip-ahead (the worker's counters, which
+  // outlive the session); null: not counted.
+  SkipCounters* skips = nullptr;
 };
 
 // The session's owner.

@@ -117,12 +117,16 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   // stream's end: @moq/lite reads new group streams asynchronously and drops those that arrive
   // after the subscription ended.
   static constexpr Duration kFinDelay = std::chrono::milliseconds(200);
+  // A subscription logs its skip-ahead at most once per this interval.
+  static constexpr Duration kSkipLogInterval = std::chrono::seconds(10);
 
  private:
   void start(const wire::Subscribe& req);
   void collect_new_groups();
   bool open_writers();
   void drop_old_groups();
+  // Counts (SessionConfig::skips) and logs, rate-limited, `groups` dropped by skip-ahead.
+  void note_skip(uint64_t groups, Instant now);
   void write_group(GroupWriter& w);
   void remove_writer(GroupWriter* w);
   void end_subscription();
@@ -143,6 +147,9 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   TimerId fin_timer_ = 0;
   bool pumping_ = false;
   bool served_ = false;
+  bool skip_logged_ = false;
+  Instant skip_logged_at_{};
+  uint64_t skipped_unlogged_ = 0;  // groups skipped since the last skip-ahead line
 };
 
 // An upstream subscription: the track source for one (broadcast, track) of the peer's broadcasts.

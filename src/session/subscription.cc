@@ -2,6 +2,7 @@
 // per group, pulled from the shared cache as the transport takes bytes.
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "base/log.h"
 #include "session/handlers.h"
@@ -239,6 +240,7 @@ void Subscription::drop_old_groups() {
     total += g->bytes();
   }
   Instant now = session_.clock().now();
+  uint64_t skipped = 0;
   while (writers_.size() + pending_.size() > 1) {
     const bool from_writers = !writers_.empty();
     const model::Group& oldest = from_writers ? *writers_.front()->cursor_.group() : *pending_.front();
@@ -254,7 +256,30 @@ void Subscription::drop_old_groups() {
     } else {
       pending_.pop_front();
     }
+    ++skipped;
   }
+  if (skipped > 0) {
+    note_skip(skipped, now);
+  }
+}
+
+void Subscription::note_skip(uint64_t groups, Instant now) {
+  if (SkipCounters* c = session_.config().skips; c != nullptr) {
+    c->events.add();
+    c->groups.add(groups);
+  }
+  // One line per subscription per kSkipLogInterval at most; groups skipped in between are
+  // reported by the next line.
+  skipped_unlogged_ += groups;
+  if (skip_logged_ && now - skip_logged_at_ < kSkipLogInterval) {
+    return;
+  }
+  skip_logged_ = true;
+  skip_logged_at_ = now;
+  MOQD_LOG(kInfo, "session %llu subscription %llu skip-ahead broadcast=%s track=%s groups_skipped=%llu",
+           static_cast<unsigned long long>(session_.id()), static_cast<unsigned long long>(req_.id),
+           session_.to_full(req_.broadcast).c_str(), req_.track.c_str(),
+           static_cast<unsigned long long>(std::exchange(skipped_unlogged_, 0)));
 }
 
 bool Subscription::open_writers() {

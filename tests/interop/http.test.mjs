@@ -56,6 +56,14 @@ test("GET /stats answers each worker's UDP and loop counters, which QUIC traffic
   for (const k of keys) {
     assert.equal(before.total[k], before.per_worker[0][k] + before.per_worker[1][k], `total ${k}`);
   }
+  // Skip-ahead counters: by slow subscriptions and by bridge feeds to slow workers.
+  for (const k of ["events", "groups", "bridge_events", "bridge_groups"]) {
+    for (const w of [before.total, ...before.per_worker]) {
+      assert.ok(Number.isInteger(w.skips?.[k]) && w.skips[k] >= 0, `skips.${k}: ${w.skips?.[k]}`);
+    }
+    assert.equal(before.total.skips[k], before.per_worker[0].skips[k] + before.per_worker[1].skips[k],
+      `total skips.${k}`);
+  }
   // A QUIC session (the CLI, over raw QUIC) sends and receives datagrams through moqd's sockets.
   await H.runMoq(["announced", ctx.moqd.url, H.uniquePrefix("stats"), "--transport", "quic", "--timeout", "1"]);
   const after = await stats();

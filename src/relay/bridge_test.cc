@@ -1,0 +1,292 @@
+// The Bridge between two real workers (runtime::Workers threads and their SPSC mailboxes): a
+// publisher's track on worker 0, a viewer on each worker, the replica on worker 1 fed through a
+// Feed. Covers the end of a track after a burst larger than the credit window, and a receiving
+// worker that stops running (its mailbox fills): the feed skips it ahead like a slow viewer,
+// without stalling the publisher or worker 0's viewer and without growing memory.
+#include "relay/bridge.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/origin.h"
+#include "runtime/workers.h"
+#include "testing/session_fixture.h"
+
+namespace moqd::relay {
+namespace {
+
+using moqd::testing::FrameCollector;
+using moqd::testing::TestBroadcast;
+using moqd::testing::pattern_bytes;
+using namespace std::chrono_literals;
+
+constexpr auto kTimeout = 30s;
+const std::string kPath = "room/alice";
+const std::string kTrack = "video";
+
+// What one worker owns for the test: built, used and (before the threads stop) emptied on its
+// thread; destroyed after the threads are joined.
+struct Side {
+  Side(size_t i, runtime::Workers& pool, const std::vector<Bridge*>& bridges, BridgeLimits limits)
+      : origin(model::OriginConfig{}, pool.loop(i), pool.loop(i)),
+        bridge(i, pool, origin, bridges, limits) {}
+  model::Origin origin;
+  Bridge bridge;
+  std::unique_ptr<TestBroadcast> publisher;  // worker 0 only
+  FrameCollector viewer;
+};
+
+class TwoWorkers {
+ public:
+  explicit TwoWorkers(BridgeLimits limits, size_t ring_capacity = runtime::Workers::kDefaultRingCapacity)
+      : pool_(2, ring_capacity), bridges_(2, nullptr) {
+    pool_.start();
+    for (size_t i = 0; i < 2; ++i) {
+      run_on(i, [this, i, limits] {
+        sides_.at(i) = std::make_unique<Side>(i, pool_, bridges_, limits);
+        bridges_[i] = &sides_[i]->bridge;
+      });
+    }
+  }
+  ~TwoWorkers() {
+    release();
+    pool_.stop_and_join();
+    // The threads are gone: viewers, then the publisher, then origins and bridges. Tasks still
+    // queued between the workers are destroyed unrun.
+    for (auto& s : sides_) {
+      s->viewer.unsubscribe();
+    }
+    sides_[0]->publisher.reset();
+    for (auto& s : sides_) {
+      s.reset();
+    }
+  }
+
+  Side& side(size_t i) { return *sides_[i]; }
+  runtime::Workers& pool() { return pool_; }
+
+  // Runs `fn` on worker `i` and waits for it.
+  void run_on(size_t i, const std::function<void()>& fn) {
+    struct Done {
+      std::mutex m;
+      std::condition_variable cv;
+      bool done = false;
+    };
+    auto d = std::make_shared<Done>();  // test scaffolding, not the data path
+    pool_.post(i, [d, &fn] {
+      fn();
+      std::lock_guard<std::mutex> lock(d->m);
+      d->done = true;
+      d->cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(d->m);
+    ASSERT_TRUE(d->cv.wait_for(lock, kTimeout, [&] { return d->done; })) << "worker " << i << " hung";
+  }
+  // Polls `pred` on worker `i` until it holds; false after kTimeout.
+  bool wait_for(size_t i, const std::function<bool()>& pred) {
+    auto deadline = std::chrono::steady_clock::now() + kTimeout;
+    for (;;) {
+      bool ok = false;
+      run_on(i, [&] { ok = pred(); });
+      if (ok) {
+        return true;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        return false;
+      }
+      std::this_thread::sleep_for(1ms);  // polling interval, not synchronisation
+    }
+  }
+
+  // Worker 0 publishes kPath; a viewer subscribes on each worker (worker 1's through the bridge).
+  void start_track() {
+    run_on(0, [this] {
+      Side& s = side(0);
+      s.publisher = std::make_unique<TestBroadcast>(s.origin, kPath);
+      s.bridge.publish_local(kPath, true, 0);
+    });
+    ASSERT_TRUE(wait_for(1, [this] { return side(1).origin.is_active(kPath); }));
+    run_on(1, [this] { ASSERT_TRUE(side(1).viewer.subscribe(side(1).origin, kPath, kTrack)); });
+    run_on(0, [this] { ASSERT_TRUE(side(0).viewer.subscribe(side(0).origin, kPath, kTrack)); });
+    ASSERT_TRUE(wait_for(0, [this] { return side(0).bridge.feed_count() == 1; }));
+  }
+  model::Track* track() { return side(0).publisher->feed(kTrack).track(); }
+
+  // Parks worker `i` inside a task until release(); returns once it is parked.
+  void block(size_t i) {
+    blocked_.store(true);
+    parked_.store(false);
+    pool_.post(i, [this] {
+      parked_.store(true);
+      std::unique_lock<std::mutex> lock(gate_m_);
+      gate_cv_.wait(lock, [this] { return !blocked_.load(); });
+    });
+    auto deadline = std::chrono::steady_clock::now() + kTimeout;
+    while (!parked_.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_TRUE(parked_.load());
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(gate_m_);
+      blocked_.store(false);
+    }
+    gate_cv_.notify_all();
+  }
+
+ private:
+  runtime::Workers pool_;
+  std::vector<Bridge*> bridges_;  // sized once: the bridges hold a reference to it
+  std::vector<std::unique_ptr<Side>> sides_ = std::vector<std::unique_ptr<Side>>(2);
+  std::mutex gate_m_;
+  std::condition_variable gate_cv_;
+  std::atomic<bool> blocked_{false};
+  std::atomic<bool> parked_{false};
+};
+
+bool same_groups(const FrameCollector& a, const FrameCollector& b) {
+  if (a.groups.size() != b.groups.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.groups.size(); ++i) {
+    const auto& x = a.groups[i];
+    const auto& y = b.groups[i];
+    if (x.sequence != y.sequence || x.frames != y.frames || x.finished != y.finished ||
+        x.aborted != y.aborted) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The track ends right after a burst larger than the credit window: the remote viewer gets every
+// group the local viewer gets, byte for byte, before it sees the end.
+TEST(BridgeTest, TrackEndingAfterBurstOverCreditReachesRemoteViewerWhole) {
+  TwoWorkers w(BridgeLimits{});  // the production credit (4 MiB)
+  w.start_track();
+  constexpr uint64_t kGroups = 12;  // 12 x 512 KiB = 6 MiB: over the credit, under the backlog
+  w.run_on(0, [&] {
+    for (uint64_t seq = 0; seq < kGroups; ++seq) {
+      w.side(0).publisher->write_group(kTrack, seq,
+                                       {pattern_bytes(256 << 10, static_cast<uint8_t>(seq)),
+                                        pattern_bytes(256 << 10, static_cast<uint8_t>(seq + 100))});
+    }
+    w.track()->end(make_error(ErrorCode::kCancel, "publisher done"));
+  });
+  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).viewer.ended; }));
+  ASSERT_TRUE(w.wait_for(0, [&] { return w.side(0).viewer.ended; }));
+  FrameCollector* local = nullptr;
+  FrameCollector* remote = nullptr;
+  w.run_on(0, [&] { local = &w.side(0).viewer; });
+  w.run_on(1, [&] { remote = &w.side(1).viewer; });
+  // Both workers are idle now (their viewers ended); reading from here is ordered by run_on.
+  EXPECT_EQ(local->finished_sequences().size(), kGroups);
+  EXPECT_EQ(remote->finished_sequences(), local->finished_sequences());
+  EXPECT_EQ(remote->total_bytes(), local->total_bytes());
+  EXPECT_TRUE(same_groups(*local, *remote));
+  EXPECT_TRUE(w.wait_for(0, [&] { return w.side(0).bridge.feed_count() == 0; }));
+  EXPECT_EQ(w.side(0).bridge.skips().groups.get(), 0u);
+}
+
+// Worker 1 stops running (a task parks it), so its mailbox from worker 0 fills. Worker 0 keeps
+// serving its own viewer at full speed, the feed holds back and skips worker 1's replica ahead,
+// and what worker 0 holds for worker 1 (the feed's groups, the overflow queue) stays bounded.
+// Once worker 1 runs again its viewer gets the newest group whole.
+TEST(BridgeTest, StalledWorkerIsSkippedAheadWithoutStallingThePublisher) {
+  BridgeLimits limits;
+  limits.credit_bytes = 256 << 10;
+  limits.max_backlog_bytes = 512 << 10;
+  TwoWorkers w(limits, /*ring_capacity=*/16);
+  w.start_track();
+  w.block(1);
+  constexpr uint64_t kGroups = 200;  // 200 x 64 KiB = 12.5 MiB while worker 1 is parked
+  constexpr size_t kFrame = 64 << 10;
+  FeedStats worst;
+  size_t worst_overflow = 0;
+  for (uint64_t seq = 0; seq < kGroups; seq += 10) {
+    w.run_on(0, [&] {
+      for (uint64_t s = seq; s < seq + 10; ++s) {
+        // 1 KiB chunks: many small events, so the ring (16 tasks) fills long before the credit.
+        w.side(0).publisher->write_group(kTrack, s, {pattern_bytes(kFrame, static_cast<uint8_t>(s))},
+                                         true, 1024);
+      }
+      FeedStats st = w.side(0).bridge.feed_stats();
+      worst.held_bytes = std::max(worst.held_bytes, st.held_bytes);
+      worst.groups_held = std::max(worst.groups_held, st.groups_held);
+      worst.in_flight_bytes = std::max(worst.in_flight_bytes, st.in_flight_bytes);
+      worst_overflow = std::max(worst_overflow, w.pool().overflow_size(1));
+    });
+  }
+  // The publisher and worker 0's viewer were never held up by worker 1.
+  w.run_on(0, [&] { EXPECT_EQ(w.side(0).viewer.finished_sequences().size(), kGroups); });
+  // Bounded: the backlog limit, plus what is in flight, plus the newest group.
+  EXPECT_LE(worst.held_bytes, limits.max_backlog_bytes + limits.credit_bytes + 2 * kFrame);
+  EXPECT_LE(worst.groups_held, 16u);
+  EXPECT_LE(worst.in_flight_bytes, limits.credit_bytes + 64 * FeedEvent::kCost);
+  EXPECT_LE(worst_overflow, 4u) << "track data queued behind a full mailbox";
+  uint64_t skipped = 0;
+  w.run_on(0, [&] { skipped = w.side(0).bridge.skips().groups.get(); });
+  EXPECT_GT(skipped, 150u);
+  EXPECT_GT(w.side(0).bridge.skips().events.get(), 0u);
+
+  w.release();
+  // A new group after worker 1 is back: it arrives whole, and so does every group it finished.
+  w.run_on(0, [&] { w.side(0).publisher->write_group(kTrack, kGroups, {"fresh"}); });
+  ASSERT_TRUE(w.wait_for(1, [&] {
+    const auto* g = w.side(1).viewer.group(kGroups);
+    return g != nullptr && g->finished;
+  }));
+  w.run_on(1, [&] {
+    const FrameCollector& remote = w.side(1).viewer;
+    EXPECT_LT(remote.finished_sequences().size(), kGroups / 2);
+    for (uint64_t seq : remote.finished_sequences()) {
+      std::vector<std::string> want = seq == kGroups ? std::vector<std::string>{"fresh"}
+                                                     : std::vector<std::string>{pattern_bytes(
+                                                           kFrame, static_cast<uint8_t>(seq))};
+      EXPECT_EQ(remote.group(seq)->frames, want) << "group " << seq;
+    }
+  });
+  // Caught up: nothing held for worker 1 any more.
+  EXPECT_TRUE(w.wait_for(0, [&] {
+    FeedStats st = w.side(0).bridge.feed_stats();
+    return st.groups_held == 0 && st.in_flight_bytes == 0 && w.pool().overflow_size(1) == 0;
+  }));
+}
+
+// A receiver that keeps up loses nothing and skips nothing: a 2 MiB burst (under the backlog
+// limit) through a 16 KiB credit window, in 1000-byte chunks, with empty frames (paced by their
+// event cost alone).
+TEST(BridgeTest, ReceiverThatKeepsUpGetsEveryGroup) {
+  BridgeLimits limits;
+  limits.credit_bytes = 16 << 10;
+  TwoWorkers w(limits, 16);
+  w.start_track();
+  constexpr uint64_t kGroups = 50;
+  w.run_on(0, [&] {
+    for (uint64_t seq = 0; seq < kGroups; ++seq) {
+      w.side(0).publisher->write_group(
+          kTrack, seq, {pattern_bytes(40'000, static_cast<uint8_t>(seq)), "", ""}, true, 1000);
+    }
+  });
+  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).viewer.finished_sequences().size() == kGroups; }));
+  w.run_on(0, [&] { EXPECT_EQ(w.side(0).bridge.skips().groups.get(), 0u); });
+  FrameCollector* local = nullptr;
+  FrameCollector* remote = nullptr;
+  w.run_on(0, [&] { local = &w.side(0).viewer; });
+  w.run_on(1, [&] { remote = &w.side(1).viewer; });
+  EXPECT_TRUE(same_groups(*local, *remote));
+  EXPECT_TRUE(w.wait_for(0, [&] { return w.side(0).bridge.feed_stats().in_flight_bytes == 0; }));
+}
+
+}  // namespace
+}  // namespace moqd::relay
