@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "base/counting.h"
+
 extern "C" {
 void* __libc_malloc(size_t size);
 void* __libc_calloc(size_t n, size_t size);
@@ -24,6 +26,7 @@ namespace {
 constexpr size_t kSlots = 64;
 struct alignas(64) Slot {
   std::atomic<uint64_t> count{0};
+  std::atomic<uint64_t> path{0};  // made inside a counting::PathScope
 };
 Slot g_slots[kSlots];
 std::atomic<size_t> g_next_slot{0};
@@ -35,13 +38,21 @@ inline void count_one() {
     s = g_next_slot.fetch_add(1, std::memory_order_relaxed);
     t_slot = s = s < kSlots ? s : kSlots - 1;
   }
+  const bool in_path = moqd::counting::in_path();
   if (s == kSlots - 1) {
     g_slots[s].count.fetch_add(1, std::memory_order_relaxed);
+    if (in_path) {
+      g_slots[s].path.fetch_add(1, std::memory_order_relaxed);
+    }
     return;
   }
   // Only this thread writes its slot: a plain load and store, no lock prefix.
   auto& c = g_slots[s].count;
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (in_path) {
+    auto& p = g_slots[s].path;
+    p.store(p.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
 }
 
 void* counted_malloc(size_t size) {
@@ -76,6 +87,14 @@ uint64_t allocation_count() {
   uint64_t total = 0;
   for (const Slot& s : g_slots) {
     total += s.count.load(std::memory_order_relaxed);
+  }
+  return total;
+}
+
+uint64_t path_allocation_count() {
+  uint64_t total = 0;
+  for (const Slot& s : g_slots) {
+    total += s.path.load(std::memory_order_relaxed);
   }
   return total;
 }

@@ -11,6 +11,9 @@ namespace moqd::bench {
 // Allocations (new, new[], malloc, calloc, memalign, aligned_alloc, posix_memalign; every realloc
 // counts as one, since it may move the block) made by every thread since the process started.
 uint64_t allocation_count();
+// Those of them made inside a counting::PathScope (base/counting.h): on the per-subscriber
+// delivery path. Needs the benchmark build's MOQD_COUNTING; 0 without it.
+uint64_t path_allocation_count();
 
 // Snapshot helper: allocations since construction (or the last reset()).
 class AllocationDelta {

@@ -10,6 +10,9 @@
 //                          and the benchmark thread, which sleeps on a condition variable)
 //   wall_ns_per_delivery   elapsed time
 //   allocs_per_delivery    heap allocations of every thread (bench/alloc_counter.h)
+//   path_allocs_per_delivery  those made on the per-subscriber delivery path (inside
+//                          Subscription::pump: base/counting.h); 0 is the target
+//   locks_per_delivery, path_locks_per_delivery  Mutex acquisitions, all and on that path
 // Each iteration publishes enough whole groups for about 20,000 deliveries, and a fixed number of
 // iterations gives about 1.5 million deliveries per case.
 #include <benchmark/benchmark.h>
@@ -19,6 +22,7 @@
 #include <string>
 
 #include "alloc_counter.h"
+#include "base/counting.h"
 #include "cpu_clock.h"
 #include "fanout_rig.h"
 
@@ -54,6 +58,9 @@ void BM_Fanout(benchmark::State& state, size_t workers, size_t subscribers) {
   const size_t groups = groups_per_iteration(subscribers);
   const uint64_t before = rig.expected_deliveries();
   AllocationDelta allocs;
+  const uint64_t path_allocs_start = path_allocation_count();
+  const uint64_t locks_start = counting::lock_count();
+  const uint64_t path_locks_start = counting::path_lock_count();
   const uint64_t cpu_start = process_cpu_ns();
   const auto wall_start = std::chrono::steady_clock::now();
   for (auto _ : state) {
@@ -62,6 +69,9 @@ void BM_Fanout(benchmark::State& state, size_t workers, size_t subscribers) {
   const auto wall = std::chrono::steady_clock::now() - wall_start;
   const uint64_t cpu_ns = process_cpu_ns() - cpu_start;
   const uint64_t alloc_count = allocs.count();
+  const uint64_t path_allocs = path_allocation_count() - path_allocs_start;
+  const uint64_t locks = counting::lock_count() - locks_start;
+  const uint64_t path_locks = counting::path_lock_count() - path_locks_start;
   if (std::string err = rig.check(); !err.empty()) {
     state.SkipWithError(err.c_str());
     return;
@@ -72,6 +82,9 @@ void BM_Fanout(benchmark::State& state, size_t workers, size_t subscribers) {
       static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count()) /
       deliveries;
   state.counters["allocs_per_delivery"] = static_cast<double>(alloc_count) / deliveries;
+  state.counters["path_allocs_per_delivery"] = static_cast<double>(path_allocs) / deliveries;
+  state.counters["locks_per_delivery"] = static_cast<double>(locks) / deliveries;
+  state.counters["path_locks_per_delivery"] = static_cast<double>(path_locks) / deliveries;
   state.counters["deliveries"] = deliveries;
   state.SetItemsProcessed(static_cast<int64_t>(deliveries));
 }

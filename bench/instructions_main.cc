@@ -4,6 +4,11 @@
 // `valgrind --tool=callgrind --instr-atstart=no`). Prints the deliveries made in the measured
 // phase; bench/instructions.sh divides callgrind's instruction total by them. No timing: an
 // instruction count compares two builds on a noisy machine. Outside valgrind the macros do nothing.
+//
+// It also prints the measured phase's heap allocations and Mutex acquisitions, in all and on the
+// per-subscriber delivery path (inside Subscription::pump, base/counting.h). With --assert-zero it
+// is the test that a delivery neither allocates nor locks: it exits 3 when the path made any
+// allocation or lock acquisition in steady state (scripts/test.sh runs it on 1 and 2 workers).
 #include <valgrind/callgrind.h>
 
 #include <cstdio>
@@ -12,24 +17,40 @@
 #include <string>
 
 #include "alloc_counter.h"
+#include "base/counting.h"
 #include "fanout_rig.h"
+
+namespace {
+
+unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   moqd::bench::FanoutOptions o;
   o.workers = 1;
   o.subscribers = 64;
   size_t groups = 10;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--subscribers") == 0) {
-      o.subscribers = std::strtoull(argv[i + 1], nullptr, 10);
-    } else if (std::strcmp(argv[i], "--groups") == 0) {
-      groups = std::strtoull(argv[i + 1], nullptr, 10);
-    } else if (std::strcmp(argv[i], "--workers") == 0) {
-      o.workers = std::strtoull(argv[i + 1], nullptr, 10);
+  bool assert_zero = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--assert-zero") == 0) {
+      assert_zero = true;
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--subscribers") == 0) {
+      o.subscribers = std::strtoull(argv[++i], nullptr, 10);
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--groups") == 0) {
+      groups = std::strtoull(argv[++i], nullptr, 10);
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--workers") == 0) {
+      o.workers = std::strtoull(argv[++i], nullptr, 10);
     } else {
-      std::fprintf(stderr, "usage: %s [--subscribers N] [--groups N] [--workers N]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--subscribers N] [--groups N] [--workers N] [--assert-zero]\n",
+                   argv[0]);
       return 2;
     }
+  }
+  if (assert_zero && !moqd::counting::kEnabled) {
+    std::fprintf(stderr, "--assert-zero needs the MOQD_COUNTING build (-DMOQD_BENCH=ON)\n");
+    return 2;
   }
   moqd::bench::FanoutRig rig(o);
   rig.publish_groups(3);  // warm-up: every stream pool and buffer at its steady-state size
@@ -39,10 +60,16 @@ int main(int argc, char** argv) {
   }
   const uint64_t before = rig.expected_deliveries();
   moqd::bench::AllocationDelta allocs;
+  const uint64_t path_allocs_start = moqd::bench::path_allocation_count();
+  const uint64_t locks_start = moqd::counting::lock_count();
+  const uint64_t path_locks_start = moqd::counting::path_lock_count();
   CALLGRIND_START_INSTRUMENTATION;
   rig.publish_groups(groups);
   CALLGRIND_STOP_INSTRUMENTATION;
   const uint64_t allocations = allocs.count();
+  const uint64_t path_allocations = moqd::bench::path_allocation_count() - path_allocs_start;
+  const uint64_t locks = moqd::counting::lock_count() - locks_start;
+  const uint64_t path_locks = moqd::counting::path_lock_count() - path_locks_start;
   if (std::string err = rig.check(); !err.empty()) {
     std::fprintf(stderr, "%s\n", err.c_str());
     return 1;
@@ -50,7 +77,17 @@ int main(int argc, char** argv) {
   std::printf("subscribers=%zu workers=%zu groups=%zu frames_per_group=%zu frame_size=%zu\n",
               o.subscribers, o.workers, groups, o.frames_per_group, o.frame_size);
   const uint64_t deliveries = rig.expected_deliveries() - before;
-  std::printf("deliveries=%llu allocations=%llu\n", static_cast<unsigned long long>(deliveries),
-              static_cast<unsigned long long>(allocations));
+  std::printf("deliveries=%llu allocations=%llu path_allocations=%llu locks=%llu path_locks=%llu\n",
+              ull(deliveries), ull(allocations), ull(path_allocations), ull(locks),
+              ull(path_locks));
+  if (assert_zero && (path_allocations != 0 || path_locks != 0)) {
+    std::fprintf(stderr,
+                 "FAIL: the delivery path allocated %llu times and locked %llu times in %llu "
+                 "deliveries (%.3f and %.3f per delivery; 0 expected)\n",
+                 ull(path_allocations), ull(path_locks), ull(deliveries),
+                 static_cast<double>(path_allocations) / static_cast<double>(deliveries),
+                 static_cast<double>(path_locks) / static_cast<double>(deliveries));
+    return 3;
+  }
   return 0;
 }

@@ -8,7 +8,8 @@
 #                and interop tests on 2 workers
 #   bench        the microbenchmarks and the fixed-work fan-out (built with the g++ stage) run once
 #                each, briefly: they check every delivery, so they must not rot (figures are
-#                docs/BENCHMARKS.md's, not this stage's)
+#                docs/BENCHMARKS.md's, not this stage's); the fixed-work fan-out fails when a
+#                delivery allocates or locks (--assert-zero)
 #   fuzz         every fuzzer on its committed corpus, 60 s in all
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,8 +51,9 @@ browser() {  # dir
 
 bench_smoke() {  # dir
   local dir=$1
-  "$dir/bin/moqd_bench_instructions" --groups 2
-  "$dir/bin/moqd_bench_instructions" --groups 2 --workers 2
+  # --assert-zero: fails when a delivery allocates or takes a lock in steady state.
+  "$dir/bin/moqd_bench_instructions" --groups 2 --assert-zero
+  "$dir/bin/moqd_bench_instructions" --groups 2 --workers 2 --assert-zero
   "$dir/bin/moqd_bench" --benchmark_min_time=0.01 --benchmark_filter='Varint|Header|Cache'
 }
 

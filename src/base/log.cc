@@ -9,9 +9,10 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
+
+#include "base/mutex.h"
 
 namespace moqd::log {
 namespace {
@@ -22,9 +23,9 @@ std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 std::atomic<uint64_t> g_dropped{0};
 
 struct Sink {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::condition_variable drained;
+  Mutex mu;
+  std::condition_variable_any cv;
+  std::condition_variable_any drained;
   std::deque<std::string> lines;
   bool writing = false;
   std::thread thread;
@@ -61,7 +62,7 @@ struct Sink {
 
   void push(std::string line) {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       if (lines.size() >= kMaxQueuedLines) {
         g_dropped.fetch_add(1, std::memory_order_relaxed);
         return;

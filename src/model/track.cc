@@ -225,13 +225,17 @@ GroupRef Track::newest_group() const {
   return cache_.empty() ? GroupRef() : cache_.back();
 }
 
-std::vector<GroupRef> Track::groups_from(uint64_t first_arrival) const {
-  size_t start = 0;
-  if (!cache_.empty()) {
-    uint64_t oldest = cache_.front()->arrival();
-    start = first_arrival > oldest ? std::min<uint64_t>(first_arrival - oldest, cache_.size()) : 0;
+size_t Track::first_cached_index(uint64_t first_arrival) const {
+  if (cache_.empty()) {
+    return 0;
   }
-  return std::vector<GroupRef>(cache_.begin() + static_cast<ptrdiff_t>(start), cache_.end());
+  uint64_t oldest = cache_.front()->arrival();
+  return first_arrival > oldest ? std::min<uint64_t>(first_arrival - oldest, cache_.size()) : 0;
+}
+
+std::vector<GroupRef> Track::groups_from(uint64_t first_arrival) const {
+  auto start = static_cast<ptrdiff_t>(first_cached_index(first_arrival));
+  return std::vector<GroupRef>(cache_.begin() + start, cache_.end());
 }
 
 void Track::notify() {

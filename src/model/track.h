@@ -110,6 +110,14 @@ class Track {
   // Cached groups whose arrival index is at least `first_arrival`, oldest first (0: all cached).
   // A reader keeps the next arrival it wants and passes it here.
   std::vector<GroupRef> groups_from(uint64_t first_arrival) const;
+  // The same groups handed to `f(const GroupRef&)` one by one, without building a vector (the
+  // fan-out path asks on every pump). `f` must not change the track.
+  template <class F>
+  void for_each_group_from(uint64_t first_arrival, F&& f) const {
+    for (size_t i = first_cached_index(first_arrival); i < cache_.size(); ++i) {
+      f(cache_[i]);
+    }
+  }
   // Where a late joiner starts reading: the newest cached group's arrival index, or the next one
   // to be assigned when nothing is cached.
   uint64_t late_join_arrival() const {
@@ -138,6 +146,8 @@ class Track {
 
  private:
   void notify();
+  // Index in cache_ of the first group whose arrival is at least `first_arrival`.
+  size_t first_cached_index(uint64_t first_arrival) const;
   void evict();
   void charge_budgets(uint64_t n);
   void release_budgets(uint64_t n);

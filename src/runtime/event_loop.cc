@@ -87,7 +87,7 @@ void EventLoop::defer(std::function<void()> fn) { deferred_.push_back(std::move(
 
 void EventLoop::inject(std::function<void()> fn) {
   {
-    std::lock_guard lock(inject_mu_);
+    MutexLock lock(inject_mu_);
     injected_.push_back(std::move(fn));
     injected_pending_.store(true, std::memory_order_relaxed);
   }
@@ -211,7 +211,7 @@ void EventLoop::run_injected() {
   }
   std::vector<std::function<void()>> batch;
   {
-    std::lock_guard lock(inject_mu_);
+    MutexLock lock(inject_mu_);
     batch.swap(injected_);
     injected_pending_.store(false, std::memory_order_relaxed);
   }

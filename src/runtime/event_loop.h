@@ -7,12 +7,12 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/counter.h"
 #include "base/error.h"
+#include "base/mutex.h"
 #include "runtime/mailbox.h"
 #include "runtime/timer_wheel.h"
 
@@ -100,7 +100,7 @@ class EventLoop final : public Clock, public Timers {
   std::vector<std::function<void()>> running_;
   std::vector<PollSource*> sources_;
   std::atomic<bool> stop_{false};
-  std::mutex inject_mu_;
+  Mutex inject_mu_;
   std::vector<std::function<void()>> injected_;  // guarded by inject_mu_
   std::atomic<bool> injected_pending_{false};
 };

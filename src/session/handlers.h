@@ -128,6 +128,8 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   // Counts (SessionConfig::skips) and logs, rate-limited, `groups` dropped by skip-ahead.
   void note_skip(uint64_t groups, Instant now);
   void write_group(GroupWriter& w);
+  // Moves finished writers to spare_writers_.
+  void recycle_done_writers();
   void remove_writer(GroupWriter* w);
   void end_subscription();
   bool wants_group(const model::Group& g) const;
@@ -141,8 +143,13 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   bool fin_sent_ = false;
   model::Track* track_ = nullptr;
   uint64_t next_arrival_ = 0;  // groups of the track with arrival >= this are still to come
-  std::deque<model::GroupRef> pending_;  // groups waiting for a stream
+  // Groups waiting for a stream, oldest first (a vector: a few at most, and a deque used as a FIFO
+  // allocates a node every 64 pushes).
+  std::vector<model::GroupRef> pending_;
   std::vector<std::unique_ptr<GroupWriter>> writers_;
+  // Writers of finished groups, kept for the next groups: no allocation per group.
+  std::vector<std::unique_ptr<GroupWriter>> spare_writers_;
+  std::vector<uint8_t> header_;  // scratch for encoding FRAME and GROUP headers
   Instant last_group_end_{};
   TimerId fin_timer_ = 0;
   bool pumping_ = false;

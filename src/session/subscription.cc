@@ -4,6 +4,7 @@
 #include <chrono>
 #include <utility>
 
+#include "base/counting.h"
 #include "base/log.h"
 #include "session/handlers.h"
 
@@ -19,18 +20,29 @@ void spin(Duration d) {
 
 }  // namespace
 
-// One group being forwarded on its own uni stream.
+// One group being forwarded on its own uni stream. Reused for the subscription's next group once
+// this one is done (start() again after detach()).
 class Subscription::GroupWriter final : public transport::StreamVisitor {
  public:
   GroupWriter(Subscription& sub, model::GroupRef group, transport::Stream& stream)
       : sub_(sub), cursor_(std::move(group)), stream_(&stream) {
     stream.set_visitor(this);
   }
-  ~GroupWriter() override {
+  ~GroupWriter() override { detach(); }
+  void start(model::GroupRef group, transport::Stream& stream) {
+    cursor_ = model::GroupCursor(std::move(group));
+    stream_ = &stream;
+    done_ = false;
+    stream.set_visitor(this);
+  }
+  // Lets go of the stream (and, for a spare, of the group).
+  void detach() {
     if (stream_ != nullptr) {
       stream_->set_visitor(nullptr);
       stream_->release();
+      stream_ = nullptr;
     }
+    cursor_ = model::GroupCursor(model::GroupRef());
   }
   void on_readable() override {}
   void on_writable() override { sub_.pump(); }
@@ -215,14 +227,14 @@ void Subscription::collect_new_groups() {
   if (track_ == nullptr) {
     return;
   }
-  for (auto& g : track_->groups_from(next_arrival_)) {
+  track_->for_each_group_from(next_arrival_, [this](const model::GroupRef& g) {
     if (req_.end_group && g->sequence() >= *req_.end_group) {
       reached_end_ = true;
     }
     if (wants_group(*g)) {
-      pending_.push_back(std::move(g));
+      pending_.push_back(g);
     }
-  }
+  });
   next_arrival_ = track_->next_arrival();
 }
 
@@ -252,9 +264,11 @@ void Subscription::drop_old_groups() {
     total -= std::min(total, backlog);
     if (from_writers) {
       writers_.front()->stream_->reset(static_cast<uint64_t>(ErrorCode::kOld));
+      writers_.front()->detach();
+      spare_writers_.push_back(std::move(writers_.front()));
       writers_.erase(writers_.begin());
     } else {
-      pending_.pop_front();
+      pending_.erase(pending_.begin());
     }
     ++skipped;
   }
@@ -293,19 +307,24 @@ bool Subscription::open_writers() {
       return false;
     }
     model::GroupRef group = std::move(pending_.front());
-    pending_.pop_front();
-    std::vector<uint8_t> header;
-    header.push_back(static_cast<uint8_t>(wire::UniType::kGroup));
-    wire::encode(*session_.version(), wire::GroupHeader{req_.id, group->sequence()}, header);
+    pending_.erase(pending_.begin());
+    header_.clear();
+    header_.push_back(static_cast<uint8_t>(wire::UniType::kGroup));
+    wire::encode(*session_.version(), wire::GroupHeader{req_.id, group->sequence()}, header_);
     stream->set_send_order(send_order(group->sequence()));
-    stream->write(Bytes::from(header));
-    writers_.push_back(std::make_unique<GroupWriter>(*this, std::move(group), *stream));
+    stream->write(Bytes::from(header_));
+    if (spare_writers_.empty()) {
+      writers_.push_back(std::make_unique<GroupWriter>(*this, std::move(group), *stream));
+    } else {
+      writers_.push_back(std::move(spare_writers_.back()));
+      spare_writers_.pop_back();
+      writers_.back()->start(std::move(group), *stream);
+    }
   }
   return true;
 }
 
 void Subscription::write_group(GroupWriter& w) {
-  std::vector<uint8_t> header;
   while (!w.done_) {
     size_t capacity = w.stream_->write_capacity();
     if (capacity == 0) {
@@ -316,9 +335,9 @@ void Subscription::write_group(GroupWriter& w) {
       case model::GroupCursor::Kind::kNothing:
         return;
       case model::GroupCursor::Kind::kObjectStart:
-        header.clear();
-        wire::encode_frame_header(step.object->size, header);
-        w.stream_->write(Bytes::from(header));
+        header_.clear();
+        wire::encode_frame_header(step.object->size, header_);
+        w.stream_->write(Bytes::from(header_));
         break;
       case model::GroupCursor::Kind::kChunk:
         w.stream_->write(step.chunk);
@@ -345,6 +364,7 @@ void Subscription::pump() {
   if (pumping_ || stream_ == nullptr || unsubscribed_ || !started_) {
     return;
   }
+  counting::PathScope path;  // per-subscriber delivery work (base/counting.h)
   pumping_ = true;
   collect_new_groups();
   drop_old_groups();
@@ -356,7 +376,7 @@ void Subscription::pump() {
   if (served_ && track_ != nullptr) {
     track_->note_served();
   }
-  std::erase_if(writers_, [](const auto& w) { return w->done_; });
+  recycle_done_writers();
   pumping_ = false;
   // lite-03 end_group: the subscription ends once the last wanted group has been sent.
   if ((track_ended_ || reached_end_) && writers_.empty() && pending_.empty() && fin_timer_ == 0) {
@@ -370,6 +390,23 @@ void Subscription::pump() {
       });
     }
   }
+}
+
+void Subscription::recycle_done_writers() {
+  // In place and in order (std::stable_partition would allocate a buffer).
+  size_t kept = 0;
+  for (size_t i = 0; i < writers_.size(); ++i) {
+    if (writers_[i]->done_) {
+      writers_[i]->detach();
+      spare_writers_.push_back(std::move(writers_[i]));
+    } else {
+      if (kept != i) {
+        writers_[kept] = std::move(writers_[i]);
+      }
+      ++kept;
+    }
+  }
+  writers_.resize(kept);
 }
 
 bool Subscription::has_waiting_data() const {
