@@ -35,10 +35,10 @@ for entry in "${backports[@]}"; do
   fi
 done
 if ((${#stale[@]})); then
-  if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    # The same mirror as the existing bookworm entry.
-    mirror=$(grep -hs -m1 -oE 'https?://[^ ]+/debian/?$' /etc/apt/sources.list.d/debian.sources \
-             /etc/apt/sources.list | head -n1 || true)
+  if ! grep -rqsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    # The same mirror as the existing bookworm entry (deb822 or one-line format).
+    mirror=$(grep -hsE '^[^#]*https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list.d/debian.sources \
+             /etc/apt/sources.list | grep -oE 'https?://[^ ]+/debian' | head -n1 || true)
     mirror=${mirror:-http://deb.debian.org/debian}
     echo "setup: enabling bookworm-backports from $mirror"
     printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' \
