@@ -8,7 +8,6 @@ packages=(
   build-essential cmake ninja-build g++ clang-14 libclang-rt-14-dev
   libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev libgnutls28-dev pkg-config valgrind
-  libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev
   chromium
 )
 missing=()
@@ -20,6 +19,36 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# ngtcp2 1.11 and nghttp3 1.8 from bookworm-backports, pinned with -t for these packages alone
+# (backports has priority 100, so nothing else moves). Installs only when a package is missing or
+# older than the version moqd's CMakeLists.txt requires.
+backports=(libngtcp2-dev:1.11 libngtcp2-crypto-gnutls-dev:1.11 libnghttp3-dev:1.8)
+stale=()
+for entry in "${backports[@]}"; do
+  p=${entry%%:*} min=${entry#*:}
+  v=$(dpkg-query -W -f='${Status} ${Version}' "$p" 2>/dev/null |
+      sed -n 's/^install ok installed //p')
+  if [[ -z "$v" ]] || ! dpkg --compare-versions "$v" ge "$min"; then
+    stale+=("$p")
+  fi
+done
+if ((${#stale[@]})); then
+  if ! grep -rqsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    # The same mirror as the existing bookworm entry (deb822 or one-line format).
+    mirror=$(grep -hsE '^[^#]*https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list.d/debian.sources \
+             /etc/apt/sources.list | grep -oE 'https?://[^ ]+/debian' | head -n1 || true)
+    mirror=${mirror:-http://deb.debian.org/debian}
+    echo "setup: enabling bookworm-backports from $mirror"
+    printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' \
+      "$mirror" /usr/share/keyrings/debian-archive-keyring.gpg \
+      >/etc/apt/sources.list.d/backports.sources
+  fi
+  echo "setup: installing ${stale[*]} from bookworm-backports"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends -t bookworm-backports "${stale[@]}"
 fi
 
 node_major=$(node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/' || echo 0)

@@ -1,4 +1,4 @@
-// `moq bench limits` (see bench_limits.h). The crypto part calls ngtcp2 0.12's GnuTLS backend
+// `moq bench limits` (see bench_limits.h). The crypto part calls ngtcp2 1.11's GnuTLS backend
 // itself (ngtcp2_crypto_encrypt / _decrypt / _hp_mask from libngtcp2_crypto_gnutls), with the
 // contexts set up the way that backend sets them up for AES-128-GCM (gnutls_aead_cipher_init,
 // and gnutls_cipher_init on AES-128-CBC for the single-block header-protection mask). The UDP

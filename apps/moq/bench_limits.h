@@ -1,6 +1,6 @@
 #pragma once
 // `moq bench limits`: what this machine can do for a QUIC relay, measured now. Two costs per byte a
-// sending relay pays: AES-128-GCM packet protection through ngtcp2 0.12's GnuTLS crypto backend,
+// sending relay pays: AES-128-GCM packet protection through ngtcp2 1.11's GnuTLS crypto backend,
 // and the UDP send path over loopback with the receiving side's kernel work included. The fan-out
 // benchmark calls measure_limits() in-process and compares its own CPU per byte against
 // limit_ns_per_byte() at the batch it achieved. Any thread; each call blocks for about

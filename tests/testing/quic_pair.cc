@@ -94,8 +94,8 @@ void QuicPair::on_server_packet_with_retry(const ngtcp2_path& path, std::span<co
   std::vector<uint8_t> pkt(in.begin(), in.end());
   ngtcp2_pkt_hd hd;
   if (server.conn == nullptr && ngtcp2_accept(&hd, pkt.data(), pkt.size()) == 0) {
-    if (retry.tamper_token && hd.token.len > 0) {
-      pkt[static_cast<size_t>(hd.token.base - pkt.data()) + hd.token.len - 1] ^= 1;
+    if (retry.tamper_token && hd.tokenlen > 0) {
+      pkt[static_cast<size_t>(hd.token - pkt.data()) + hd.tokenlen - 1] ^= 1;
     }
     uint8_t out[quic::kStatelessPacketBufferSize];
     if (!quic::has_retry_token(hd)) {
@@ -120,6 +120,8 @@ void QuicPair::on_server_packet_with_retry(const ngtcp2_path& path, std::span<co
     accept_server(path, pkt, config,
                   retry.pass_retry_info ? std::optional<quic::RetryInfo>(*info) : std::nullopt);
     ASSERT_NE(server.conn, nullptr);
+  } else if (retry.deaf_after_accept) {
+    return;
   }
   if (server.conn != nullptr && !server.conn->is_done()) {
     (void)server.conn->on_packet(path, pkt);

@@ -42,6 +42,9 @@ class QuicPair {
     bool enabled = false;
     bool tamper_token = false;    // flips the token's last byte before it is checked
     bool pass_retry_info = true;  // false: accepts without the token's RetryInfo, as a bad server
+    // true: once it has accepted, the server hears nothing more from the client (to see what
+    // the server sends on the strength of the token alone: the anti-amplification limit).
+    bool deaf_after_accept = false;
     int retries_sent = 0;
     int invalid_tokens = 0;
   };

@@ -8,6 +8,7 @@ namespace moqd::test {
 
 void SimNetwork::Endpoint::send_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt) {
   ++sent_;
+  bytes_sent_ += pkt.size();
   const auto* to = reinterpret_cast<const sockaddr_in*>(path.remote.addr);
   net_->transmit(*this, *to, pkt);
 }
@@ -71,6 +72,7 @@ void SimNetwork::deliver(uint64_t key, uint16_t from_port, uint16_t to_port,
     return;  // nobody listens there: the datagram is lost
   }
   ++to->second->received_;
+  to->second->bytes_received_ += pkt.size();
   ngtcp2_path path = to->second->path_to(*from->second);
   to->second->receiver_(path, pkt);
 }

@@ -46,6 +46,9 @@ class SimNetwork {
     uint64_t sent() const { return sent_; }
     uint64_t dropped() const { return dropped_; }
     uint64_t received() const { return received_; }
+    // Bytes of the datagrams counted by sent() (dropped ones included) and received().
+    uint64_t bytes_sent() const { return bytes_sent_; }
+    uint64_t bytes_received() const { return bytes_received_; }
 
    private:
     friend class SimNetwork;
@@ -56,6 +59,8 @@ class SimNetwork {
     uint64_t sent_ = 0;
     uint64_t dropped_ = 0;
     uint64_t received_ = 0;
+    uint64_t bytes_sent_ = 0;
+    uint64_t bytes_received_ = 0;
   };
 
   SimNetwork(ManualClock& clock, uint64_t seed) : clock_(clock), rng_(seed) {}

@@ -19,7 +19,7 @@ namespace {
 constexpr size_t kMaxVecs = 16;
 // RFC 9000 §7.2: a client's first Destination Connection ID is at least 8 random bytes.
 constexpr size_t kClientDcidLen = 18;
-// Large enough for any packet ngtcp2 0.12 writes (max_tx_udp_payload_size defaults to 1452 and
+// Large enough for any packet ngtcp2 1.11 writes (max_tx_udp_payload_size defaults to 1452 and
 // PMTUD probes stay within it).
 constexpr size_t kTxBufferSize = 1500;
 // RFC 9000 §10.2: keep a closing or draining connection for three PTOs.
@@ -280,12 +280,18 @@ Result<std::unique_ptr<Connection>> Connection::accept(const ngtcp2_path& path,
   c->fill_params(params);
   c->ctx_.new_cid(&scid, params.stateless_reset_token);
   params.stateless_reset_token_present = 1;
-  params.original_dcid = hd.dcid;  // 0.12 has no original_dcid_present
+  // A server must say original_dcid is present: ngtcp2_conn_server_new asserts on it.
+  params.original_dcid = hd.dcid;
+  params.original_dcid_present = 1;
   if (retry) {
     params.original_dcid = retry->original_dcid;
     params.retry_scid = retry->retry_scid;
     params.retry_scid_present = 1;
-    settings.token = hd.token;  // a validated token: lifts the anti-amplification limit
+    // A validated Retry token lifts the anti-amplification limit, but only with its length and
+    // type: a token without tokenlen is ignored silently.
+    settings.token = hd.token;
+    settings.tokenlen = hd.tokenlen;
+    settings.token_type = NGTCP2_TOKEN_TYPE_RETRY;
   }
   if (ngtcp2_conn_server_new(&c->conn_, &hd.scid, &scid, &c->path_.path, hd.version, &cb,
                              &settings, &params, nullptr, c.get()) != 0) {
@@ -333,7 +339,7 @@ Result<size_t> write_retry(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd,
 }
 
 bool has_retry_token(const ngtcp2_pkt_hd& hd) {
-  return hd.token.len > 0 && hd.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY;
+  return hd.tokenlen > 0 && hd.token[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY;
 }
 
 Result<RetryInfo> verify_retry_token(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd,
@@ -343,7 +349,7 @@ Result<RetryInfo> verify_retry_token(const ngtcp2_path& path, const ngtcp2_pkt_h
   }
   const auto& secret = retry_secret();
   RetryInfo info{};
-  if (ngtcp2_crypto_verify_retry_token(&info.original_dcid, hd.token.base, hd.token.len,
+  if (ngtcp2_crypto_verify_retry_token(&info.original_dcid, hd.token, hd.tokenlen,
                                        secret.data(), secret.size(), hd.version, path.remote.addr,
                                        path.remote.addrlen, &hd.dcid,
                                        to_ngtcp2(kRetryTokenLifetime), to_ts(now)) != 0) {
@@ -407,10 +413,9 @@ Status Connection::on_packet(const ngtcp2_path& path, std::span<const uint8_t> p
 void Connection::on_read_error(int rv) {
   switch (rv) {
     case NGTCP2_ERR_DRAINING: {
-      ngtcp2_connection_close_error err;
-      ngtcp2_conn_get_connection_close_error(conn_, &err);
-      std::string reason(reinterpret_cast<const char*>(err.reason), err.reasonlen);
-      enter_closed(err.error_code, reason, true);
+      const ngtcp2_ccerr* err = ngtcp2_conn_get_ccerr(conn_);
+      std::string reason(reinterpret_cast<const char*>(err->reason), err->reasonlen);
+      enter_closed(err->error_code, reason, true);
       return;
     }
     case NGTCP2_ERR_DROP_CONN:
@@ -418,9 +423,9 @@ void Connection::on_read_error(int rv) {
       return;
     case NGTCP2_ERR_CRYPTO: {
       uint8_t alert = ngtcp2_conn_get_tls_alert(conn_);
-      ngtcp2_connection_close_error err;
-      ngtcp2_connection_close_error_default(&err);
-      ngtcp2_connection_close_error_set_transport_error_tls_alert(&err, alert, nullptr, 0);
+      ngtcp2_ccerr err;
+      ngtcp2_ccerr_default(&err);
+      ngtcp2_ccerr_set_tls_alert(&err, alert, nullptr, 0);
       close_locally(err, kCryptoErrorBase + alert, "tls handshake failed");
       return;
     }
@@ -446,7 +451,6 @@ void Connection::on_recv_stream_data(uint32_t flags, int64_t id, std::span<const
   if (!data.empty() || s->fin_received_) {
     push({Event::kReadable, id});
   }
-  maybe_close_peer_uni(*s);
 }
 
 void Connection::on_acked_stream_data(int64_t id, uint64_t offset, uint64_t len) {
@@ -481,18 +485,6 @@ void Connection::credit_peer_stream(QuicStream& s) {
   }
 }
 
-// ngtcp2 0.12.1 never closes a peer-initiated uni stream (upstream 1d591bde, fixed in 0.14): no
-// stream_close comes, so we treat its receive side ending as the close.
-void Connection::maybe_close_peer_uni(QuicStream& s) {
-  if (is_local(s.id_) || !transport::is_uni(static_cast<StreamId>(s.id_)) || s.closed_ ||
-      !(s.fin_received_ || s.reset_received_)) {
-    return;
-  }
-  s.closed_ = true;
-  credit_peer_stream(s);
-  maybe_reap(s);
-}
-
 void Connection::on_stream_close(uint32_t flags, int64_t id, uint64_t code) {
   QuicStream* s = find(id);
   if (s == nullptr) {
@@ -500,8 +492,9 @@ void Connection::on_stream_close(uint32_t flags, int64_t id, uint64_t code) {
   }
   credit_peer_stream(*s);
   s->closed_ = true;
-  // 0.12 has no recv_stop_sending callback: a send side that we neither finished (and had
-  // acknowledged) nor reset can only have been ended by the peer's STOP_SENDING.
+  // ngtcp2 1.11 has no recv_stop_sending callback (it arrives in 1.24): a send side that we
+  // neither finished (and had acknowledged) nor reset can only have been ended by the peer's
+  // STOP_SENDING.
   bool send_done = s->reset_sent_ || (s->fin_sent_ && s->acked_ >= s->written_);
   if (has_send_side(id) && (s->stopped_by_peer_ || !send_done) && !s->stop_reported_) {
     s->stop_reported_ = true;
@@ -525,7 +518,6 @@ void Connection::on_stream_reset(int64_t id, uint64_t code) {
   s->fin_received_ = false;
   drop_unread(*s);
   push({Event::kReset, id, code});
-  maybe_close_peer_uni(*s);
 }
 
 void Connection::on_extend_max_stream_data(int64_t id) {
@@ -652,7 +644,7 @@ bool Connection::has_unacked_stream_data() const {
     if (!has_send_side(id) || s->closed_ || s->reset_sent_ || s->stopped_by_peer_) {
       continue;
     }
-    // ngtcp2 0.12 reports a FIN's acknowledgement only by closing the stream, which for a bidi
+    // ngtcp2 1.11 reports a FIN's acknowledgement only by closing the stream, which for a bidi
     // stream also waits on the receive side: there the FIN counts once sent.
     bool uni = transport::is_uni(static_cast<StreamId>(id));
     bool fin_unacked = s->fin_queued_ && (uni || !s->fin_sent_);
@@ -706,7 +698,7 @@ void Connection::stream_stop_sending(QuicStream& s, uint64_t code) {
   s.stop_sent_ = true;
   drop_unread(s);
   if (!s.fin_received_ && !s.reset_received_ && !s.closed_) {
-    ngtcp2_conn_shutdown_stream_read(conn_, s.id_, code);
+    ngtcp2_conn_shutdown_stream_read(conn_, 0, s.id_, code);
     schedule_flush();
   }
 }
@@ -743,7 +735,8 @@ void Connection::stream_finish(QuicStream& s) {
 }
 
 // Unsent bytes are ours alone and go at once. Sent ones stay until acknowledged or the stream
-// closes: ngtcp2 0.12 may still retransmit a lost STREAM frame of a reset stream.
+// closes: ngtcp2 promises to touch a stream's data no more only after stream_close (1.3+ no
+// longer retransmits STREAM frames of a reset stream, but the contract is still the close).
 void Connection::drop_unsent(QuicStream& s) {
   budget_.on_dropped(s.buffered(), s.budget_);
   if (s.next_idx_ < s.send_queue_.size()) {
@@ -768,7 +761,7 @@ void Connection::stream_reset(QuicStream& s, uint64_t code) {
   }
   s.reset_sent_ = true;
   drop_unsent(s);
-  ngtcp2_conn_shutdown_stream_write(conn_, s.id_, code);
+  ngtcp2_conn_shutdown_stream_write(conn_, 0, s.id_, code);
   schedule_flush();
 }
 
@@ -849,7 +842,7 @@ void Connection::account_sent(QuicStream& s, size_t n, bool fin) {
   });
 }
 
-// The 0.12 recipe: coalesce frames into packets with the MORE flags, datagrams first, then
+// The ngtcp2 recipe: coalesce frames into packets with the MORE flags, datagrams first, then
 // stream data, up to the send quantum; then arm pacing with update_pkt_tx_time.
 void Connection::write_packets() {
   if (state_ != State::kOpen) {
@@ -1120,22 +1113,22 @@ void Connection::close(uint64_t code, std::string_view reason) {
   if (state_ != State::kOpen) {
     return;
   }
-  ngtcp2_connection_close_error err;
-  ngtcp2_connection_close_error_default(&err);
+  ngtcp2_ccerr err;
+  ngtcp2_ccerr_default(&err);
   auto r = as_bytes(reason);
-  ngtcp2_connection_close_error_set_application_error(&err, code, r.data(), r.size());
+  ngtcp2_ccerr_set_application_error(&err, code, r.data(), r.size());
   close_locally(err, code, reason);
 }
 
 void Connection::fail(int liberr) {
   MOQD_LOG(kDebug, "quic %s: %s", peer_.c_str(), ngtcp2_strerror(liberr));
-  ngtcp2_connection_close_error err;
-  ngtcp2_connection_close_error_default(&err);
-  ngtcp2_connection_close_error_set_transport_error_liberr(&err, liberr, nullptr, 0);
+  ngtcp2_ccerr err;
+  ngtcp2_ccerr_default(&err);
+  ngtcp2_ccerr_set_liberr(&err, liberr, nullptr, 0);
   close_locally(err, err.error_code, ngtcp2_strerror(liberr));
 }
 
-void Connection::close_locally(const ngtcp2_connection_close_error& err, uint64_t code,
+void Connection::close_locally(const ngtcp2_ccerr& err, uint64_t code,
                                std::string_view reason) {
   if (state_ != State::kOpen) {
     return;

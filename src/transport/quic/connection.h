@@ -1,5 +1,5 @@
 #pragma once
-// Connection: one QUIC connection (ngtcp2 0.12 + GnuTLS), server or client role, exposed as a
+// Connection: one QUIC connection (ngtcp2 1.11 + GnuTLS), server or client role, exposed as a
 // transport::Session. Sans-I/O: the owner feeds received datagrams to on_packet() and gets
 // outgoing ones through a PacketSink; time comes from a Clock and the loss/idle/pacing timer runs
 // on Timers. Owned by the worker's endpoint (or a test); one worker thread.
@@ -250,7 +250,6 @@ class Connection final : public Session {
 
   void on_read_error(int rv);
   void credit_peer_stream(QuicStream& s);
-  void maybe_close_peer_uni(QuicStream& s);
 
   // Stream operations (called by QuicStream).
   void stream_consume(QuicStream& s, size_t n);
@@ -295,7 +294,7 @@ class Connection final : public Session {
   void reap();
 
   // Closing.
-  void close_locally(const ngtcp2_connection_close_error& err, uint64_t code,
+  void close_locally(const ngtcp2_ccerr& err, uint64_t code,
                      std::string_view reason);
   void fail(int liberr);
   // `linger`: keep the connection for the closing/draining period (3 PTO) before on_done.
@@ -378,7 +377,7 @@ class QuicStream final : public Stream {
   const int64_t id_;
   StreamVisitor* visitor_ = nullptr;
   bool released_ = false;
-  bool closed_ = false;    // ngtcp2 closed it (stream_close), or see maybe_close_peer_uni
+  bool closed_ = false;    // ngtcp2 closed it (stream_close)
   bool credited_ = false;  // peer-initiated: MAX_STREAMS credit returned
 
   // Receive side; ngtcp2 keeps the flow-control credit.

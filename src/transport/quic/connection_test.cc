@@ -335,7 +335,8 @@ TEST_F(QuicConnectionTest, StopSendingResetsSenderUniStream) {
   s->write(Bytes::copy(std::string_view("first")));
   ASSERT_TRUE(run_until([&] { return server_session_.find(s->id()) != nullptr; }));
   server_session_.find(s->id())->stream->stop_sending(9);
-  // 0.12 reports STOP_SENDING through stream_close, once the RESET_STREAM it caused is acked.
+  // ngtcp2 1.11 has no recv_stop_sending callback (1.24 has): the connection reports STOP_SENDING
+  // from stream_close, once the RESET_STREAM it caused is acked.
   ASSERT_TRUE(run_until([&] { return sender.stop.has_value(); }));
   EXPECT_EQ(*sender.stop, 9u);
   EXPECT_EQ(s->write_capacity(), 0u);
@@ -379,8 +380,8 @@ TEST_F(QuicConnectionTest, StreamLimitThenStreamsAvailable) {
   EXPECT_NE(client_.conn->open_uni(), nullptr);
 }
 
-// ngtcp2 0.12.1 never closes peer uni streams itself; the connection must still return their
-// credit, or a publisher stalls after max_streams_uni groups.
+// ngtcp2 closes peer uni streams but never raises MAX_STREAMS by itself: the connection must
+// return their credit, or a publisher stalls after max_streams_uni groups.
 TEST_F(QuicConnectionTest, PeerUniStreamsAreCreditedBeyondTheLimit) {
   Connection::Config server_config;
   server_config.max_streams_uni = 3;
@@ -399,6 +400,50 @@ TEST_F(QuicConnectionTest, PeerUniStreamsAreCreditedBeyondTheLimit) {
     }
     return fins == 20;
   }));
+}
+
+// ngtcp2 1.x closes a peer's uni stream itself once its FIN or RESET_STREAM is in (0.12 never
+// did, and moqd closed it by hand): released by the application, it is freed.
+TEST_F(QuicConnectionTest, FinishedPeerUniStreamIsFreedOnRelease) {
+  handshake();
+  Stream* s = client_.conn->open_uni();
+  ASSERT_NE(s, nullptr);
+  s->write(Bytes::copy(std::string_view("g")));
+  s->finish();
+  ASSERT_TRUE(run_until([&] {
+    return !server_session_.incoming.empty() && server_session_.incoming[0]->fin;
+  }));
+  EXPECT_EQ(server_.conn->stream_count(), 1u);
+  server_session_.incoming[0]->stream->release();
+  ASSERT_TRUE(run_until([&] { return server_.conn->stream_count() == 0; }));
+}
+
+TEST_F(QuicConnectionTest, ResetPeerUniStreamIsFreedOnRelease) {
+  handshake();
+  Stream* s = client_.conn->open_uni();
+  ASSERT_NE(s, nullptr);
+  s->write(Bytes::copy(std::string_view("g")));
+  ASSERT_TRUE(run_until([&] { return !server_session_.incoming.empty(); }));
+  s->reset(7);
+  ASSERT_TRUE(run_until([&] { return server_session_.incoming[0]->reset.has_value(); }));
+  EXPECT_EQ(*server_session_.incoming[0]->reset, 7u);
+  server_session_.incoming[0]->stream->release();
+  ASSERT_TRUE(run_until([&] { return server_.conn->stream_count() == 0; }));
+}
+
+// A server's transport parameters must carry original_dcid with original_dcid_present set: 1.11
+// asserts on it in ngtcp2_conn_server_new, and the client checks it against its first DCID.
+TEST_F(QuicConnectionTest, ServerSendsOriginalDcid) {
+  handshake();
+  const ngtcp2_transport_params* server = ngtcp2_conn_get_remote_transport_params(
+      client_.conn->native());
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(server->original_dcid_present);
+  EXPECT_FALSE(server->retry_scid_present);
+  const ngtcp2_transport_params* client = ngtcp2_conn_get_remote_transport_params(
+      server_.conn->native());
+  ASSERT_NE(client, nullptr);
+  EXPECT_FALSE(client->original_dcid_present);  // a client never sends it
 }
 
 // --- RFC 9221 datagrams ---
@@ -597,6 +642,34 @@ TEST_F(QuicRetryTest, ClientFollowsRetryAndHandshakeCompletes) {
     return !server_session_.incoming.empty() && server_session_.incoming[0]->fin;
   }));
   EXPECT_EQ(server_session_.incoming[0]->data, "after retry");
+  const ngtcp2_transport_params* params = ngtcp2_conn_get_remote_transport_params(
+      client_.conn->native());
+  ASSERT_NE(params, nullptr);
+  EXPECT_TRUE(params->original_dcid_present);
+  EXPECT_TRUE(params->retry_scid_present);
+}
+
+// A Retry token validates the client's address (RFC 9000 §8.1), so the server may send past three
+// times what it received. ngtcp2 1.11 counts the token only with its length and
+// NGTCP2_TOKEN_TYPE_RETRY; a bare settings.token is ignored silently. The server here hears
+// nothing after the Initial carrying the token, so only the validated address lets its
+// retransmitted flight pass the limit.
+TEST_F(QuicRetryTest, RetryTokenLiftsTheAmplificationLimit) {
+  pair_.retry.deaf_after_accept = true;
+  SimLinkConfig link;
+  link.delay = 10ms;  // one exchange per step or so, so that the Retry is counted apart
+  set_links(link);
+  start();
+  ASSERT_TRUE(run_until([&] { return pair_.retry.retries_sent == 1; }));
+  ASSERT_EQ(server_.conn, nullptr);
+  uint64_t received_before = server_ep_.bytes_received();
+  uint64_t sent_before = server_ep_.bytes_sent();
+  ASSERT_TRUE(run_until([&] { return server_.conn != nullptr; }));
+  uint64_t received = server_ep_.bytes_received() - received_before;
+  (void)run_until([] { return false; }, 8s);  // within the 10 s handshake timeout
+  EXPECT_FALSE(server_.conn->is_closed());
+  uint64_t sent = server_ep_.bytes_sent() - sent_before;
+  EXPECT_GT(sent, 3 * received) << "sent " << sent << " after receiving " << received;
 }
 
 // Without retry_scid / original_dcid from the token, the client must refuse the server
@@ -649,7 +722,8 @@ TEST_F(QuicRetryTest, TokenBindsAddressDcidAndLifetime) {
 
   ngtcp2_pkt_hd again = hd;  // the client's next Initial: DCID = our Retry SCID, with the token
   again.dcid = scid;
-  again.token = {token.data(), token.size()};
+  again.token = token.data();
+  again.tokenlen = token.size();
   ASSERT_TRUE(has_retry_token(again));
   auto info = verify_retry_token(path, again, issued + 9s);
   ASSERT_TRUE(info);

@@ -1,9 +1,9 @@
 #pragma once
 // GnuTLS sessions configured the way moqd needs them: TLS 1.3 only, AES-128-GCM preferred, ALPN
-// mandatory, and (Binding::kQuic) hooked into ngtcp2 per the 0.12.1 recipe in
-// shared/research/ngtcp2-0.12.md. Binding::kStream makes the same session for TLS over a byte
-// stream (TLS on the TCP port, and the handshake tests): the caller then sets GnuTLS transport
-// push/pull functions itself.
+// mandatory, and (Binding::kQuic) hooked into ngtcp2 1.11 per the recipe in
+// shared/research/ngtcp2-1.11.md §3 (unchanged since 0.12). Binding::kStream makes the same
+// session for TLS over a byte stream (TLS on the TCP port, and the handshake tests): the caller
+// then sets GnuTLS transport push/pull functions itself.
 //
 // For kQuic the caller still calls ngtcp2_conn_set_tls_native_handle(conn, session.get()) once
 // the ngtcp2_conn exists. Sessions are single-threaded, like the connection that owns them.

@@ -152,8 +152,8 @@ H3Result<std::vector<uint8_t>> encode_field_section(const HeaderList& headers) {
       return h3_fail(H3Code::kInternalError, "upper-case field name");
     }
     nva.push_back(nghttp3_nv{
-        reinterpret_cast<uint8_t*>(const_cast<char*>(f.name.data())),
-        reinterpret_cast<uint8_t*>(const_cast<char*>(f.value.data())), f.name.size(),
+        reinterpret_cast<const uint8_t*>(f.name.data()),
+        reinterpret_cast<const uint8_t*>(f.value.data()), f.name.size(),
         f.value.size(), NGHTTP3_NV_FLAG_NONE});
   }
   nghttp3_qpack_encoder* encoder = nullptr;

@@ -458,7 +458,7 @@ TEST_F(WtServerTest, ClientResetIsMappedBack) {
   EXPECT_EQ(*observer_.wt.incoming[0]->reset, 9u);
 }
 
-// ngtcp2 0.12 reports a peer's STOP_SENDING only once the stream is closed both ways, so the
+// ngtcp2 1.11 reports a peer's STOP_SENDING only once the stream is closed both ways, so the
 // client's side of each stream here is finished (a server uni stream, a bidi with FIN).
 TEST_F(WtServerTest, ClientStopSendingIsMappedBack) {
   ASSERT_NE(establish(), nullptr);
