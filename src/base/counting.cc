@@ -14,9 +14,11 @@ struct alignas(64) Slot {
   std::atomic<uint64_t> path_locks{0};
 };
 Slot g_slots[kSlots];
+thread_local int t_path_depth = 0;
+
+#ifdef MOQD_COUNTING  // without it nothing counts, and clang warns of what would go unused
 std::atomic<size_t> g_next_slot{0};
 thread_local size_t t_slot = SIZE_MAX;
-thread_local int t_path_depth = 0;
 
 void bump(std::atomic<uint64_t>& c, bool shared) {
   if (shared) {
@@ -26,11 +28,13 @@ void bump(std::atomic<uint64_t>& c, bool shared) {
   // Only this thread writes its slot: a plain load and store.
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
+#endif
 
 }  // namespace
 
 void note_lock() {
-  if constexpr (kEnabled) {
+#ifdef MOQD_COUNTING
+  {
     size_t s = t_slot;
     if (s == SIZE_MAX) {
       s = g_next_slot.fetch_add(1, std::memory_order_relaxed);
@@ -42,6 +46,7 @@ void note_lock() {
       bump(g_slots[s].path_locks, shared);
     }
   }
+#endif
 }
 
 uint64_t lock_count() {
