@@ -101,6 +101,7 @@ class Fanout {
     return true;
   }
 
+  // One run with `viewers`; never valid when it could not run (error says why).
   Trial run(size_t viewers);
   const std::vector<int>& relay_cpus() const { return cpus_.relay; }
   const std::vector<int>& gen_cpus() const { return cpus_.gen; }
@@ -119,6 +120,7 @@ class Fanout {
   std::optional<GenProcess> spawn(const std::string& role, const std::string& path, size_t count,
                                   int cpu, Trial& t);
   bool wait_ready(std::vector<GenProcess*> procs, double timeout_s, Trial& t, const char* what);
+  Trial measure(size_t viewers);
   void pump(std::vector<GenProcess>& procs, double timeout_s);
   void print_progress(const std::vector<GenProcess>& viewers, size_t total, bool final);
 
@@ -208,6 +210,15 @@ void Fanout::print_progress(const std::vector<GenProcess>& procs, size_t total, 
 }
 
 Trial Fanout::run(size_t viewers) {
+  Trial t = measure(viewers);
+  t.started = t.error.empty();
+  if (!t.started) {
+    mark_invalid(t, t.error);  // a run that could not run is never a valid one
+  }
+  return t;
+}
+
+Trial Fanout::measure(size_t viewers) {
   Trial t;
   t.viewers = viewers;
   RelayTarget target{o_.moqd, o_.relay_url, o_.relay_pid, o_.relay_args};
@@ -354,7 +365,6 @@ Trial Fanout::run(size_t viewers) {
     p.child.wait(3000);
   }
   relay_.stop();
-  t.started = t.error.empty();
 
   // What the processes measured.
   std::map<int, double> cpu_by_core;
@@ -411,9 +421,6 @@ Trial Fanout::run(size_t viewers) {
   }
   if (auto overlap = cpus_.overlap(); !overlap.empty()) {
     mark_invalid(t, "relay and generator share CPUs " + format_cpu_list(overlap));
-  }
-  if (!t.started) {
-    mark_invalid(t, t.error);
   }
   return t;
 }

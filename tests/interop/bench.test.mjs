@@ -55,6 +55,15 @@ test("bench fanout: a generator whose sockets drop datagrams makes the run inval
   assert.match(j.invalid_reason, /dropped/);
 });
 
+test("bench fanout: a run that could not start is reported invalid, with its reason", T, async () => {
+  const r = await H.runMoq(["bench", "fanout", "--moqd", "/nonexistent/moqd", "--viewers", "2",
+    "--duration", "1s", "--json"], { timeoutMs: 60_000 });
+  assert.equal(r.code, 1);
+  const j = JSON.parse(r.stdout.toString());
+  assert.equal(j.valid, false);
+  assert.match(j.invalid_reason, /moqd/);
+});
+
 test("bench msgs: 1->8 and 8->1 chat-shaped messages, relay cost per message", T, async () => {
   const j = await benchJson(["msgs", "--moqd", H.MOQD_BIN, "--duration", "1"]);
   assert.deepEqual(j.msgs.map((m) => [m.publishers, m.subscribers]), [[1, 8], [8, 1]]);
