@@ -147,6 +147,12 @@ std::string field(const char* name, uint64_t v) {
 struct SkipTotals {
   uint64_t events = 0, groups = 0, bridge_events = 0, bridge_groups = 0;
 
+  void add(const SkipTotals& o) {
+    events += o.events;
+    groups += o.groups;
+    bridge_events += o.bridge_events;
+    bridge_groups += o.bridge_groups;
+  }
   void add(const RelayWorker& w) {
     events += w.viewer_skips().events.get();
     groups += w.viewer_skips().groups.get();
@@ -180,15 +186,18 @@ std::string Relay::stats_json() const {
   std::string per_worker;
   for (const auto& w : relay_workers_) {
     auto s = w->udp_stats();
+    const uint64_t w_dropped = w->udp_dropped();
+    const uint64_t w_polls = w->loop_polls();
+    const uint64_t w_forwarded = w->quic_forwarded();
     SkipTotals mine;
     mine.add(*w);
     per_worker += (per_worker.empty() ? "" : ",") +
-                  udp_json(s, w->udp_dropped(), w->loop_polls(), w->quic_forwarded(), mine);
+                  udp_json(s, w_dropped, w_polls, w_forwarded, mine);
     sum += s;
-    dropped += w->udp_dropped();
-    polls += w->loop_polls();
-    forwarded += w->quic_forwarded();
-    skips.add(*w);
+    dropped += w_dropped;
+    polls += w_polls;
+    forwarded += w_forwarded;
+    skips.add(mine);
   }
   return "{\"total\":" + udp_json(sum, dropped, polls, forwarded, skips) + ",\"per_worker\":[" + per_worker + "]}\n";
 }
