@@ -28,7 +28,8 @@ backports=(libngtcp2-dev:1.11 libngtcp2-crypto-gnutls-dev:1.11 libnghttp3-dev:1.
 stale=()
 for entry in "${backports[@]}"; do
   p=${entry%%:*} min=${entry#*:}
-  v=$(dpkg-query -W -f='${Status} ${Version}' "$p" 2>/dev/null |
+  # dpkg-query fails for a package the machine has never heard of: that is "missing", not an error.
+  v=$({ dpkg-query -W -f='${Status} ${Version}' "$p" 2>/dev/null || true; } |
       sed -n 's/^install ok installed //p')
   if [[ -z "$v" ]] || ! dpkg --compare-versions "$v" ge "$min"; then
     stale+=("$p")
