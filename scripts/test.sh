@@ -23,9 +23,17 @@ stage() {
   stage_names+=("$name"); stage_times+=($((SECONDS - t0)))
   echo "=== stage: $name took $((SECONDS - t0)) s"
 }
+# ccache (installed by setup.sh) makes a rebuild of an unchanged tree, or of a second checkout of the
+# same sources, nearly free; a fresh clone on a fresh machine builds as before.
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+fi
 configure_build() {  # dir compiler extra-flags...   (TARGETS: what to build; default all)
   local dir=$1 cxx=$2; shift 2
-  [[ -f $dir/build.ninja ]] || cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" "$@" >/dev/null
+  [[ -f $dir/build.ninja ]] ||
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" "$@" >/dev/null
   local targets=()
   for t in ${TARGETS:-}; do targets+=(--target "$t"); done
   cmake --build "$dir" -j "$jobs" "${targets[@]}"
