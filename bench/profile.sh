@@ -14,7 +14,7 @@ relay_cpu=${RELAY_CPU:-1}
 gen_cpus=${GEN_CPUS:-0}
 command -v perf >/dev/null || { echo "profile: perf is not installed (Debian: linux-perf)" >&2; exit 1; }
 tmp=$(mktemp -d)
-trap 'kill $moqd 2>/dev/null || true; rm -rf "$tmp"' EXIT
+trap 'kill $moqd 2>/dev/null || true; [[ -n ${KEEP_PERF:-} ]] && cp "$tmp/perf.data" "$KEEP_PERF"; rm -rf "$tmp"' EXIT
 taskset -c "$relay_cpu" "$build/bin/moqd" --listen 127.0.0.1:0 --workers 1 --log-level warn \
   --max-publisher-rate 0 >"$tmp/moqd.out" 2>"$tmp/moqd.err" &
 moqd=$!

@@ -29,6 +29,7 @@ void ManualClock::cancel(TimerId id) {
 
 void ManualClock::advance(Duration d) {
   Instant target = now_ + d;
+  turn_.run();
   while (!by_deadline_.empty() && by_deadline_.begin()->first <= target) {
     auto [at, id] = *by_deadline_.begin();
     by_deadline_.erase(by_deadline_.begin());
@@ -37,6 +38,7 @@ void ManualClock::advance(Duration d) {
     timers_.erase(it);
     now_ = at;
     fn();
+    turn_.run();
   }
   now_ = target;
 }

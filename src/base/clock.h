@@ -8,6 +8,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "base/turn.h"
+
 namespace moqd {
 
 using Duration = std::chrono::microseconds;
@@ -30,6 +32,9 @@ class Timers {
   virtual ~Timers() = default;
   virtual TimerId schedule(Duration delay, std::function<void()> fn) = 0;
   virtual void cancel(TimerId id) = 0;
+  // Runs `w` once at the end of the current turn (base/turn.h): after the turn's events and due
+  // timers, never from inside this call. Work it queues runs in the same turn.
+  virtual void at_turn_end(TurnWork& w) = 0;
 };
 
 class SystemClock final : public Clock {
@@ -46,7 +51,9 @@ class ManualClock final : public Clock, public Timers {
   Instant now() const override { return now_; }
   TimerId schedule(Duration delay, std::function<void()> fn) override;
   void cancel(TimerId id) override;
-  // Moves time forward by `d`, running every timer that falls due, in order, at its deadline.
+  void at_turn_end(TurnWork& w) override { turn_.push(w); }
+  // Moves time forward by `d`, running every timer that falls due, in order, at its deadline, and
+  // the turn work queued before or by each (as a loop turn would, at the time it ran).
   void advance(Duration d);
   size_t pending_timers() const { return by_deadline_.size(); }
 
@@ -55,6 +62,7 @@ class ManualClock final : public Clock, public Timers {
   TimerId next_id_ = 1;
   std::multimap<Instant, TimerId> by_deadline_;
   std::unordered_map<TimerId, std::pair<Instant, std::function<void()>>> timers_;
+  TurnQueue turn_;
 };
 
 }  // namespace moqd

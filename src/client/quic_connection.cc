@@ -380,6 +380,16 @@ void QuicConnection::on_datagram(const sockaddr* from, socklen_t from_len,
   (void)conn_->on_packet(path_to(from, from_len), datagram);
 }
 
+std::span<uint8_t> QuicConnection::packet_buffer(size_t len) {
+  return udp_ ? udp_->prepare(len) : PacketSink::packet_buffer(len);
+}
+
+void QuicConnection::wait_for_room(TurnWork& writer) {
+  if (udp_) {
+    udp_->wait_for_room(writer);
+  }
+}
+
 void QuicConnection::send_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt) {
   if (udp_) {
     udp_->send(reinterpret_cast<const sockaddr*>(path.remote.addr), path.remote.addrlen, pkt);

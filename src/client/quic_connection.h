@@ -55,8 +55,10 @@ class QuicConnection final : public Link,
   const runtime::UdpSocket* udp_socket() const override { return udp_.get(); }
 
  private:
-  // PacketSink
+  // PacketSink: packets are written straight into the socket's send batch.
+  std::span<uint8_t> packet_buffer(size_t len) override;
   void send_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt) override;
+  void wait_for_room(TurnWork& writer) override;
   // ConnectionObserver
   void on_handshake_completed(transport::quic::Connection& conn) override;
   void on_done(transport::quic::Connection& conn) override;

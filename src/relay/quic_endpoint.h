@@ -90,8 +90,10 @@ class QuicEndpoint final : public transport::quic::PacketSink {
   // Drops every connection at once (the end of the drain).
   void abort();
 
-  // transport::quic::PacketSink
+  // transport::quic::PacketSink: packets are written straight into the socket's send batch.
+  std::span<uint8_t> packet_buffer(size_t len) override { return socket_->prepare(len); }
   void send_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt) override;
+  void wait_for_room(TurnWork& writer) override { socket_->wait_for_room(writer); }
 
   size_t connection_count() const { return sessions_.size(); }
   const runtime::UdpSocket& socket() const { return *socket_; }

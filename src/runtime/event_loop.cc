@@ -131,8 +131,8 @@ void EventLoop::remove_poll_source(PollSource* s) {
 }
 
 bool EventLoop::has_ready_work() {
-  if (!deferred_.empty() || stop_.load(std::memory_order_relaxed) ||
-      injected_pending_.load(std::memory_order_relaxed)) {
+  if (!deferred_.empty() || !turn_work_.empty() || !turn_flush_.empty() ||
+      stop_.load(std::memory_order_relaxed) || injected_pending_.load(std::memory_order_relaxed)) {
     return true;
   }
   for (PollSource* s : sources_) {
@@ -176,6 +176,22 @@ void EventLoop::run_once(Duration max_wait) {
     sources_[i]->poll();
     run_deferred();
   }
+  run_turn_end();
+}
+
+void EventLoop::run_turn_end() {
+  if (turn_work_.empty() && turn_flush_.empty()) {
+    return;
+  }
+  // The turn's events may have taken a while: the time that writers stamp on packets is now.
+  refresh_now();
+  size_t budget = kMaxTurnWork;
+  do {
+    budget -= turn_work_.run(budget);
+    run_deferred();
+    turn_flush_.run();
+    run_deferred();
+  } while (!turn_work_.empty() && budget > 0);
 }
 
 void EventLoop::dispatch(const epoll_event& ev) {

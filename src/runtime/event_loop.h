@@ -57,6 +57,15 @@ class EventLoop final : public Clock, public Timers {
 
   TimerId schedule(Duration delay, std::function<void()> fn) override;
   void cancel(TimerId id) override;
+  // Turn work runs after the turn's events, timers, deferred and injected tasks and mailboxes, in
+  // the order queued; what it queues runs in the same turn (up to kMaxTurnWork items, the rest in
+  // the next turn, which then does not wait for events).
+  void at_turn_end(TurnWork& w) override { turn_work_.push(w); }
+  // Like at_turn_end(), but runs after all turn work: for writes to the kernel (a UDP socket's
+  // batch), so that one send carries what every connection wrote in the turn. Flushes may queue
+  // more turn work (a socket that drained wakes the writers it held back); it runs before the
+  // turn ends.
+  void at_turn_flush(TurnWork& w) { turn_flush_.push(w); }
   Instant now() const override { return now_; }
 
   // Runs until stop(). stop() is thread-safe; a stop() before run() makes run() return at once.
@@ -80,6 +89,9 @@ class EventLoop final : public Clock, public Timers {
     uint32_t gen = 0;
   };
   static constexpr int kMaxEvents = 256;
+  // Turn work run in one turn at most, so that work that keeps re-queueing itself cannot keep the
+  // loop from polling.
+  static constexpr size_t kMaxTurnWork = 65536;
 
   Status control(int op, int fd, uint32_t events, IoHandler* h);
   bool has_ready_work();
@@ -87,6 +99,7 @@ class EventLoop final : public Clock, public Timers {
   void dispatch(const epoll_event& ev);
   void run_deferred();
   void run_injected();
+  void run_turn_end();
   void refresh_now();
 
   int epfd_ = -1;
@@ -99,6 +112,8 @@ class EventLoop final : public Clock, public Timers {
   std::vector<std::function<void()>> deferred_;
   std::vector<std::function<void()>> running_;
   std::vector<PollSource*> sources_;
+  TurnQueue turn_work_;
+  TurnQueue turn_flush_;
   std::atomic<bool> stop_{false};
   Mutex inject_mu_;
   std::vector<std::function<void()>> injected_;  // guarded by inject_mu_

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <future>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -145,6 +147,71 @@ TEST_F(EventLoopTest, StopBeforeRunReturnsAtOnce) {
   }
   EXPECT_TRUE(returned) << "run() after stop() did not return";
   EXPECT_FALSE(timer_ran) << "run() after stop() ran an iteration";
+}
+
+
+// Turn work that logs its runs and may do more when it runs.
+struct LoggedWork final : TurnWork {
+  LoggedWork(std::string name, std::vector<std::string>& log) : name(std::move(name)), log(log) {}
+  void run_turn_work() override {
+    log.push_back(name);
+    if (then) {
+      then();
+    }
+  }
+  std::string name;
+  std::vector<std::string>& log;
+  std::function<void()> then;
+};
+
+TEST_F(EventLoopTest, TurnWorkRunsOnceAfterTheTurnsTimersAndFlushesLast) {
+  std::vector<std::string> log;
+  LoggedWork conn("conn", log), viewer("viewer", log), socket("socket", log);
+  conn.then = [&] {
+    loop_.at_turn_flush(socket);
+    loop_.at_turn_end(viewer);  // queued by work: runs in the same turn, before the flush
+  };
+  viewer.then = [&] { loop_.at_turn_flush(socket); };
+  loop_.schedule(Duration::zero(), [&] {
+    log.push_back("timer1");
+    loop_.at_turn_end(conn);
+  });
+  loop_.schedule(Duration::zero(), [&] {
+    log.push_back("timer2");
+    loop_.at_turn_end(conn);  // coalesced
+  });
+  loop_.run_once(milliseconds(100));
+  EXPECT_EQ(log, (std::vector<std::string>{"timer1", "timer2", "conn", "viewer", "socket"}));
+}
+
+TEST_F(EventLoopTest, AFlushThatWakesWorkRunsItInTheSameTurn) {
+  std::vector<std::string> log;
+  LoggedWork writer("writer", log), socket("socket", log);
+  socket.then = [&] {
+    if (log.size() == 1) {
+      loop_.at_turn_end(writer);  // the kernel took the batch: the parked writer goes again
+    }
+  };
+  writer.then = [&] { loop_.at_turn_flush(socket); };
+  loop_.at_turn_flush(socket);
+  loop_.run_once(milliseconds(100));
+  EXPECT_EQ(log, (std::vector<std::string>{"socket", "writer", "socket"}));
+}
+
+TEST_F(EventLoopTest, WorkThatRequeuesItselfRunsAgainWithoutWaitingForEvents) {
+  std::vector<std::string> log;
+  LoggedWork w("w", log);
+  int runs = 0;
+  w.then = [&] {
+    if (++runs < 3) {
+      loop_.at_turn_end(w);
+    }
+  };
+  loop_.at_turn_end(w);
+  auto start = std::chrono::steady_clock::now();
+  loop_.run_once(seconds(5));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(1));  // did not wait for events
+  EXPECT_EQ(runs, 3);
 }
 
 }  // namespace

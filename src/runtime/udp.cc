@@ -150,8 +150,7 @@ Result<std::unique_ptr<UdpSocket>> UdpSocket::open(EventLoop& loop, const sockad
 }
 
 UdpSocket::UdpSocket(EventLoop& loop, int fd, Options o)
-    : loop_(loop), fd_(fd), options_(o), local_len_(sizeof local_),
-      alive_token_(std::make_shared<bool>(true)) {}
+    : loop_(loop), fd_(fd), options_(o), local_len_(sizeof local_) {}
 
 Status UdpSocket::attach_reuseport_program(std::span<const sock_filter> program) {
   sock_fprog prog{};
@@ -347,36 +346,44 @@ bool UdpSocket::deliver(const sockaddr* from, socklen_t from_len, const uint8_t*
   return true;
 }
 
+std::span<uint8_t> UdpSocket::prepare(size_t len) {
+  if (len > kMaxDatagram) {
+    return {};
+  }
+  if (!has_room(len) && !watching_out_) {
+    flush();
+  }
+  if (!has_room(len)) {
+    return {};
+  }
+  if (!batch_) {
+    batch_ = std::make_unique_for_overwrite<uint8_t[]>(kBatchBytes);  // pages touched as used
+  }
+  return {batch_.get() + used_, len};
+}
+
 void UdpSocket::send(const sockaddr* to, socklen_t to_len, std::span<const uint8_t> datagram) {
   if (datagram.empty() || datagram.size() > kMaxDatagram || to_len > sizeof(sockaddr_storage)) {
     return;
   }
-  if (buf_.size() + datagram.size() > kMaxQueuedBytes) {
-    dropped_.add();
-    return;
+  bool in_place = batch_ && datagram.data() == batch_.get() + used_ && has_room(datagram.size());
+  if (!in_place) {
+    std::span<uint8_t> room = prepare(datagram.size());
+    if (room.empty()) {
+      dropped_.add();
+      return;
+    }
+    std::memcpy(room.data(), datagram.data(), datagram.size());
   }
-  Pending p;
-  p.offset = buf_.size();
+  Pending& p = pending_.emplace_back();
+  p.offset = used_;
   p.len = static_cast<uint16_t>(datagram.size());
   p.to_len = to_len;
   std::memcpy(&p.to, to, to_len);
-  buf_.insert(buf_.end(), datagram.begin(), datagram.end());
-  pending_.push_back(p);
-  schedule_flush();
-}
-
-void UdpSocket::schedule_flush() {
-  if (flush_scheduled_ || watching_out_) {
-    return;
+  used_ += datagram.size();
+  if (!watching_out_) {
+    loop_.at_turn_flush(flush_work_);
   }
-  flush_scheduled_ = true;
-  loop_.defer([this, token = std::weak_ptr<bool>(alive_token_)] {
-    if (token.expired()) {
-      return;
-    }
-    flush_scheduled_ = false;
-    flush();
-  });
 }
 
 // Entries from `first` that can share one GSO super-datagram: same peer, same size, except that
@@ -411,7 +418,7 @@ size_t UdpSocket::fill_messages(size_t first, std::vector<Message>& out) {
     for (size_t k = 0; k < m.count; ++k) {
       bytes += pending_[i + k].len;
     }
-    m.iov = iovec{buf_.data() + pending_[i].offset, bytes};
+    m.iov = iovec{batch_.get() + pending_[i].offset, bytes};
     i += m.count;
   }
   return i;
@@ -474,24 +481,34 @@ void UdpSocket::flush() {
   while (sent_ < pending_.size()) {
     size_t n = send_messages(sent_);
     if (n == 0) {
-      watch_writable(true);
       compact();
+      watch_writable(true);
       return;
     }
     sent_ += n;
   }
   pending_.clear();
-  buf_.clear();
+  used_ = 0;
   sent_ = 0;
   watch_writable(false);
+  on_drained();
 }
 
+// The kernel took the tail that held writers back: they run at the end of this turn.
+void UdpSocket::on_drained() {
+  while (!waiting_.empty()) {
+    loop_.at_turn_end(*waiting_.pop_front());
+  }
+}
+
+// Moves what the kernel has not taken yet to the front of the batch.
 void UdpSocket::compact() {
   if (sent_ == 0) {
     return;
   }
   size_t bytes = pending_[sent_].offset;
-  buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(bytes));
+  std::memmove(batch_.get(), batch_.get() + bytes, used_ - bytes);
+  used_ -= bytes;
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(sent_));
   for (Pending& p : pending_) {
     p.offset -= bytes;

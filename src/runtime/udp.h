@@ -15,17 +15,24 @@
 
 #include "base/counter.h"
 #include "base/error.h"
+#include "base/turn.h"
 #include "runtime/event_loop.h"
 
 namespace moqd::runtime {
 
 // A non-blocking UDP socket on an EventLoop. Receives with recvmmsg (and UDP_GRO where the kernel
 // supports it, splitting super-datagrams by the cmsg segment size), sends through a batch that
-// flush() writes with UDP_SEGMENT (GSO) for runs of equal-size datagrams to one peer, falling back
-// to sendmmsg / sendmsg when GSO is unavailable or fails (EIO etc). One thread.
-// When the kernel's send buffer is full (EAGAIN) the unsent tail waits for EPOLLOUT; at most
-// kMaxQueuedBytes wait, and send() drops datagrams beyond that (QUIC recovers lost packets).
-// The handler may destroy the socket from inside a callback.
+// flush() writes with sendmmsg, UDP_SEGMENT (GSO) for each run of equal-size datagrams to one peer,
+// falling back to single datagrams when GSO is unavailable or fails (EIO etc). One thread.
+//
+// The batch is a fixed buffer of kBatchBytes that writers fill in place: prepare() hands out the
+// room for the next datagram and send() of that same span commits it without a copy (any other
+// span is copied in). The batch is flushed once at the end of the loop's turn (EventLoop::
+// at_turn_flush), so one sendmmsg carries what every connection wrote in the turn, and at once
+// whenever it is full. When the kernel's send buffer is full (EAGAIN) the unsent tail waits for
+// EPOLLOUT; meanwhile prepare() returns no room and writers park with wait_for_room(), to be run
+// again once the tail is out. send() of a copied datagram that finds no room drops it (counted;
+// QUIC recovers lost packets). The handler may destroy the socket from inside a callback.
 class UdpSocket final : private IoHandler {
  public:
   struct Options {
@@ -56,8 +63,8 @@ class UdpSocket final : private IoHandler {
     }
   };
 
-  // Bytes waiting in the send batch above which send() drops datagrams.
-  static constexpr size_t kMaxQueuedBytes = 4 << 20;
+  // Bytes the send batch holds; a full batch is flushed at once (it is a few sendmmsg calls).
+  static constexpr size_t kBatchBytes = 1 << 20;
   // The largest datagram send() accepts and receive buffers hold (a GRO super-datagram included).
   static constexpr size_t kMaxDatagram = 65535;
 
@@ -72,9 +79,17 @@ class UdpSocket final : private IoHandler {
 
   // The first non-null handler starts reading; datagrams are dropped while the handler is null.
   void set_handler(Handler h);
-  // Copies `datagram` into the batch; empty or oversized datagrams are ignored.
+  // Room for one datagram of `len` bytes at the end of the batch, to be written and then passed to
+  // send(); flushes a full batch first. Empty when the kernel has not taken the batch's tail yet
+  // (then wait_for_room()), or when `len` is over kMaxDatagram.
+  std::span<uint8_t> prepare(size_t len);
+  // Queues `datagram` for `to`: in place when it starts where the last prepare() pointed, else
+  // copied. Empty or oversized datagrams are ignored; a copy with no room is dropped (counted).
   void send(const sockaddr* to, socklen_t to_len, std::span<const uint8_t> datagram);
-  // Writes the batch now. Also done automatically at the end of each loop iteration (loop.defer).
+  // `writer` found no room: it runs (TurnWork, once) at the end of the turn in which the kernel
+  // takes the batch's tail.
+  void wait_for_room(TurnWork& writer) { waiting_.push(writer); }
+  // Writes the batch now. Also done at the end of each loop turn in which something was queued.
   void flush();
   // SO_ATTACH_REUSEPORT_CBPF: `program` picks, for each datagram to the port, the socket of the
   // reuseport group (by the order the sockets were bound) that receives it. It applies to the
@@ -109,6 +124,15 @@ class UdpSocket final : private IoHandler {
     sockaddr_storage to{};
   };
   struct Message;  // one mmsghdr's worth: a GSO run or a single datagram
+  // Flushes the batch at the end of the turn.
+  class FlushWork final : public TurnWork {
+   public:
+    explicit FlushWork(UdpSocket& s) : socket_(s) {}
+    void run_turn_work() override { socket_.flush(); }
+
+   private:
+    UdpSocket& socket_;
+  };
 
   UdpSocket(EventLoop& loop, int fd, Options o);
   static Result<std::unique_ptr<UdpSocket>> open(EventLoop& loop, const sockaddr* addr,
@@ -123,7 +147,8 @@ class UdpSocket final : private IoHandler {
   // Returns the number of entries written, or 0 when the socket would block.
   size_t send_messages(size_t first);
   void compact();
-  void schedule_flush();
+  void on_drained();
+  bool has_room(size_t len) const { return used_ + len <= kBatchBytes; }
   void watch_writable(bool on);
   void update_events();
 
@@ -143,11 +168,12 @@ class UdpSocket final : private IoHandler {
   Counter dropped_;
   size_t rcvbuf_ = 0;
   size_t sndbuf_ = 0;
-  std::vector<uint8_t> buf_;      // queued datagrams back to back
-  std::vector<Pending> pending_;  // in send order
-  size_t sent_ = 0;               // entries of pending_ already written
-  bool flush_scheduled_ = false;
-  std::shared_ptr<bool> alive_token_;  // lets a deferred flush see that the socket is gone
+  std::unique_ptr<uint8_t[]> batch_;  // queued datagrams back to back; kBatchBytes, allocated on first use
+  size_t used_ = 0;                   // bytes of batch_ queued
+  std::vector<Pending> pending_;      // in send order
+  size_t sent_ = 0;                   // entries of pending_ already written
+  FlushWork flush_work_{*this};
+  TurnQueue waiting_;                 // writers that found no room
   std::vector<uint8_t> recv_buf_;
   bool* alive_ = nullptr;  // set while inside on_io; cleared by the destructor
 };

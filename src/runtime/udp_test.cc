@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace moqd::runtime {
@@ -134,22 +139,106 @@ TEST_P(UdpSocketTest, TwoPeersInOneBatchEachGetTheirOwn) {
   }
 }
 
-TEST_P(UdpSocketTest, QueuedBytesAreBoundedAndTheRestDrains) {
-  // Queue more than the batch may hold within one iteration: the excess is dropped, counted, and
-  // everything accepted still arrives.
+TEST_P(UdpSocketTest, AFullBatchIsSentAtOnceAndNothingIsDropped) {
+  // Three batches' worth queued within one turn: each full batch goes to the kernel when the next
+  // datagram needs its room, so the sender drops nothing.
   std::vector<uint8_t> d(1200, 0xab);
-  size_t accepted = UdpSocket::kMaxQueuedBytes / d.size();
-  for (size_t i = 0; i < accepted + 50; ++i) {
+  size_t count = 3 * UdpSocket::kBatchBytes / d.size();
+  for (size_t i = 0; i < count; ++i) {
     client_->send(reinterpret_cast<const sockaddr*>(&server_->local_address()),
                   server_->local_address_len(), d);
   }
-  EXPECT_EQ(client_->datagrams_dropped(), 50u);
+  EXPECT_GE(client_->stats().datagrams_out, 2 * UdpSocket::kBatchBytes / d.size());
   size_t got = 0;
   server_->set_handler([&](const sockaddr*, socklen_t, std::span<const uint8_t>) { ++got; });
   client_->flush();
+  EXPECT_EQ(client_->datagrams_dropped(), 0u);
+  EXPECT_EQ(client_->stats().datagrams_out, count);
   // The kernel may drop some on a full receive buffer; the sender must not spin or lose its state.
-  EXPECT_EQ(client_->stats().datagrams_out + client_->datagrams_dropped(), accepted + 50);
   ASSERT_TRUE(loop_.run_until([&] { return got > 0; }, kDeadline));
+}
+
+TEST_P(UdpSocketTest, PreparedRoomIsSentInPlace) {
+  auto room = client_->prepare(300);
+  ASSERT_EQ(room.size(), 300u);
+  auto d = make_datagram(7, 300);
+  std::copy(d.begin(), d.end(), room.begin());
+  client_->send(reinterpret_cast<const sockaddr*>(&server_->local_address()),
+                server_->local_address_len(), room);
+  // The next room starts right after the datagram just queued: it was not copied.
+  auto next = client_->prepare(10);
+  EXPECT_EQ(next.data(), room.data() + room.size());
+  send_from_client(8, 100);  // a copied datagram after the in-place one
+  ASSERT_TRUE(loop_.run_until([&] { return received_.size() == 2; }, kDeadline));
+  EXPECT_EQ(received_[7], d);
+  EXPECT_EQ(received_[8], make_datagram(8, 100));
+  EXPECT_TRUE(client_->prepare(UdpSocket::kMaxDatagram + 1).empty());
+}
+
+// A writer parked on a full socket: counts its runs.
+struct ParkedWriter final : TurnWork {
+  int runs = 0;
+  void run_turn_work() override { ++runs; }
+};
+
+// Runs `body` on a thread in a network namespace of its own whose loopback is rate limited (a
+// token-bucket qdisc): datagrams wait in the qdisc charged to the sending socket, so a small send
+// buffer fills and the kernel answers EAGAIN, as a busy NIC does. (On the host's loopback the kernel
+// takes every datagram at once.) Needs root, as make test runs; false when the namespace cannot be
+// set up.
+bool run_on_slow_loopback(const std::function<void()>& body) {
+  bool ok = false;
+  std::thread t([&] {
+    if (::unshare(CLONE_NEWNET) != 0 ||
+        std::system("ip link set lo up && "
+                    "tc qdisc add dev lo root tbf rate 100mbit burst 3000 latency 500ms") != 0) {
+      return;
+    }
+    ok = true;
+    body();
+  });
+  t.join();
+  return ok;
+}
+
+TEST(UdpSocketBackpressureTest, AWriterHeldBackByTheKernelRunsOnceTheBatchDrains) {
+  // The kernel refuses (EAGAIN) after a few datagrams, the batch fills, prepare() has no room and
+  // the writer parks; once the qdisc drains, the kernel takes the batch and the writer runs.
+  bool ran = run_on_slow_loopback([] {
+    EventLoop loop;
+    UdpSocket::Options small;
+    small.gso = false;
+    small.buffer_bytes = 4096;
+    auto server = UdpSocket::bind(loop, "127.0.0.1", 0, UdpSocket::Options{});
+    auto client = UdpSocket::open_client(loop, "127.0.0.1", small);
+    ASSERT_TRUE(server && client);
+    size_t got = 0;
+    (*server)->set_handler([&](const sockaddr*, socklen_t, std::span<const uint8_t>) { ++got; });
+    const auto* to = reinterpret_cast<const sockaddr*>(&(*server)->local_address());
+    socklen_t to_len = (*server)->local_address_len();
+    size_t queued = 0;
+    for (; queued < 2 * UdpSocket::kBatchBytes / 1000; ++queued) {
+      auto room = (*client)->prepare(1000);
+      if (room.empty()) {
+        break;
+      }
+      std::fill(room.begin(), room.end(), static_cast<uint8_t>(queued));
+      (*client)->send(to, to_len, room);
+      if (queued == 10) {
+        (*client)->flush();  // the kernel takes a few, then refuses the rest
+      }
+    }
+    ASSERT_LT(queued, 2 * UdpSocket::kBatchBytes / 1000) << "the kernel never refused";
+    ParkedWriter writer;
+    (*client)->wait_for_room(writer);
+    EXPECT_EQ(writer.runs, 0);
+    ASSERT_TRUE(loop.run_until([&] { return writer.runs == 1; }, kDeadline));
+    EXPECT_EQ((*client)->datagrams_dropped(), 0u);
+    EXPECT_EQ((*client)->stats().datagrams_out, queued);
+    EXPECT_FALSE((*client)->prepare(1000).empty());
+    ASSERT_TRUE(loop.run_until([&] { return got == queued; }, kDeadline));
+  });
+  ASSERT_TRUE(ran) << "needs root: unshare(CLONE_NEWNET) and tc";
 }
 
 TEST_P(UdpSocketTest, HandlerMayDestroyTheSocket) {

@@ -21,7 +21,7 @@ constexpr size_t kMaxVecs = 16;
 constexpr size_t kClientDcidLen = 18;
 // Large enough for any packet ngtcp2 1.11 writes (max_tx_udp_payload_size defaults to 1452 and
 // PMTUD probes stay within it).
-constexpr size_t kTxBufferSize = 1500;
+constexpr size_t kMaxPacketSize = 1500;
 // RFC 9000 §10.2: keep a closing or draining connection for three PTOs.
 constexpr uint64_t kClosingPtos = 3;
 // QUIC CRYPTO_ERROR range (RFC 9001 §4.8): 0x100 + TLS alert.
@@ -88,6 +88,11 @@ std::span<const uint8_t> as_bytes(std::string_view s) {
 }
 
 }  // namespace
+
+std::span<uint8_t> PacketSink::packet_buffer(size_t len) {
+  scratch_.resize(len);
+  return scratch_;
+}
 
 // ---------------------------------------------------------------------------------------------
 // ngtcp2 callbacks: cast, forward, map failure.
@@ -165,7 +170,6 @@ Connection::Connection(bool server, ConnectionContext ctx, Config config, const 
   ngtcp2_path_storage_init(&path_, path.local.addr, path.local.addrlen, path.remote.addr,
                            path.remote.addrlen, nullptr);
   peer_ = format_addr(path.remote);
-  tx_buf_.resize(kTxBufferSize);
 }
 
 void Connection::fill_callbacks(ngtcp2_callbacks& cb) const {
@@ -369,7 +373,6 @@ Result<size_t> write_invalid_token_close(const ngtcp2_pkt_hd& hd, std::span<uint
 }
 
 Connection::~Connection() {
-  ctx_.timers.cancel(flush_timer_);
   ctx_.timers.cancel(expiry_timer_);
   ctx_.timers.cancel(done_timer_);
   if (state_ == State::kOpen && conn_ != nullptr) {
@@ -406,7 +409,9 @@ Status Connection::on_packet(const ngtcp2_path& path, std::span<const uint8_t> p
     on_read_error(rv);
     st = moqd::fail(ErrorCode::kTransport, "connection closed by packet");
   }
-  after_io();
+  // ngtcp2 wants a write pass after every read before its timer is armed: the turn's end does
+  // both, once for all the packets of the turn.
+  schedule_flush();
   return st;
 }
 
@@ -571,7 +576,7 @@ size_t Connection::max_datagram_size() const {
   if (remote == nullptr || remote->max_datagram_frame_size == 0) {
     return 0;
   }
-  size_t packet = std::min(ngtcp2_conn_get_path_max_tx_udp_payload_size(conn_), tx_buf_.size());
+  size_t packet = std::min(ngtcp2_conn_get_path_max_tx_udp_payload_size(conn_), kMaxPacketSize);
   if (remote->max_udp_payload_size != 0) {
     packet = static_cast<size_t>(std::min<uint64_t>(packet, remote->max_udp_payload_size));
   }
@@ -598,14 +603,14 @@ void Connection::pop_datagram() {
 
 // Offers the oldest queued datagram to ngtcp2, coalescing with what follows (FLAG_MORE).
 Connection::WriteStep Connection::write_datagram(ngtcp2_path* path, ngtcp2_pkt_info* pi,
-                                                 size_t dest_len, ngtcp2_tstamp ts,
+                                                 std::span<uint8_t> dest, ngtcp2_tstamp ts,
                                                  size_t* pktlen) {
   OutDatagram& d = dgram_out_.front();
   ngtcp2_vec vec{d.data.data(), d.data.size()};
   size_t nvec = d.data.empty() ? 0 : 1;  // ngtcp2 asserts on an empty vector
   int accepted = 0;
   ngtcp2_ssize n =
-      ngtcp2_conn_writev_datagram(conn_, path, pi, tx_buf_.data(), dest_len, &accepted,
+      ngtcp2_conn_writev_datagram(conn_, path, pi, dest.data(), dest.size(), &accepted,
                                   NGTCP2_WRITE_DATAGRAM_FLAG_MORE, 0, &vec, nvec, ts);
   if (n == NGTCP2_ERR_WRITE_MORE) {
     pop_datagram();  // in the packet, which has room for more
@@ -844,6 +849,10 @@ void Connection::account_sent(QuicStream& s, size_t n, bool fin) {
 
 // The ngtcp2 recipe: coalesce frames into packets with the MORE flags, datagrams first, then
 // stream data, up to the send quantum; then arm pacing with update_pkt_tx_time.
+//
+// Each packet is written straight into the sink's buffer (the UDP socket's send batch), so the
+// bytes ngtcp2 encrypts are the bytes the kernel reads. A sink with no room stops the loop; it
+// runs this connection again when it has.
 void Connection::write_packets() {
   if (state_ != State::kOpen) {
     return;
@@ -853,13 +862,18 @@ void Connection::write_packets() {
   ngtcp2_pkt_info pi{};
   ngtcp2_tstamp ts = now_ts();
   size_t max_udp = ngtcp2_conn_get_max_tx_udp_payload_size(conn_);
-  size_t dest_len = std::min(ngtcp2_conn_get_path_max_tx_udp_payload_size(conn_), tx_buf_.size());
+  size_t dest_len = std::min(ngtcp2_conn_get_path_max_tx_udp_payload_size(conn_), kMaxPacketSize);
   size_t max_pkts = std::max<size_t>(1, ngtcp2_conn_get_send_quantum(conn_) / max_udp);
   size_t pkts = 0;
   for (;;) {
+    std::span<uint8_t> dest = ctx_.sink.packet_buffer(dest_len);
+    if (dest.size() < dest_len) {
+      ctx_.sink.wait_for_room(*this);
+      break;
+    }
     size_t len = 0;
-    WriteStep step = dgram_out_.empty() ? write_stream(&ps.path, &pi, dest_len, ts, &len)
-                                        : write_datagram(&ps.path, &pi, dest_len, ts, &len);
+    WriteStep step = dgram_out_.empty() ? write_stream(&ps.path, &pi, dest, ts, &len)
+                                        : write_datagram(&ps.path, &pi, dest, ts, &len);
     if (state_ != State::kOpen) {
       return;  // failed
     }
@@ -869,7 +883,7 @@ void Connection::write_packets() {
     if (step == WriteStep::kStop) {
       break;  // nothing more, or congestion/pacing limited
     }
-    send(std::span<const uint8_t>(tx_buf_.data(), len), ps.path);
+    send(dest.first(len), ps.path);
     if (++pkts >= max_pkts) {
       break;
     }
@@ -879,7 +893,7 @@ void Connection::write_packets() {
 
 // One writev_stream call for the next ready stream (or none: control frames and ACKs only).
 Connection::WriteStep Connection::write_stream(ngtcp2_path* path, ngtcp2_pkt_info* pi,
-                                               size_t dest_len, ngtcp2_tstamp ts,
+                                               std::span<uint8_t> dest, ngtcp2_tstamp ts,
                                                size_t* pktlen) {
   ngtcp2_vec vecs[kMaxVecs];
   size_t total = 0;
@@ -896,7 +910,7 @@ Connection::WriteStep Connection::write_stream(ngtcp2_path* path, ngtcp2_pkt_inf
     }
   }
   ngtcp2_ssize datalen = -1;
-  ngtcp2_ssize n = ngtcp2_conn_writev_stream(conn_, path, pi, tx_buf_.data(), dest_len, &datalen,
+  ngtcp2_ssize n = ngtcp2_conn_writev_stream(conn_, path, pi, dest.data(), dest.size(), &datalen,
                                              flags, sid, vecs, nvec, ts);
   if (s != nullptr && datalen >= 0) {
     bool fin = (flags & NGTCP2_WRITE_STREAM_FLAG_FIN) != 0 &&
@@ -950,15 +964,7 @@ void Connection::send(std::span<const uint8_t> pkt, const ngtcp2_path& path) {
 
 void Connection::flush() { after_io(); }
 
-void Connection::schedule_flush() {
-  if (flush_timer_ != 0) {
-    return;
-  }
-  flush_timer_ = ctx_.timers.schedule(Duration::zero(), [this] {
-    flush_timer_ = 0;
-    after_io();
-  });
-}
+void Connection::schedule_flush() { ctx_.timers.at_turn_end(*this); }
 
 void Connection::arm_expiry() {
   ngtcp2_tstamp at = ngtcp2_conn_get_expiry(conn_);
@@ -1136,10 +1142,11 @@ void Connection::close_locally(const ngtcp2_ccerr& err, uint64_t code,
   ngtcp2_path_storage ps;
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi{};
-  ngtcp2_ssize n = ngtcp2_conn_write_connection_close(conn_, &ps.path, &pi, tx_buf_.data(),
-                                                      tx_buf_.size(), &err, now_ts());
+  close_pkt_.resize(kMaxPacketSize);
+  ngtcp2_ssize n = ngtcp2_conn_write_connection_close(conn_, &ps.path, &pi, close_pkt_.data(),
+                                                      close_pkt_.size(), &err, now_ts());
+  close_pkt_.resize(n > 0 ? static_cast<size_t>(n) : 0);
   if (n > 0) {
-    close_pkt_.assign(tx_buf_.begin(), tx_buf_.begin() + n);
     send(close_pkt_, ps.path);
   }
   enter_closed(code, reason, true);
@@ -1187,8 +1194,7 @@ void Connection::deliver_closed() {
 void Connection::finish_done() {
   deliver_closed();
   state_ = State::kDone;
-  ctx_.timers.cancel(flush_timer_);
-  flush_timer_ = 0;
+  unqueue();
   if (ctx_.observer != nullptr) {
     ctx_.observer->on_done(*this);  // may destroy this connection: nothing may follow
   }

@@ -38,12 +38,26 @@
 
 namespace moqd::transport::quic {
 
-// Where a connection's datagrams go: a UDP socket in production, a SimNetwork in tests. The
-// packet is valid only during the call; `path.remote` is the destination.
+// Where a connection's datagrams go: a UDP socket in production, a SimNetwork in tests.
+// A connection asks for packet_buffer(), has ngtcp2 write a packet into it, and hands that packet
+// to send_packet(); a sink whose buffer is its send batch (a UdpSocket's) then takes it without a
+// copy. One thread.
 class PacketSink {
  public:
   virtual ~PacketSink() = default;
+  // Where the next packet, of at most `len` bytes, is to be written; valid until the next call to
+  // this sink. Empty when the sink can take no packet now: the writer stops, asks wait_for_room(),
+  // and is run again (TurnWork) once there is room. The default is a scratch buffer of the sink's.
+  virtual std::span<uint8_t> packet_buffer(size_t len);
+  // Sends `pkt` to `path.remote`. `pkt` is valid only during the call; when it is the start of the
+  // last packet_buffer() the sink may keep it in place.
   virtual void send_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt) = 0;
+  // `writer` found packet_buffer() empty: run it (once) when room returns. Sinks that never return
+  // an empty buffer ignore it.
+  virtual void wait_for_room(TurnWork& /*writer*/) {}
+
+ private:
+  std::vector<uint8_t> scratch_;
 };
 
 class Connection;
@@ -141,7 +155,7 @@ Result<size_t> write_invalid_token_close(const ngtcp2_pkt_hd& hd, std::span<uint
 
 class QuicStream;
 
-class Connection final : public Session {
+class Connection final : public Session, private TurnWork {
  public:
   using Config = ConnectionConfig;
 
@@ -165,11 +179,14 @@ class Connection final : public Session {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // One received datagram. Errors mean the connection is closing or closed (on_closed follows
-  // from this call's event delivery); the owner needs to do nothing but keep it until on_done.
+  // One received datagram. What it brings (stream data, acknowledgements) is handed to the
+  // visitor, and answered, once at the end of the loop's turn (Timers::at_turn_end), with
+  // everything else that arrived in that turn. Errors mean the connection is closing or closed
+  // (on_closed follows from the loop); the owner needs to do nothing but keep it until on_done.
   Status on_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt);
-  // Writes what congestion control, pacing and flow control allow (the write loop). Called after
-  // every packet and timer; the owner calls it again when the socket becomes writable.
+  // Delivers pending events and writes what congestion control, pacing and flow control allow
+  // (the write loop), now. The connection does this by itself at the end of every turn in which
+  // a packet arrived, a timer fired or a stream was written.
   void flush();
 
   bool is_handshake_completed() const { return handshake_completed_; }
@@ -269,19 +286,20 @@ class Connection final : public Session {
   size_t gather(QuicStream& s, ngtcp2_vec* vecs, size_t max_vecs, size_t* total) const;
   void account_sent(QuicStream& s, size_t n, bool fin);
   // What one ngtcp2 write call left the write loop to do: call again (the packet has room, or
-  // nothing was written), send the packet of *pktlen bytes in tx_buf_, or stop (nothing more,
+  // nothing was written), send the packet of *pktlen bytes in the sink's buffer, or stop (nothing more,
   // congestion/pacing limited, or the connection failed).
   enum class WriteStep { kAgain, kPacket, kStop };
   void write_packets();
-  WriteStep write_stream(ngtcp2_path* path, ngtcp2_pkt_info* pi, size_t dest_len,
+  WriteStep write_stream(ngtcp2_path* path, ngtcp2_pkt_info* pi, std::span<uint8_t> dest,
                          ngtcp2_tstamp ts, size_t* pktlen);
-  WriteStep write_datagram(ngtcp2_path* path, ngtcp2_pkt_info* pi, size_t dest_len,
+  WriteStep write_datagram(ngtcp2_path* path, ngtcp2_pkt_info* pi, std::span<uint8_t> dest,
                            ngtcp2_tstamp ts, size_t* pktlen);
   void pop_datagram();
   bool on_write_error(QuicStream* s, int rv);
   void send(std::span<const uint8_t> pkt, const ngtcp2_path& path);
 
   // Timers and event delivery.
+  void run_turn_work() override { after_io(); }
   void schedule_flush();
   void arm_expiry();
   void on_expiry();
@@ -328,7 +346,6 @@ class Connection final : public Session {
   std::vector<Event> events_;
   bool streams_blocked_ = false;
   uint64_t bytes_sent_ = 0;
-  std::vector<uint8_t> tx_buf_;
 
   // A datagram waiting to be sent, and the packets that went out without room for it.
   struct OutDatagram {
@@ -341,7 +358,6 @@ class Connection final : public Session {
   std::deque<OutDatagram> dgram_out_;
   size_t dgram_out_bytes_ = 0;
 
-  TimerId flush_timer_ = 0;
   TimerId expiry_timer_ = 0;
   ngtcp2_tstamp expiry_at_ = UINT64_MAX;
   TimerId done_timer_ = 0;
