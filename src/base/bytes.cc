@@ -87,6 +87,19 @@ Bytes Bytes::copy(std::span<const uint8_t> data) {
   return b;
 }
 
+Bytes Bytes::uninitialized(size_t capacity) {
+  Bytes b;
+  if (capacity == 0) {
+    return b;
+  }
+  b.block_ = static_cast<Block*>(allocate_block(capacity));
+  b.block_->refs = 1;
+  b.block_->capacity = capacity;
+  b.size_ = capacity;
+  ++g_live_buffers;
+  return b;
+}
+
 Bytes Bytes::slice(size_t offset, size_t len) const {
   Bytes out(*this);
   if (offset > size_) {

@@ -28,6 +28,8 @@
 
 namespace moqd {
 
+class BytesBuffer;
+
 class Bytes {
  public:
   Bytes() = default;
@@ -87,11 +89,15 @@ class Bytes {
   }
 
  private:
+  friend class BytesBuffer;
   struct Block {
     uint32_t refs;
     size_t capacity;
     uint8_t data[];
   };
+  // A new buffer of `capacity` bytes, not initialised; the view covers all of it.
+  static Bytes uninitialized(size_t capacity);
+  uint8_t* writable_data() const { return block_ ? block_->data + offset_ : nullptr; }
   void retain() {
     if (block_) {
       ++block_->refs;
@@ -103,6 +109,38 @@ class Bytes {
 
   Block* block_ = nullptr;
   size_t offset_ = 0;
+  size_t size_ = 0;
+};
+
+// Bytes written in place: a buffer of fixed capacity filled front to back, whose filled part can be
+// shared as Bytes (slices of the same block, no copy) while the rest is still being written. What a
+// slice covers is never written again: reset() reuses the buffer only when no slice is alive. So a
+// transport can receive a stream's bytes into it and hand each frame's payload to the cache
+// without copying it a second time. One thread, like Bytes.
+class BytesBuffer {
+ public:
+  BytesBuffer() = default;
+  explicit BytesBuffer(size_t capacity) : block_(Bytes::uninitialized(capacity)) {}
+
+  size_t capacity() const { return block_.size(); }
+  size_t size() const { return size_; }
+  const uint8_t* data() const { return block_.data(); }
+  // The unwritten rest, to be filled and then commit()ted.
+  std::span<uint8_t> room() { return {block_.writable_data() + size_, capacity() - size_}; }
+  void commit(size_t n) { size_ += n; }
+  // [offset, offset + len) of the filled part, sharing the buffer.
+  Bytes share(size_t offset, size_t len) const { return block_.slice(offset, len); }
+  // A slice handed out by share() is still alive.
+  bool is_shared() const { return block_.use_count() > 1; }
+  // Moves the filled bytes from `offset` on to the front, dropping those before it; only when
+  // !is_shared() (no slice may see its bytes move).
+  void drop_front(size_t offset) {
+    std::memmove(block_.writable_data(), block_.data() + offset, size_ - offset);
+    size_ -= offset;
+  }
+
+ private:
+  Bytes block_;  // the whole capacity
   size_t size_ = 0;
 };
 

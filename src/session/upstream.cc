@@ -262,8 +262,7 @@ void GroupReceiver::on_readable() {
     if (!session_.admit_ingress(n)) {
       return;
     }
-    Bytes chunk = Bytes::copy(data.first(n));
-    stream_->consume(n);
+    Bytes chunk = stream_->read(n);  // shares the transport's receive buffer where it can
     frame_left_ -= n;
     in_frame_ = frame_left_ > 0;
     t->append_chunk(*group_, std::move(chunk));

@@ -1,15 +1,10 @@
 #include "transport/stream_core.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 
 namespace moqd::transport {
-namespace {
-
-// Read bytes are compacted away once this much of the buffer has been read (and at least half
-// of it), so a reader that lags by a few bytes does not move the buffer on every consume.
-constexpr size_t kCompactThreshold = 64 * 1024;
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // SendScheduler
@@ -84,8 +79,41 @@ StreamId SendScheduler::pop_id() {
 // RecvBuffer
 
 void RecvBuffer::append(std::span<const uint8_t> data) {
-  buf_.insert(buf_.end(), data.begin(), data.end());
+  if (data.empty()) {
+    return;
+  }
+  if (buf_.room().size() < data.size()) {
+    make_room(data.size());
+  }
+  std::memcpy(buf_.room().data(), data.data(), data.size());
+  buf_.commit(data.size());
   received_ += data.size();
+}
+
+// Room for `n` more bytes after the unread ones: in place when nothing shares the buffer and it is
+// large enough, else in a new buffer that starts with a copy of the unread bytes (usually few:
+// the application reads every turn).
+void RecvBuffer::make_room(size_t n) {
+  size_t unread = this->unread();
+  if (!buf_.is_shared() && buf_.capacity() >= unread + n) {
+    buf_.drop_front(read_);
+    read_ = 0;
+    return;
+  }
+  size_t capacity = std::max(next_capacity_, std::bit_ceil(unread + n));
+  next_capacity_ = std::min(kMaxBuffer, capacity * 2);
+  BytesBuffer fresh(capacity);
+  std::memcpy(fresh.room().data(), buf_.data() + read_, unread);
+  fresh.commit(unread);
+  buf_ = std::move(fresh);
+  read_ = 0;
+}
+
+void RecvBuffer::after_read() {
+  if (read_ == buf_.size() && !buf_.is_shared()) {
+    buf_.drop_front(read_);  // nothing unread and nobody sees the bytes: start over in place
+    read_ = 0;
+  }
 }
 
 size_t RecvBuffer::consume(size_t n) {
@@ -95,20 +123,24 @@ size_t RecvBuffer::consume(size_t n) {
   }
   read_ += n;
   consumed_ += n;
-  if (read_ == buf_.size()) {
-    buf_.clear();
-    read_ = 0;
-  } else if (read_ >= kCompactThreshold && read_ * 2 >= buf_.size()) {
-    buf_.erase(buf_.begin(), buf_.begin() + static_cast<ptrdiff_t>(read_));
-    read_ = 0;
-  }
+  after_read();
   return n;
+}
+
+Bytes RecvBuffer::take(size_t n) {
+  n = std::min(n, unread());
+  if (n == 0) {
+    return Bytes();
+  }
+  Bytes out = buf_.share(read_, n);
+  read_ += n;
+  consumed_ += n;
+  return out;
 }
 
 size_t RecvBuffer::drop() {
   size_t n = unread();
-  buf_.clear();
-  buf_.shrink_to_fit();
+  buf_ = BytesBuffer();
   read_ = 0;
   consumed_ += n;
   return n;

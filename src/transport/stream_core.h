@@ -72,15 +72,24 @@ S* SendScheduler::pop(Find&& find, Entry S::*entry) {
 
 // A stream's received bytes not yet consumed, contiguous, and the byte counts that flow control
 // needs: received (the highest offset so far) and consumed (read by the application, dropped, or
-// discarded on arrival). Memory read past is reclaimed without moving bytes on every consume.
+// discarded on arrival). Bytes arrive into a BytesBuffer, so the application can take() a run of
+// them as Bytes without a copy (a frame's payload for the cache): arriving bytes are copied once,
+// from the transport's decrypted packet, and never again. Memory read past is reused when nothing
+// shares it; each new buffer is twice the last, from kMinBuffer to kMaxBuffer, so a control stream
+// holds 1 KiB and a media stream 16 KiB blocks that the cache's slices share.
 class RecvBuffer {
  public:
+  static constexpr size_t kMinBuffer = 1024;
+  static constexpr size_t kMaxBuffer = 16 * 1024;
+
   std::span<const uint8_t> peek() const {
-    return std::span<const uint8_t>(buf_).subspan(read_);
+    return {buf_.data() + read_, buf_.size() - read_};
   }
   size_t unread() const { return buf_.size() - read_; }
   uint64_t received() const { return received_; }
   uint64_t consumed() const { return consumed_; }
+  // Bytes of the buffer being filled (0 before the first byte and after drop()).
+  size_t capacity() const { return buf_.capacity(); }
 
   // Keeps `data` (copied) for the application.
   void append(std::span<const uint8_t> data);
@@ -91,12 +100,18 @@ class RecvBuffer {
   }
   // Consumes up to `n` unread bytes; returns how many.
   size_t consume(size_t n);
+  // Consumes up to `n` unread bytes and returns them, sharing the buffer (no copy).
+  Bytes take(size_t n);
   // Drops every unread byte and frees the memory; returns how many were dropped.
   size_t drop();
 
  private:
-  std::vector<uint8_t> buf_;
+  void make_room(size_t n);
+  void after_read();
+
+  BytesBuffer buf_;
   size_t read_ = 0;  // buf_[read_..] is unread
+  size_t next_capacity_ = kMinBuffer;
   uint64_t received_ = 0;
   uint64_t consumed_ = 0;
 };

@@ -237,7 +237,7 @@ TEST(RecvBufferTest, ConsumeIsClampedToUnread) {
   EXPECT_EQ(b.received(), 10u);
 }
 
-TEST(RecvBufferTest, CompactionKeepsTheUnreadBytes) {
+TEST(RecvBufferTest, ReadingInStepsKeepsTheUnreadBytes) {
   RecvBuffer b;
   auto data = pattern(200 * 1024);
   b.append(data);
@@ -252,6 +252,83 @@ TEST(RecvBufferTest, CompactionKeepsTheUnreadBytes) {
   b.append(more);
   EXPECT_EQ(b.peek().back(), more.back());
   EXPECT_EQ(b.consumed(), read);
+}
+
+TEST(RecvBufferTest, TakenBytesShareTheReceiveBufferWithoutACopy) {
+  RecvBuffer b;
+  auto data = pattern(3000);
+  b.append(std::span(data).first(1200));
+  b.append(std::span(data).subspan(1200));  // a second packet, before the reader ran
+  const uint8_t* where = b.peek().data();
+  int64_t buffers = Bytes::live_buffers();
+  Bytes frame = b.take(2000);
+  EXPECT_EQ(Bytes::live_buffers(), buffers);  // no new buffer: a view of the receive buffer
+  EXPECT_EQ(frame.data(), where);
+  EXPECT_EQ(frame.size(), 2000u);
+  EXPECT_TRUE(std::equal(frame.span().begin(), frame.span().end(), data.begin()));
+  EXPECT_EQ(b.consumed(), 2000u);
+  EXPECT_EQ(b.take(5000).size(), 1000u);
+  EXPECT_EQ(b.take(1).size(), 0u);
+}
+
+TEST(RecvBufferTest, SharedBytesAreNeverOverwrittenByLaterArrivals) {
+  // Frames taken by the cache stay intact while the stream keeps receiving: later bytes go after
+  // them, or into a new buffer (which starts with a copy of what is still unread).
+  RecvBuffer b;
+  std::vector<Bytes> taken;
+  std::vector<uint8_t> expected;
+  size_t offset = 0;
+  for (int i = 0; i < 200; ++i) {
+    auto packet = pattern(1200 + i % 7, offset);
+    offset += packet.size();
+    b.append(packet);
+    if (i % 3 == 2) {
+      Bytes t = b.take(b.unread() - 5);  // leaves a few unread bytes to carry over
+      expected.insert(expected.end(), t.span().begin(), t.span().end());
+      taken.push_back(std::move(t));
+    }
+  }
+  std::vector<uint8_t> seen;
+  for (const Bytes& t : taken) {
+    seen.insert(seen.end(), t.span().begin(), t.span().end());
+  }
+  EXPECT_EQ(seen, pattern(seen.size()));
+  EXPECT_EQ(seen, expected);
+  EXPECT_TRUE(std::equal(b.peek().begin(), b.peek().end(), pattern(b.unread(), seen.size()).begin()));
+}
+
+TEST(RecvBufferTest, AnUnsharedBufferIsReusedInPlace) {
+  RecvBuffer b;
+  b.append(pattern(500));
+  const uint8_t* first = b.peek().data();
+  b.consume(500);
+  int64_t buffers = Bytes::live_buffers();
+  for (int i = 0; i < 10; ++i) {
+    b.append(pattern(700, i));
+    EXPECT_EQ(b.peek().data(), first);
+    b.consume(700);
+  }
+  EXPECT_EQ(Bytes::live_buffers(), buffers);
+}
+
+TEST(RecvBufferTest, BuffersGrowFromTheSmallestToTheLargest) {
+  // A control stream's message takes the smallest buffer; a stream that keeps sending while its
+  // bytes are shared gets twice the last buffer each time one fills, up to the largest.
+  RecvBuffer control;
+  control.append(pattern(30));
+  EXPECT_EQ(control.capacity(), RecvBuffer::kMinBuffer);
+  RecvBuffer media;
+  std::vector<Bytes> held;
+  std::vector<size_t> capacities;
+  for (int i = 0; i < 100; ++i) {
+    media.append(pattern(1000));
+    if (capacities.empty() || capacities.back() != media.capacity()) {
+      capacities.push_back(media.capacity());
+    }
+    held.push_back(media.take(1000));
+  }
+  EXPECT_EQ(capacities, (std::vector<size_t>{1024, 2048, 4096, 8192, 16384}));
+  EXPECT_EQ(RecvBuffer::kMaxBuffer, 16384u);
 }
 
 TEST(RecvBufferTest, DiscardCountsBytesAsReceivedAndConsumed) {

@@ -7,6 +7,7 @@
 // Threading: a transport session and its streams belong to one worker thread. No call here blocks,
 // and no callback is made re-entrantly from inside a call made by the visitor: events raised while
 // the visitor is calling in are delivered later from the loop.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -56,6 +57,14 @@ class Stream {
   virtual std::span<const uint8_t> peek() const = 0;
   // Drops the first n bytes of peek(); grants the peer flow-control credit for them.
   virtual void consume(size_t n) = 0;
+  // Takes the first min(n, peek().size()) bytes as Bytes and consumes them, as consume() does.
+  // Transports that receive into refcounted buffers share them (no copy); the default copies.
+  virtual Bytes read(size_t n) {
+    auto data = peek();
+    Bytes out = Bytes::copy(data.first(std::min(n, data.size())));
+    consume(out.size());
+    return out;
+  }
   // True once every byte has been consumed and the peer's FIN has arrived.
   virtual bool is_fin_received() const = 0;
   // True once the peer's FIN has arrived, even if bytes before it are still unread (so a reader

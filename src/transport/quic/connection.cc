@@ -678,8 +678,16 @@ Stream* Connection::open_stream(bool uni) {
   return &create_stream(id);
 }
 
-void Connection::stream_consume(QuicStream& s, size_t n) {
-  n = s.recv_.consume(n);
+void Connection::stream_consume(QuicStream& s, size_t n) { stream_credit(s, s.recv_.consume(n)); }
+
+Bytes Connection::stream_read(QuicStream& s, size_t n) {
+  Bytes out = s.recv_.take(n);
+  stream_credit(s, out.size());
+  return out;
+}
+
+// `n` bytes of the stream were read: the peer may send that many more.
+void Connection::stream_credit(QuicStream& s, size_t n) {
   if (n > 0 && state_ == State::kOpen) {
     ngtcp2_conn_extend_max_stream_offset(conn_, s.id_, n);
     ngtcp2_conn_extend_max_offset(conn_, n);

@@ -270,6 +270,8 @@ class Connection final : public Session, private TurnWork {
 
   // Stream operations (called by QuicStream).
   void stream_consume(QuicStream& s, size_t n);
+  Bytes stream_read(QuicStream& s, size_t n);
+  void stream_credit(QuicStream& s, size_t n);
   void stream_stop_sending(QuicStream& s, uint64_t code);
   size_t stream_write_capacity(const QuicStream& s) const;
   void stream_write(QuicStream& s, Bytes data);
@@ -372,6 +374,7 @@ class QuicStream final : public Stream {
   void set_visitor(StreamVisitor* visitor) override;
   std::span<const uint8_t> peek() const override { return recv_.peek(); }
   void consume(size_t n) override { conn_.stream_consume(*this, n); }
+  Bytes read(size_t n) override { return conn_.stream_read(*this, n); }
   bool is_fin_received() const override { return fin_received_ && recv_.unread() == 0; }
   bool has_peer_fin() const override { return fin_received_; }
   void stop_sending(uint64_t code) override { conn_.stream_stop_sending(*this, code); }

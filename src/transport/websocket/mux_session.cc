@@ -29,6 +29,7 @@ void MuxStream::set_visitor(StreamVisitor* visitor) {
 }
 
 void MuxStream::consume(size_t n) { session_.stream_consume(*this, n); }
+Bytes MuxStream::read(size_t n) { return session_.stream_read(*this, n); }
 void MuxStream::stop_sending(uint64_t code) { session_.stream_stop_sending(*this, code); }
 size_t MuxStream::write_capacity() const { return session_.stream_write_capacity(*this); }
 void MuxStream::write(Bytes data) { session_.stream_write(*this, std::move(data)); }
@@ -332,8 +333,16 @@ Status MuxSession::on_transport_parameters(const TransportParameters& p) {
 // ---------------------------------------------------------------------------------------------
 // Stream operations.
 
-void MuxSession::stream_consume(MuxStream& s, size_t n) {
-  n = s.recv_.consume(n);
+void MuxSession::stream_consume(MuxStream& s, size_t n) { stream_credit(s, s.recv_.consume(n)); }
+
+Bytes MuxSession::stream_read(MuxStream& s, size_t n) {
+  Bytes out = s.recv_.take(n);
+  stream_credit(s, out.size());
+  return out;
+}
+
+// `n` bytes of the stream were read: credit for them, per stream and for the connection.
+void MuxSession::stream_credit(MuxStream& s, size_t n) {
   if (n == 0) {
     return;
   }

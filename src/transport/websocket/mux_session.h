@@ -58,6 +58,7 @@ class MuxStream final : public Stream {
   void set_visitor(StreamVisitor* visitor) override;
   std::span<const uint8_t> peek() const override { return recv_.peek(); }
   void consume(size_t n) override;
+  Bytes read(size_t n) override;
   bool is_fin_received() const override { return fin_received_ && recv_.unread() == 0; }
   bool has_peer_fin() const override { return fin_received_; }
   void stop_sending(uint64_t code) override;
@@ -167,6 +168,8 @@ class MuxSession final : public Session, public MessageHandler {
 
   // Stream operations (called by MuxStream).
   void stream_consume(MuxStream& s, size_t n);
+  Bytes stream_read(MuxStream& s, size_t n);
+  void stream_credit(MuxStream& s, size_t n);
   void stream_stop_sending(MuxStream& s, uint64_t code);
   size_t stream_write_capacity(const MuxStream& s) const;
   void stream_write(MuxStream& s, Bytes data);

@@ -65,6 +65,7 @@ class WtStream final : public Stream, public StreamVisitor {
       raw_->consume(n);
     }
   }
+  Bytes read(size_t n) override { return raw_ != nullptr ? raw_->read(n) : Bytes(); }
   bool is_fin_received() const override { return raw_ != nullptr && raw_->is_fin_received(); }
   bool has_peer_fin() const override { return raw_ != nullptr && raw_->has_peer_fin(); }
   void stop_sending(uint64_t code) override {
