@@ -869,8 +869,11 @@ void Connection::write_packets() {
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi{};
   ngtcp2_tstamp ts = now_ts();
+  // The room offered is the largest packet ngtcp2 may write, not the path's current size: ngtcp2
+  // keeps ordinary packets within the path's size itself, and a PMTUD probe (1,452 bytes, sent
+  // only when it fits) is what raises that size from 1,200.
   size_t max_udp = ngtcp2_conn_get_max_tx_udp_payload_size(conn_);
-  size_t dest_len = std::min(ngtcp2_conn_get_path_max_tx_udp_payload_size(conn_), kMaxPacketSize);
+  size_t dest_len = std::min(max_udp, kMaxPacketSize);
   size_t max_pkts = std::max<size_t>(1, ngtcp2_conn_get_send_quantum(conn_) / max_udp);
   size_t pkts = 0;
   for (;;) {
