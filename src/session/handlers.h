@@ -20,6 +20,7 @@ class PendingStream final : public StreamHandler {
  public:
   PendingStream(Session& s, transport::Stream& stream);
   void on_readable() override;
+  void on_session_ready() override { on_readable(); }
 };
 
 // Server side of the compat SETUP (0x20/0x21) on the first bidi stream; the stream then stays open

@@ -131,6 +131,12 @@ void Session::on_setup_complete(wire::Version version) {
     open_discovery();
   }
   handler_.on_session_ready(version);
+  // Streams that overtook SETUP were held unread: read them now, in the order they arrived.
+  for (size_t i = 0; i < handlers_.size() && !closed_; ++i) {
+    if (!handlers_[i]->retired_) {
+      handlers_[i]->on_session_ready();
+    }
+  }
 }
 
 void Session::open_discovery() {

@@ -137,6 +137,8 @@ class StreamHandler : public transport::StreamVisitor {
   ~StreamHandler() override;
   // Called when the session ends: drop every reference into the transport (overrides call this).
   virtual void on_session_closed() { stream_ = nullptr; }
+  // Called once SETUP completes, for handlers that held their stream until then.
+  virtual void on_session_ready() {}
   void on_writable() override {}
   void on_reset(uint64_t) override { finish(); }
   void on_stop_sending(uint64_t) override { finish(); }

@@ -534,5 +534,50 @@ TEST_P(SessionTest, ClosingOneSideWithdrawsItsBroadcastsOnTheOther) {
   EXPECT_TRUE(sub.ended);
 }
 
+// moq-lite-01/02 settle the version with SETUP on the first bidi stream. A stream the server opens
+// right after answering can overtake that answer when a packet is lost; the client must hold it
+// until SETUP completes, not close the session.
+TEST(SessionSetupTest, AStreamThatOvertakesTheSetupAnswerIsHeldThenServed) {
+  SessionPairOptions o;
+  o.raw_server = true;  // "" protocol: the client sends CLIENT_SETUP
+  SessionPair p(std::move(o));
+  p.start();
+  auto& raw = p.raw();
+  ASSERT_EQ(raw.incoming.size(), 1u);  // the client's setup stream, with CLIENT_SETUP
+  // The server's ANNOUNCE_PLEASE arrives first...
+  std::vector<uint8_t> please{static_cast<uint8_t>(wire::BidiType::kAnnounce)};
+  wire::encode(wire::Version::kLite02, wire::AnnouncePlease{""}, please);
+  RawStream* announce = raw.open_bidi(std::move(please));
+  ASSERT_NE(announce, nullptr);
+  p.pump();
+  EXPECT_FALSE(p.client_handler().is_closed());
+  EXPECT_FALSE(p.client_handler().ready_version.has_value());
+  EXPECT_TRUE(announce->data.empty());  // held, unanswered
+  // ...then the SETUP answer: the client is ready and answers the held stream.
+  std::vector<uint8_t> setup;
+  wire::encode(wire::ServerSetup{static_cast<uint64_t>(wire::Version::kLite02), {}}, setup);
+  raw.incoming[0]->write(std::move(setup));
+  p.pump();
+  EXPECT_FALSE(p.client_handler().is_closed());
+  EXPECT_EQ(p.client_handler().ready_version, wire::Version::kLite02);
+  EXPECT_FALSE(announce->data.empty());  // ANNOUNCE_INIT (lite-02's answer to the request)
+  EXPECT_FALSE(announce->reset_code.has_value());
+}
+
+TEST(SessionSetupTest, APeerThatNeverSendsSetupIsClosedByTheSetupTimeout) {
+  SessionPairOptions o;
+  o.raw_server = true;
+  SessionPair p(std::move(o));
+  p.start();
+  std::vector<uint8_t> please{static_cast<uint8_t>(wire::BidiType::kAnnounce)};
+  wire::encode(wire::Version::kLite02, wire::AnnouncePlease{""}, please);
+  ASSERT_NE(p.raw().open_bidi(std::move(please)), nullptr);
+  p.pump();
+  EXPECT_FALSE(p.client_handler().is_closed());
+  p.advance(p.client().config().limits.setup_timeout + 100ms);
+  ASSERT_TRUE(p.client_handler().is_closed());
+  EXPECT_EQ(p.client_handler().closed_reason->code, ErrorCode::kTimeout);
+}
+
 }  // namespace
 }  // namespace moqd::session

@@ -39,8 +39,7 @@ void PendingStream::on_readable() {
   const bool ready = session_.is_ready();
   if (stream.is_uni()) {
     if (!ready) {
-      session_.fail(make_error(ErrorCode::kProtocolViolation, "uni stream before setup"));
-      return;
+      return;  // held until SETUP completes (on_session_ready): loss can reorder streams
     }
     if (data[0] != static_cast<uint8_t>(wire::UniType::kGroup)) {
       stream.stop_sending(static_cast<uint64_t>(ErrorCode::kUnexpectedStream));
@@ -65,7 +64,9 @@ void PendingStream::on_readable() {
   if (!ready) {
     if (t != static_cast<uint64_t>(wire::BidiType::kClientSetup) ||
         session_.config().role != Role::kServer) {
-      session_.fail(make_error(ErrorCode::kProtocolViolation, "expected SETUP"));
+      // The peer's SETUP (or its answer) is still on its way: a stream opened after it can
+      // overtake it when a packet is lost. Held, unread, until SETUP completes; a peer that never
+      // sends one is closed by the setup timeout.
       return;
     }
     stream_ = nullptr;
