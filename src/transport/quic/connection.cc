@@ -139,6 +139,15 @@ struct Connection::Trampolines {
                                     void* ud) {
     return self(ud).on_new_connection_id(cid, token, cidlen) ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
   }
+  // Once the server has released its TLS session (release_tls), TLS has nothing more to say on
+  // this connection: a peer that sends post-handshake CRYPTO data gets the connection closed.
+  static int recv_crypto_data(ngtcp2_conn* conn, ngtcp2_encryption_level level, uint64_t offset,
+                              const uint8_t* data, size_t len, void* ud) {
+    if (!self(ud).tls_) {
+      return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
+    return ngtcp2_crypto_recv_crypto_data_cb(conn, level, offset, data, len, ud);
+  }
   static int recv_datagram(ngtcp2_conn*, uint32_t, const uint8_t* data, size_t len, void* ud) {
     self(ud).on_recv_datagram({data, len});
     return 0;
@@ -180,7 +189,7 @@ void Connection::fill_callbacks(ngtcp2_callbacks& cb) const {
     cb.client_initial = ngtcp2_crypto_client_initial_cb;
     cb.recv_retry = ngtcp2_crypto_recv_retry_cb;
   }
-  cb.recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
+  cb.recv_crypto_data = Trampolines::recv_crypto_data;
   cb.encrypt = ngtcp2_crypto_encrypt_cb;
   cb.decrypt = ngtcp2_crypto_decrypt_cb;
   cb.hp_mask = ngtcp2_crypto_hp_mask_cb;
@@ -1018,6 +1027,7 @@ void Connection::after_io() {
   if (state_ == State::kOpen) {
     write_packets();
     deliver_events();
+    release_tls();
   }
   reap();
   if (state_ == State::kOpen) {
@@ -1025,6 +1035,18 @@ void Connection::after_io() {
   } else {
     deliver_closed();
   }
+}
+
+// A server needs its TLS session only for the handshake: QUIC has no post-handshake TLS messages
+// a client sends (RFC 9001 §4.1.3), and the 1-RTT keys and their updates live in ngtcp2's crypto
+// contexts. Freeing it once the handshake is complete (confirmed, for a server) saves about 8 KB
+// per connection. A client keeps its session: a server may send it session tickets.
+void Connection::release_tls() {
+  if (!server_ || !handshake_completed_ || !tls_) {
+    return;
+  }
+  ngtcp2_conn_set_tls_native_handle(conn_, nullptr);
+  tls_ = TlsSession();
 }
 
 void Connection::deliver_events() {

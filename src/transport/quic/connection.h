@@ -194,6 +194,8 @@ class Connection final : public Session, private TurnWork {
   bool is_closed() const { return state_ != State::kOpen; }
   bool is_done() const { return state_ == State::kDone; }
   bool is_server() const { return server_; }
+  // The TLS session is still held (a server frees it once the handshake is complete).
+  bool holds_tls() const { return static_cast<bool>(tls_); }
   // Stream objects alive (released ones that still hold unacked data count), for tests.
   size_t stream_count() const { return streams_.size(); }
   // True while a stream's send side, neither reset nor closed, still owes the peer something:
@@ -306,6 +308,7 @@ class Connection final : public Session, private TurnWork {
   void arm_expiry();
   void on_expiry();
   void after_io();
+  void release_tls();
   void push(Event e) { events_.push_back(e); }
   void deliver_events();
   void deliver_event(const Event& e);

@@ -189,6 +189,54 @@ TEST_F(QuicConnectionTest, LossyNetworkDeliversEveryGroupWithoutGap) {
   EXPECT_EQ(client_session_.closed, 0);
 }
 
+TEST_F(QuicConnectionTest, TheServerFreesItsTlsSessionAfterTheHandshakeAndKeysStillUpdate) {
+  handshake();
+  ASSERT_TRUE(run_until([&] { return !server_.conn->holds_tls(); }));
+  EXPECT_TRUE(client_.conn->holds_tls());  // a client may still be sent session tickets
+  auto ts = [&] {
+    return static_cast<ngtcp2_tstamp>(clock_.now().time_since_epoch().count()) *
+           NGTCP2_MICROSECONDS;
+  };
+  Stream* up = client_.conn->open_uni();
+  Stream* down = server_.conn->open_uni();
+  ASSERT_TRUE(up && down);
+  std::string sent_up, sent_down;
+  auto exchange = [&] {
+    std::string a = pattern(5000, static_cast<uint32_t>(sent_up.size()));
+    std::string b = pattern(7000, static_cast<uint32_t>(sent_down.size()));
+    up->write(Bytes::copy(a));
+    down->write(Bytes::copy(b));
+    sent_up += a;
+    sent_down += b;
+    return run_until([&] {
+      auto* in = server_session_.find(up->id());
+      auto* out = client_session_.find(down->id());
+      return in && out && in->data == sent_up && out->data == sent_down;
+    });
+  };
+  // 1-RTT keeps working without the server's TLS session, through a key update from each side.
+  for (Connection* initiator : {client_.conn.get(), server_.conn.get()}) {
+    pair_.run_for(1s);   // an update waits three PTOs after the last...
+    ASSERT_TRUE(exchange());  // ...and for the next keys, derived as packets are written
+    ASSERT_EQ(ngtcp2_conn_initiate_key_update(initiator->native(), ts()), 0);
+    ASSERT_TRUE(exchange());
+  }
+  EXPECT_EQ(server_session_.closed, 0);
+  EXPECT_EQ(client_session_.closed, 0);
+}
+
+TEST_F(QuicConnectionTest, PostHandshakeCryptoDataClosesAServerThatFreedItsTls) {
+  handshake();
+  ASSERT_TRUE(run_until([&] { return !server_.conn->holds_tls(); }));
+  static const uint8_t kTlsMessage[] = {0x04, 0x00, 0x00, 0x00};  // an empty NewSessionTicket
+  ASSERT_EQ(ngtcp2_conn_submit_crypto_data(client_.conn->native(), NGTCP2_ENCRYPTION_LEVEL_1RTT,
+                                           kTlsMessage, sizeof kTlsMessage),
+            0);
+  client_.conn->flush();
+  ASSERT_TRUE(run_until([&] { return server_session_.closed == 1; }));
+  EXPECT_TRUE(run_until([&] { return client_session_.closed == 1; }));
+}
+
 TEST_F(QuicConnectionTest, SendBuffersReleasedOnceAcked) {
   set_links(SimLinkConfig{20ms, 0ms, 0});
   handshake();

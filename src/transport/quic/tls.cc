@@ -36,6 +36,20 @@ tl::unexpected<Error> gnutls_fail(const char* detail, int rv) {
   return fail(ErrorCode::kTransport, detail);
 }
 
+// kTlsPriority parsed once per process and shared by every session (GnuTLS only reads a priority
+// cache once it is made): parsing it per session cost about 8 KB of heap per connection.
+gnutls_priority_t shared_priority() {
+  static gnutls_priority_t priority = [] {
+    gnutls_priority_t p = nullptr;
+    if (int rv = gnutls_priority_init(&p, kTlsPriority, nullptr); rv < 0) {
+      MOQD_LOG(kError, "tls: priority string rejected: %s", gnutls_strerror(rv));
+      return static_cast<gnutls_priority_t>(nullptr);
+    }
+    return p;
+  }();
+  return priority;
+}
+
 Result<GnutlsSessionPtr> init_session(unsigned int role, Binding binding) {
   unsigned int flags = role;
   if (binding == Binding::kQuic) {
@@ -50,7 +64,11 @@ Result<GnutlsSessionPtr> init_session(unsigned int role, Binding binding) {
     return gnutls_fail("gnutls_init failed", rv);
   }
   GnutlsSessionPtr session(s);
-  if (int rv = gnutls_priority_set_direct(s, kTlsPriority, nullptr); rv < 0) {
+  gnutls_priority_t priority = shared_priority();
+  if (priority == nullptr) {
+    return fail(ErrorCode::kTransport, "TLS priority rejected");
+  }
+  if (int rv = gnutls_priority_set(s, priority); rv < 0) {
     return gnutls_fail("TLS priority rejected", rv);
   }
   return session;
