@@ -23,10 +23,11 @@ stage() {
   stage_names+=("$name"); stage_times+=($((SECONDS - t0)))
   echo "=== stage: $name took $((SECONDS - t0)) s"
 }
-# ccache (installed by setup.sh) makes a rebuild of an unchanged tree, or of a second checkout of the
-# same sources, nearly free; a fresh clone on a fresh machine builds as before.
+# CCACHE=1 builds through ccache (installed by setup.sh): a rebuild of an unchanged tree, or of a
+# second checkout of the same sources, is then nearly free. Off by default: a fresh clone (CI)
+# gains nothing from it, and a build must never depend on what a cache holds.
 launcher=()
-if command -v ccache >/dev/null; then
+if [[ -n "${CCACHE:-}" ]] && command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 fi

@@ -599,7 +599,7 @@ bool Connection::send_datagram(std::span<const uint8_t> payload) {
       dgram_out_bytes_ + payload.size() > config_.datagram_queue_bytes) {
     return false;  // max_datagram_size() is 0 when closed or unsupported
   }
-  dgram_out_.push_back({std::vector<uint8_t>(payload.begin(), payload.end())});
+  dgram_out_.push_back(OutDatagram{std::vector<uint8_t>(payload.begin(), payload.end())});
   dgram_out_bytes_ += payload.size();
   schedule_flush();
   return true;
@@ -769,8 +769,7 @@ void Connection::drop_unsent(QuicStream& s) {
       s.next_idx_ = keep;
       s.next_off_ = 0;
     }
-    s.send_queue_.erase(s.send_queue_.begin() + static_cast<ptrdiff_t>(keep),
-                        s.send_queue_.end());
+    s.send_queue_.truncate(keep);
   }
   s.written_ = s.sent_;
   ready_.remove(s.id(), s.sched_);
@@ -1120,14 +1119,14 @@ void Connection::deliver_event(const Event& e) {
 }
 
 void Connection::deliver_datagrams() {
-  std::deque<std::vector<uint8_t>> batch;
-  batch.swap(dgram_in_);
+  Ring<std::vector<uint8_t>> batch = std::move(dgram_in_);
+  dgram_in_ = Ring<std::vector<uint8_t>>();
   dgram_in_bytes_ = 0;
-  for (const auto& d : batch) {
+  for (size_t i = 0; i < batch.size(); ++i) {
     if (state_ != State::kOpen || visitor_ == nullptr) {
       return;
     }
-    visitor_->on_datagram(d);
+    visitor_->on_datagram(batch[i]);
   }
 }
 

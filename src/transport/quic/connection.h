@@ -20,7 +20,6 @@
 #include <gnutls/gnutls.h>
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -32,6 +31,7 @@
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/ring.h"
 #include "transport/quic/tls.h"
 #include "transport/stream_core.h"
 #include "transport/transport.h"
@@ -357,10 +357,10 @@ class Connection final : public Session, private TurnWork {
     std::vector<uint8_t> data;
     int misses = 0;
   };
-  std::deque<std::vector<uint8_t>> dgram_in_;  // received, not yet delivered
+  Ring<std::vector<uint8_t>> dgram_in_;  // received, not yet delivered
   size_t dgram_in_bytes_ = 0;
   uint64_t dgram_in_dropped_ = 0;
-  std::deque<OutDatagram> dgram_out_;
+  Ring<OutDatagram> dgram_out_;
   size_t dgram_out_bytes_ = 0;
 
   TimerId expiry_timer_ = 0;
@@ -410,7 +410,7 @@ class QuicStream final : public Stream {
 
   // Send side. send_queue_ holds every byte from offset base_ (oldest unacked Bytes) up to
   // written_; [next_idx_, next_off_] is where unsent data starts.
-  std::deque<Bytes> send_queue_;
+  Ring<Bytes> send_queue_;
   uint64_t base_ = 0;
   uint64_t acked_ = 0;
   uint64_t sent_ = 0;

@@ -17,6 +17,7 @@
 
 #include "base/bytes.h"
 #include "base/clock.h"
+#include "base/ring.h"
 #include "transport/stream_core.h"
 #include "transport/transport.h"
 #include "transport/websocket/message_channel.h"
@@ -87,7 +88,7 @@ class MuxStream final : public Stream {
   bool stop_sent_ = false;
 
   // Send side.
-  std::deque<Bytes> send_queue_;
+  Ring<Bytes> send_queue_;
   size_t queued_ = 0;
   uint64_t send_offset_ = 0;
   uint64_t send_max_ = 0;  // credit the peer granted (qmux)
