@@ -5,8 +5,10 @@
 // worker's session count for /health. Owned by its connection object, on the worker's thread;
 // destroyed before the transport session it runs on.
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "auth/grant.h"
 #include "session/session.h"
 
 namespace moqd::relay {
@@ -20,8 +22,14 @@ class RelaySession final : public session::SessionHandler {
   RelaySession(const RelaySession&) = delete;
   RelaySession& operator=(const RelaySession&) = delete;
 
+  // Decides the session's grant from the connect URL's path and query (the worker's auth policy:
+  // a JWT from `?jwt=`, public prefixes, or open). True when the session may connect; a refusal
+  // is counted and logged. start() calls it when the transport did not call it earlier (a
+  // WebTransport CONNECT asks first, to answer 403).
+  bool admit(std::string_view path, std::string_view query, std::string_view peer);
   // Starts the MoQ session over `transport`. `root` is the URL path ("" over raw QUIC, which has
-  // none) and `query` the URL query, both handed to the auth hook.
+  // none) and `query` the URL query. A session whose grant expires is closed then with
+  // unauthorized.
   void start(transport::Session& transport, std::string root, std::string query);
   // Closes the MoQ session; false when there is none (the caller closes its transport itself).
   bool close(Error reason);
@@ -32,9 +40,18 @@ class RelaySession final : public session::SessionHandler {
   void on_peer_announce(const std::string& path, bool active, uint64_t hops,
                         model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
+  // The MoQ session's GOAWAY (lite-04): tells the peer to reconnect to `url` ("" = here again).
+  // False when the session's version has no GOAWAY.
+  bool send_goaway(const std::string& url);
 
  private:
+  void schedule_expiry();
+
   RelayWorker& worker_;
+  std::optional<auth::Grant> grant_;
+  bool admitted_ = false;  // admit() ran (grant_ set, or the session refused)
+  TimerId expiry_timer_ = 0;
+  std::optional<wire::Version> version_;
   std::unique_ptr<session::Session> session_;
   bool ready_ = false;
   size_t transport_class_ = 0;  // TransportClass of the transport the session runs on

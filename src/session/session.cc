@@ -59,6 +59,9 @@ void Session::withdraw_peer_announcements() {
   auto announced = std::move(peer_announced_);
   peer_announced_.clear();
   for (const auto& path : announced) {
+    if (config_.traffic != nullptr) {
+      config_.traffic->announces_closed.add();
+    }
     handler_.on_peer_announce(path, false, 0, *this);
   }
 }
@@ -197,8 +200,17 @@ void Session::wait_for_streams(Subscription* s) {
   }
 }
 
+void Session::add_subscription(Subscription* s) {
+  subscriptions_.push_back(s);
+  if (config_.traffic != nullptr) {
+    config_.traffic->subscriptions_opened.add();
+  }
+}
+
 void Session::forget_subscription(Subscription* s) {
-  std::erase(subscriptions_, s);
+  if (std::erase(subscriptions_, s) > 0 && config_.traffic != nullptr) {
+    config_.traffic->subscriptions_closed.add();
+  }
   std::erase(waiting_for_streams_, s);
 }
 
@@ -269,11 +281,17 @@ void Session::announce_from_peer(const std::string& full, bool active, uint64_t 
       return;
     }
     peer_announced_.push_back(full);
+    if (config_.traffic != nullptr) {
+      config_.traffic->announces_opened.add();
+    }
   } else {
     if (it == peer_announced_.end()) {
       return;
     }
     peer_announced_.erase(it);
+    if (config_.traffic != nullptr) {
+      config_.traffic->announces_closed.add();
+    }
   }
   handler_.on_peer_announce(full, active, hops, *this);
 }

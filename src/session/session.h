@@ -37,6 +37,10 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   void start();
   // Closes the transport session with `reason`; on_session_closed follows.
   void close(Error reason);
+  // Sends GOAWAY naming `uri` where the version has it (lite-04: a bidi stream of type 5); false
+  // otherwise (the caller closes with going_away at its deadline instead), or when no stream can
+  // be opened now.
+  bool send_goaway(const std::string& uri);
 
   uint64_t id() const { return id_; }
   std::optional<wire::Version> version() const { return version_; }
@@ -80,7 +84,7 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   UpstreamTrack* upstream_by_id(uint64_t id);
   uint64_t next_upstream_id() { return next_upstream_id_++; }
   size_t subscription_count() const { return subscriptions_.size(); }
-  void add_subscription(Subscription* s) { subscriptions_.push_back(s); }
+  void add_subscription(Subscription* s);
   void register_upstream(uint64_t id, UpstreamTrack* u) { upstreams_[id] = u; }
   void announce_from_peer(const std::string& full, bool active, uint64_t hops);
   size_t announce_stream_count() const { return announce_streams_; }

@@ -90,6 +90,13 @@ void PendingStream::on_readable() {
         return;
       }
       break;
+    case wire::BidiType::kGoaway:
+      if (*session_.version() == wire::Version::kLite04 &&
+          session_.config().role == Role::kClient) {
+        session_.adopt<GoawayStream>(stream, true)->on_readable();
+        return;
+      }
+      break;
     case wire::BidiType::kClientSetup:
       session_.fail(make_error(ErrorCode::kProtocolViolation, "second SETUP"));
       return;
