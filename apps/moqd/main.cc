@@ -537,10 +537,13 @@ void reload(int argc, char** argv, moqd::relay::Relay& relay, std::string& setti
                before[key].c_str(), after[key].c_str(), before[key].c_str());
     }
   }
+  if (fresh.config.renew_certificate && relay.config().renew_certificate) {
+    fresh.config.certificate = nullptr;  // still no --tls-cert: keep the generated certificate
+  }
   relay.reload(fresh.config);
   settings = fresh.settings;
   MOQD_LOG(kInfo, "reload: applied (certificate sha256=%s, %zu auth keys, %zu public prefixes)",
-           fresh.config.certificate ? fresh.config.certificate->sha256_hex().c_str() : "none",
+           fresh.config.certificate ? fresh.config.certificate->sha256_hex().c_str() : "unchanged",
            fresh.config.auth ? fresh.config.auth->keys.keys.size() : size_t{0},
            fresh.config.auth ? fresh.config.auth->public_prefixes.size() : size_t{0});
   notify_systemd("READY=1");
