@@ -15,6 +15,7 @@
 #include "auth/key.h"
 #include "base/log.h"
 #include "notify.h"
+#include "relay/auth_service.h"
 #include "relay/relay.h"
 #include "runtime/tcp.h"
 #include "wire/version.h"
@@ -117,6 +118,7 @@ struct Options {
   std::vector<std::string> auth_key;
   std::string auth_key_dir;
   std::vector<std::string> auth_public;
+  std::string auth_url;
   std::string metrics_listen;
   bool status_page = true;
   std::string goaway_url;
@@ -191,6 +193,11 @@ void add_flags(CLI::App& app, Options& o) {
                  "(the file name without extension when the key names no kid); re-read on SIGHUP");
   app.add_option("--auth-public", o.auth_public,
                  "path prefix anyone may publish and subscribe under without a token (repeatable)");
+  app.add_option("--auth-url", o.auth_url,
+                 "http://HOST:PORT/PATH of an auth service asked once per session (moq-auth's "
+                 "contract: POST of the session's path and query, 2xx with a grant of publish and "
+                 "subscribe patterns and an expiry); no answer, an error or a refusal refuses the "
+                 "session. Replaces --auth-key and --auth-public");
   app.add_option("--metrics-listen", o.metrics_listen,
                  "ADDR:PORT serving /metrics (Prometheus), /health, /ready and the status page "
                  "(default: off)");
@@ -314,6 +321,18 @@ bool load_auth(const Options& o, moqd::relay::RelayConfig& c) {
     }
   }
   policy->public_prefixes = o.auth_public;
+  if (!o.auth_url.empty()) {
+    if (auto u = moqd::relay::parse_auth_url(o.auth_url); !u) {
+      fprintf(stderr, "moqd: --auth-url %s: %s\n", o.auth_url.c_str(), u.error().detail);
+      return false;
+    }
+    if (!policy->keys.empty() || !policy->public_prefixes.empty()) {
+      fprintf(stderr, "moqd: --auth-url replaces --auth-key, --auth-key-dir and --auth-public; "
+              "give one or the other\n");
+      return false;
+    }
+    policy->service_url = o.auth_url;
+  }
   c.auth = std::move(policy);
   return true;
 }
@@ -600,6 +619,8 @@ int main(int argc, char** argv) {
   if (!config.auth || config.auth->is_open()) {
     MOQD_LOG(kWarn, "auth: no --auth-key, --auth-key-dir or --auth-public: anyone may publish "
              "and subscribe to anything");
+  } else if (!config.auth->service_url.empty()) {
+    MOQD_LOG(kInfo, "auth: asking %s for every session", config.auth->service_url.c_str());
   } else {
     MOQD_LOG(kInfo, "auth: %zu keys, %zu public prefixes", config.auth->keys.keys.size(),
              config.auth->public_prefixes.size());

@@ -247,6 +247,36 @@ TEST(GrantTest, AuthServicePatterns) {
   EXPECT_FALSE(parse_pattern("", "a").matches("a/b"));
 }
 
+TEST(ServiceTest, RequestNamesTheSessionAndTheGrantIsRead) {
+  ServiceRequest r{"00ff", "relay-1", "websocket", "127.0.0.1:5", "", "/demo/room", "jwt=abc"};
+  EXPECT_EQ(service_request_json(r),
+            R"({"id":"00ff","event":"connect","node":"relay-1","transport":"websocket",)"
+            R"("remote":"127.0.0.1:5","path":"/demo/room","query":"jwt=abc"})");
+  auto g = grant_from_service(R"({"publish":["alice/**"],"subscribe":["**"],"expires":1800000600})",
+                              "demo/room", kNow);
+  ASSERT_TRUE(g) << g.error().detail;
+  EXPECT_TRUE(g->may_publish("demo/room/alice/cam"));
+  EXPECT_FALSE(g->may_publish("demo/room/bob"));
+  EXPECT_TRUE(g->may_subscribe("demo/room/bob"));
+  EXPECT_FALSE(g->may_subscribe("demo/other"));
+  EXPECT_EQ(g->expires, 1800000600);
+  // An alias root replaces the dialed path.
+  auto aliased = grant_from_service(R"({"root":"x7k2","subscribe":["cam"]})", "demo/room", kNow);
+  ASSERT_TRUE(aliased);
+  EXPECT_TRUE(aliased->may_subscribe("x7k2/cam"));
+  EXPECT_FALSE(aliased->may_subscribe("x7k2/cam/hd"));
+}
+
+TEST(ServiceTest, UselessExpiredOrMalformedGrantsRefuse) {
+  EXPECT_EQ(grant_from_service("{}", "r", kNow).error().reason, Refusal::kNoPermission);
+  EXPECT_EQ(grant_from_service(R"({"publish":["**"],"expires":1})", "r", kNow).error().reason,
+            Refusal::kExpired);
+  for (const char* bad : {"", "[]", "nope", R"({"publish":"**"})", R"({"publish":[1]})",
+                          R"({"subscribe":["a"],"expires":"soon"})", R"({"root":5,"publish":["a"]})"}) {
+    EXPECT_EQ(grant_from_service(bad, "r", kNow).error().reason, Refusal::kServiceFailed) << bad;
+  }
+}
+
 TEST(QueryTest, JwtParamIsFoundAndDecoded) {
   EXPECT_EQ(query_param("jwt=abc", "jwt"), "abc");
   EXPECT_EQ(query_param("x=1&jwt=a%2Eb&y", "jwt"), "a.b");

@@ -51,8 +51,10 @@ struct Grant {
 struct AuthPolicy {
   KeySet keys;                               // --auth-key, --auth-key-dir
   std::vector<std::string> public_prefixes;  // --auth-public: publish and subscribe, no token
+  // --auth-url: every session's grant comes from this HTTP service instead (relay/auth_service.h).
+  std::string service_url;
   // True when neither keys nor public prefixes are configured: every session may do everything.
-  bool is_open() const { return keys.empty() && public_prefixes.empty(); }
+  bool is_open() const { return keys.empty() && public_prefixes.empty() && service_url.empty(); }
 };
 
 // Decides a session's grant at connect. `root` is the connect path (normalised), `query` the URL
@@ -64,5 +66,25 @@ Result<Grant, TokenError> authenticate(const AuthPolicy& policy, std::string_vie
 // The grant a verified token gives a session at `root` (checks that root lies inside claims.root).
 Result<Grant, TokenError> grant_for_claims(const Claims& claims, std::string_view root,
                                            std::string source);
+
+// --auth-url (moq-auth's contract): what the relay tells the service about a session, and what
+// the service's 2xx answer grants.
+struct ServiceRequest {
+  std::string id;         // random, unique per session (32 hex digits)
+  std::string node;       // the relay's name
+  std::string transport;  // "quic" (raw QUIC and WebTransport) or "websocket"
+  std::string remote;     // peer address
+  std::string alpn;       // negotiated protocol, when the transport has one
+  std::string path;       // as dialed, with its leading '/'
+  std::string query;      // without '?'; the token, if any, is in it
+};
+// {"id":..,"event":"connect","node":..,"transport":..,"remote":..,"alpn":..,"path":..,"query":..}
+std::string service_request_json(const ServiceRequest& r);
+// The grant in a service's answer for a session at `root` (normalised): publish and subscribe
+// patterns relative to the answer's `root` (else the connect path), `expires` in unix seconds.
+// Refused (kServiceFailed) when it is not a JSON object or its fields have the wrong types,
+// (kNoPermission) when it grants nothing, (kExpired) when it has already expired.
+Result<Grant, TokenError> grant_from_service(std::string_view json, std::string_view root,
+                                             int64_t now);
 
 }  // namespace moqd::auth

@@ -1,5 +1,7 @@
 #include "relay/relay_session.h"
 
+#include <gnutls/crypto.h>
+
 #include <chrono>
 
 #include "base/log.h"
@@ -30,6 +32,7 @@ size_t auth_action(session::Action a) {
 }  // namespace
 
 RelaySession::~RelaySession() {
+  service_call_.reset();
   worker_.loop().cancel(expiry_timer_);
   session_.reset();
   if (ready_) {
@@ -42,6 +45,9 @@ RelaySession::~RelaySession() {
 }
 
 bool RelaySession::admit(std::string_view path, std::string_view query, std::string_view peer) {
+  if (!worker_.auth_policy()->service_url.empty()) {
+    return true;  // the auth service decides once the session starts
+  }
   admitted_ = true;
   std::string root = model::normalize_path(path);
   auto grant = auth::authenticate(*worker_.auth_policy(), root, query, unix_now());
@@ -59,7 +65,9 @@ bool RelaySession::admit(std::string_view path, std::string_view query, std::str
 }
 
 void RelaySession::start(transport::Session& transport, std::string root, std::string query) {
-  if (!admitted_) {
+  if (!worker_.auth_policy()->service_url.empty()) {
+    ask_service(transport, root, query);
+  } else if (!admitted_) {
     admit(root, query, transport.peer());
   }
   const LiveLimits& live = worker_.live();
@@ -77,8 +85,61 @@ void RelaySession::start(transport::Session& transport, std::string root, std::s
   session_ = std::make_unique<session::Session>(transport, std::move(sc), worker_.origin(), *this,
                                                 worker_.loop(), worker_.loop());
   session_->start();
-  if (!closed_ && grant_ && grant_->expires) {
+  if (!closed_ && !service_call_ && grant_ && grant_->expires) {
     schedule_expiry();
+  }
+}
+
+void RelaySession::ask_service(transport::Session& transport, const std::string& path,
+                               const std::string& query) {
+  auto url = parse_auth_url(worker_.auth_policy()->service_url);
+  std::string peer(transport.peer());
+  if (!url) {
+    on_service_answer(tl::unexpected(auth::TokenError{auth::Refusal::kServiceFailed, url.error().detail}),
+                      path, peer);
+    return;
+  }
+  auth::ServiceRequest req;
+  uint8_t id[16];
+  if (gnutls_rnd(GNUTLS_RND_NONCE, id, sizeof id) == 0) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (uint8_t b : id) {
+      req.id += kHex[b >> 4];
+      req.id += kHex[b & 15];
+    }
+  }
+  req.node = worker_.relay().config().listen.empty() ? "moqd" : worker_.relay().config().listen[0];
+  req.transport = transport_class(transport.kind()) == kWebSocket ? "websocket" : "quic";
+  req.remote = peer;
+  req.alpn = std::string(transport.protocol());
+  req.path = path.empty() || path[0] != '/' ? "/" + path : path;
+  req.query = query;
+  service_call_ = AuthServiceCall::start(
+      worker_.loop(), *url, req, [this, path, peer](AuthResult r) {
+        on_service_answer(std::move(r), path, peer);
+      });
+}
+
+void RelaySession::on_service_answer(AuthResult r, std::string path, std::string peer) {
+  admitted_ = true;
+  if (service_call_) {
+    // Destroyed from the loop: this runs inside the call's own callbacks.
+    worker_.loop().defer([call = std::shared_ptr<AuthServiceCall>(std::move(service_call_))] {});
+  }
+  if (!r) {
+    MOQD_LOG(kInfo, "auth refused connect peer=%s path=/%s reason=%s detail=%s code=%u",
+             peer.c_str(), model::normalize_path(path).c_str(), auth::refusal_name(r.error().reason),
+             r.error().detail.c_str(), static_cast<unsigned>(ErrorCode::kUnauthorized));
+    worker_.metrics().auth_refusals[kAuthConnect][static_cast<size_t>(r.error().reason)].add();
+    grant_.reset();
+  } else {
+    grant_ = std::move(*r);
+  }
+  if (session_) {
+    session_->admit();
+    if (!closed_ && grant_ && grant_->expires) {
+      schedule_expiry();
+    }
   }
 }
 

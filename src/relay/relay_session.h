@@ -9,6 +9,7 @@
 #include <string>
 
 #include "auth/grant.h"
+#include "relay/auth_service.h"
 #include "session/session.h"
 
 namespace moqd::relay {
@@ -40,17 +41,22 @@ class RelaySession final : public session::SessionHandler {
   void on_peer_announce(const std::string& path, bool active, uint64_t hops,
                         model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
+  bool is_admission_pending() override { return service_call_ != nullptr; }
   // The MoQ session's GOAWAY (lite-04): tells the peer to reconnect to `url` ("" = here again).
   // False when the session's version has no GOAWAY.
   bool send_goaway(const std::string& url);
 
  private:
   void schedule_expiry();
+  // --auth-url: asks the service; the session waits (Session::admit) for the answer.
+  void ask_service(transport::Session& transport, const std::string& path, const std::string& query);
+  void on_service_answer(AuthResult r, std::string path, std::string peer);
 
   RelayWorker& worker_;
   std::optional<auth::Grant> grant_;
   bool admitted_ = false;  // admit() ran (grant_ set, or the session refused)
   TimerId expiry_timer_ = 0;
+  std::unique_ptr<AuthServiceCall> service_call_;
   std::optional<wire::Version> version_;
   std::unique_ptr<session::Session> session_;
   bool ready_ = false;

@@ -88,6 +88,9 @@ class SessionHandler {
   // Auth hook: may the peer do `action` on `path` (full path, root included)? Called at accept
   // (path = root), publish (each announced path) and subscribe (the broadcast path).
   virtual bool authorize(Action action, std::string_view path, std::string_view query) = 0;
+  // True while the connect decision is still being made (an auth service is asked); the handler
+  // then calls Session::admit() once authorize(kConnect) can answer.
+  virtual bool is_admission_pending() { return false; }
   // The session negotiated `version` and is live.
   virtual void on_session_ready(wire::Version version) = 0;
   // The peer announced or withdrew `path` (full). The default puts it into the origin; the relay

@@ -79,6 +79,36 @@ std::optional<std::string> Session::to_peer(std::string_view full_path) const {
 }
 
 void Session::start() {
+  if (handler_.is_admission_pending()) {
+    // The owner decides later (an auth service): peer streams wait in PendingStream until admit().
+    admission_pending_ = true;
+    return;
+  }
+  continue_start();
+}
+
+void Session::admit() {
+  if (!admission_pending_ || closed_) {
+    return;
+  }
+  admission_pending_ = false;
+  continue_start();
+  if (closing_) {
+    return;  // refused: close() is under way
+  }
+  // Streams that arrived meanwhile hold their bytes: read them now.
+  std::vector<StreamHandler*> waiting;
+  for (auto& h : handlers_) {
+    waiting.push_back(h.get());
+  }
+  for (StreamHandler* h : waiting) {
+    if (!closed_ && !h->retired_) {
+      h->on_readable();
+    }
+  }
+}
+
+void Session::continue_start() {
   if (!handler_.authorize(Action::kConnect, config_.root, config_.query)) {
     close(make_error(ErrorCode::kUnauthorized, "connect not authorized"));
     return;
@@ -152,6 +182,7 @@ void Session::close(Error reason) {
   if (closed_) {
     return;
   }
+  closing_ = true;
   MOQD_LOG(kInfo, "session %llu closing peer=%s version=%s code=%u (%s) detail=%s",
            static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
            version_or_none(version_), static_cast<unsigned>(reason.code),

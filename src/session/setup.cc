@@ -25,7 +25,7 @@ PendingStream::PendingStream(Session& s, transport::Stream& stream) : StreamHand
 }
 
 void PendingStream::on_readable() {
-  if (stream_ == nullptr) {
+  if (stream_ == nullptr || session_.is_admission_pending()) {
     return;
   }
   auto data = stream_->peek();
