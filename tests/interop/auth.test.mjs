@@ -184,4 +184,29 @@ test("moq token mints tokens that @moq/token's verifier accepts (HS256 and ES256
   }
 });
 
+test("--auth-key-dir picks keys by kid (the file name when the key names none); no kid is refused", T, async () => {
+  const keyDir = fs.mkdtempSync(path.join(os.tmpdir(), "moqd-keydir-"));
+  const a = await Token.generate("HS256", "alpha");
+  const b = await Token.generate("HS384", "beta");
+  const { kid: _drop, ...unnamed } = b;  // named by its file: beta.jwk
+  fs.writeFileSync(path.join(keyDir, "alpha.jwk"), JSON.stringify(a));
+  fs.writeFileSync(path.join(keyDir, "beta.jwk"), b64url(JSON.stringify(unnamed)));
+  const m = await H.startMoqd(["--auth-key-dir", keyDir]);
+  try {
+    for (const key of [a, b]) {
+      const conn = await H.connect(`${m.url}room?jwt=${await Token.sign(key, { root: "room", get: [""] })}`);
+      H.closeConnection(conn);
+    }
+    const { kid: _k, ...anonymous } = a;
+    const noKid = await Token.sign(anonymous, { root: "room", get: [""] });
+    const conn = await H.connect(`${m.url}room?jwt=${noKid}`).catch(() => undefined);
+    if (conn) await closedWithin(conn, 5_000, "moqd to close a session whose token names no key");
+    await H.waitFor(() => /auth refused connect .* reason=missing_kid/.test(m.stderrText()), 5_000,
+      "the missing-kid refusal");
+  } finally {
+    H.closeAllConnections();
+    await H.stopMoqdClean(m);
+  }
+});
+
 H.moqdStopsCleanly(ctx);
