@@ -39,7 +39,7 @@ bool ServerConnection::start_tls() {
   if (!cert) {
     return false;
   }
-  auto pipe = transport::tls::ServerPipe::make(tcp_, cert);
+  auto pipe = transport::tls::ServerPipe::make(tcp_, cert, peer_);
   if (!pipe) {
     MOQD_LOG(kWarn, "tls: cannot start a session for peer=%s: %s", peer_.c_str(),
              pipe.error().detail);

@@ -4,24 +4,28 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/log.h"
+
 namespace moqd::transport::tls {
 namespace {
 const std::string kHttp11 = "http/1.1";
 }  // namespace
 
 Result<std::unique_ptr<ServerPipe>> ServerPipe::make(Pipe& lower,
-                                                     std::shared_ptr<const quic::Certificate> cert) {
+                                                     std::shared_ptr<const quic::Certificate> cert,
+                                                     std::string peer) {
   std::vector<std::string> alpns = {kHttp11};
   auto session = quic::make_server_session(*cert, alpns, nullptr, quic::Binding::kStream);
   if (!session) {
     return tl::unexpected(session.error());
   }
-  return std::unique_ptr<ServerPipe>(new ServerPipe(lower, std::move(cert), std::move(*session)));
+  return std::unique_ptr<ServerPipe>(
+      new ServerPipe(lower, std::move(cert), std::move(*session), std::move(peer)));
 }
 
 ServerPipe::ServerPipe(Pipe& lower, std::shared_ptr<const quic::Certificate> cert,
-                       quic::TlsSession session)
-    : lower_(lower), cert_(std::move(cert)), session_(std::move(session)) {
+                       quic::TlsSession session, std::string peer)
+    : lower_(lower), cert_(std::move(cert)), session_(std::move(session)), peer_(std::move(peer)) {
   gnutls_session_t s = session_.get();
   gnutls_transport_set_ptr(s, this);
   gnutls_transport_set_push_function(s, &ServerPipe::push);
@@ -151,8 +155,10 @@ void ServerPipe::close() {
   lower_.close();
 }
 
-void ServerPipe::fail(const char* /*why*/) {
+void ServerPipe::fail(const char* why) {
   failed_ = true;
+  MOQD_LOG(kInfo, "tls failed peer=%s handshake=%s reason=%s", peer_.c_str(),
+           handshake_done_ ? "done" : "incomplete", why);
   lower_.close();
 }
 

@@ -25,9 +25,10 @@ inline constexpr uint8_t kHandshakeRecord = 0x16;
 
 class ServerPipe final : public Pipe, public PipeHandler {
  public:
-  // Fails (kTransport) when GnuTLS cannot make the session.
+  // Fails (kTransport) when GnuTLS cannot make the session. `peer` names the client in the log
+  // line of a failed handshake or record ("tls failed peer=... reason=...").
   static Result<std::unique_ptr<ServerPipe>> make(
-      Pipe& lower, std::shared_ptr<const quic::Certificate> cert);
+      Pipe& lower, std::shared_ptr<const quic::Certificate> cert, std::string peer);
   ~ServerPipe() override;
 
   void set_handler(PipeHandler* upper) { upper_ = upper; }
@@ -47,7 +48,8 @@ class ServerPipe final : public Pipe, public PipeHandler {
   void on_pipe_closed() override;
 
  private:
-  ServerPipe(Pipe& lower, std::shared_ptr<const quic::Certificate> cert, quic::TlsSession session);
+  ServerPipe(Pipe& lower, std::shared_ptr<const quic::Certificate> cert, quic::TlsSession session,
+             std::string peer);
   static ssize_t push(void* self, const void* data, size_t n);
   static ssize_t pull(void* self, void* data, size_t n);
   void continue_handshake();
@@ -66,6 +68,7 @@ class ServerPipe final : public Pipe, public PipeHandler {
   bool failed_ = false;
   bool closed_ = false;
   std::string server_name_;
+  std::string peer_;
 };
 
 }  // namespace moqd::transport::tls
