@@ -149,6 +149,11 @@ void ServerPipe::close() {
     return;
   }
   closed_ = true;
+  if (!handshake_done_ && !failed_) {
+    // The layer above gave up first (its request timeout): a handshake that never finished.
+    MOQD_LOG(kInfo, "tls failed peer=%s handshake=incomplete reason=closed before the handshake "
+             "finished", peer_.c_str());
+  }
   if (handshake_done_ && !failed_) {
     gnutls_bye(session_.get(), GNUTLS_SHUT_WR);  // close_notify; push never blocks
   }
