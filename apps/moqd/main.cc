@@ -571,6 +571,17 @@ void reload(int argc, char** argv, moqd::relay::Relay& relay, std::string& setti
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Signals are taken by this thread alone (sigwait). Blocked before anything starts a thread (the
+  // log thread starts with the first log line), so every thread inherits the mask: a SIGHUP or
+  // SIGTERM that arrives while this thread is busy waits for sigwait instead of killing moqd.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
   Loaded loaded;
   std::string check_config;
   if (int rc = load(argc, argv, loaded, &check_config); rc != -1) {
@@ -585,15 +596,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   moqd::relay::RelayConfig& config = loaded.config;
-
-  // Signals are taken by this thread alone (sigwait); the workers inherit the blocked mask.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 
   moqd::relay::Relay relay(config);
   auto bound = relay.start();
