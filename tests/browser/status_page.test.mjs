@@ -35,9 +35,10 @@ browserTest(ctx, "the status page shows a live broadcast, its viewers and a movi
   const pub = spawnMoq(["pub", ctx.moqd.url, p, "--track", "video"]);
   let n = 0;
   const timer = setInterval(() => pub.write(`frame ${n++} ${"x".repeat(2000)}\n`), 20);
-  // The second viewer leaves by itself (a clean close) after 6 s.
+  // The second viewer leaves by itself (a clean close) after 12 s: long enough for a slow
+  // (sanitized, loaded) run to see it first.
   const viewers = [spawnMoq(["sub", ctx.moqd.url, p, "--track", "video"]),
-    spawnMoq(["sub", ctx.moqd.url, p, "--track", "video", "--timeout", "6"])];
+    spawnMoq(["sub", ctx.moqd.url, p, "--track", "video", "--timeout", "12"])];
   try {
     for (const v of viewers) await v.waitStdout((out) => out.length > 0, 10_000, "a viewer's first frame");
     const context = await ctx.browser.newContext({ viewport: { width: 1000, height: 640 } });
@@ -69,7 +70,7 @@ browserTest(ctx, "the status page shows a live broadcast, its viewers and a movi
     await page.screenshot({ path: shot, fullPage: true });
     t.diagnostic(`screenshot: ${shot}`);
     // A viewer leaving is seen live.
-    await viewers[1].wait(10_000, "the second viewer to leave");
+    await viewers[1].wait(15_000, "the second viewer to leave");
     await waitFor(async () => (await rows(page)).find((x) => x.broadcast === p)?.viewers === "1", 5_000,
       "the viewer count to drop to 1");
   } finally {
