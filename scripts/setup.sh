@@ -9,6 +9,7 @@ packages=(
   libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev libgnutls28-dev pkg-config valgrind ccache
   chromium
+  libjwt-gnutls-dev libjansson-dev libsystemd-dev python3-prometheus-client curl openssl
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -25,6 +25,7 @@
 #include "client/local_broadcast.h"
 #include "client/quic_connection.h"
 #include "model/path.h"
+#include "token.h"
 #include "runtime/event_loop.h"
 
 namespace {
@@ -329,56 +330,119 @@ std::pair<client::LinkPtr, std::string> connect_under(runtime::EventLoop& loop, 
   return {std::move(link), path};
 }
 
-int cmd_sub(const Common& c) {
-  runtime::EventLoop loop;
-  model::Origin origin(model::OriginConfig{}, loop, loop);
-  auto connected = connect_under(loop, origin, c);
-  if (!connected.first) {
-    return 1;
-  }
-  client::LinkPtr link = std::move(connected.first);
-  const std::string path = connected.second;
-  client::Link& conn = *link;
-  std::unique_ptr<client::FrameReader> reader;
-  bool ended = false;
-  uint64_t frames = 0;
-  Error end_reason{ErrorCode::kClosed, ""};
+// One connection of `moq sub`: its own origin, link and reader. A GOAWAY from the relay starts a
+// second leg to the URL it names; the first is closed once the second delivers.
+struct SubLeg {
+  explicit SubLeg(runtime::EventLoop& loop) : origin(model::OriginConfig{}, loop, loop) {}
   struct Watch final : model::AnnounceListener {
     std::function<void(const std::string&, bool)> fn;
     void on_announce(const std::string& p, bool active, uint64_t) override { fn(p, active); }
-  } watch;
-  watch.fn = [&](const std::string& p, bool active) {
-    if (p != path || !active || reader) {
-      return;
+  };
+  model::Origin origin;
+  client::LinkPtr link;
+  std::string path;
+  std::unique_ptr<client::FrameReader> reader;
+  Watch watch;
+  bool ended = false;
+  bool delivered = false;
+  Error end_reason{ErrorCode::kClosed, ""};
+  ~SubLeg() {
+    origin.remove_listener(&watch);
+    reader.reset();
+  }
+};
+
+int cmd_sub(const Common& c) {
+  runtime::EventLoop loop;
+  uint64_t frames = 0;
+  // Where output stands: a leg that joins after a GOAWAY skips what was already written.
+  std::optional<std::pair<uint64_t, uint64_t>> last;
+  std::unique_ptr<SubLeg> leg, next;
+  std::function<std::unique_ptr<SubLeg>(const std::string&)> start_leg;
+  start_leg = [&](const std::string& url) -> std::unique_ptr<SubLeg> {
+    Common lc = c;
+    lc.url = url;
+    auto l = std::make_unique<SubLeg>(loop);
+    auto connected = connect_under(loop, l->origin, lc);
+    if (!connected.first) {
+      return nullptr;
     }
-    loop.defer([&] {
-      model::Track* t = origin.track(path, c.track);
-      if (t == nullptr) {
+    l->link = std::move(connected.first);
+    l->path = connected.second;
+    SubLeg* raw = l.get();
+    l->link->on_goaway_fn = [&, raw, url](const std::string& uri) {
+      if (next || raw != leg.get()) {
         return;
       }
-      reader = std::make_unique<client::FrameReader>(
-          *t, loop, loop, std::chrono::milliseconds(500),
-          [&](uint64_t, uint64_t, std::span<const uint8_t> f) {
-            write_frame(c, f);
-            ++frames;
-          },
-          [&](Error e) {
-            ended = true;
-            end_reason = e;
-          });
-    });
+      std::string target = uri.empty() ? url : uri;
+      fprintf(stderr, "moq: relay sent GOAWAY; moving to %s\n", target.c_str());
+      loop.defer([&, target] { next = start_leg(target); });
+    };
+    l->watch.fn = [&, raw](const std::string& p, bool active) {
+      if (p != raw->path || !active || raw->reader) {
+        return;
+      }
+      loop.defer([&, raw] {
+        model::Track* t = raw->origin.track(raw->path, c.track);
+        if (t == nullptr || raw->reader) {
+          return;
+        }
+        raw->reader = std::make_unique<client::FrameReader>(
+            *t, loop, loop, std::chrono::milliseconds(500),
+            [&, raw](uint64_t group, uint64_t index, std::span<const uint8_t> f) {
+              raw->delivered = true;
+              if (last && (group < last->first || (group == last->first && index <= last->second))) {
+                return;  // already written through the previous relay
+              }
+              last = std::make_pair(group, index);
+              write_frame(c, f);
+              ++frames;
+            },
+            [raw](Error e) {
+              raw->ended = true;
+              raw->end_reason = e;
+            });
+      });
+    };
+    l->origin.add_listener(l->path, &l->watch);
+    return l;
   };
-  origin.add_listener(path, &watch);
+  leg = start_leg(c.url);
+  if (!leg) {
+    return 1;
+  }
   Duration timeout = parse_seconds(c.timeout);
   Instant start = loop.now();
-  run_until_done(loop, conn, [&] {
-    return ended || (c.max_frames > 0 && frames >= c.max_frames) ||
+  auto done = [&] {
+    return (c.max_frames > 0 && frames >= c.max_frames) ||
            (timeout > Duration::zero() && loop.now() - start > timeout);
-  });
-  origin.remove_listener(&watch);
-  reader.reset();
-  bool failed = conn.is_closed() && !ended && !(c.max_frames > 0 && frames >= c.max_frames);
+  };
+  for (;;) {
+    if (next && (next->delivered || leg->link->is_closed())) {
+      // The new relay delivers (or the old one is gone): retire the old leg.
+      std::unique_ptr<SubLeg> old = std::move(leg);
+      leg = std::move(next);
+      old->origin.remove_listener(&old->watch);
+      old->reader.reset();
+      close_link(loop, *old->link);
+    }
+    if (done() || (!next && (leg->ended || leg->link->is_closed()))) {
+      break;
+    }
+    loop.run_once(std::chrono::milliseconds(100));
+  }
+  client::Link& conn = *leg->link;
+  bool reached = c.max_frames > 0 && frames >= c.max_frames;
+  // The relay closing the session with an error (say, unauthorized when the token expires) is a
+  // failure even though it also ended the track.
+  bool relay_error = conn.is_closed() && conn.close_reason().code != ErrorCode::kCancel;
+  bool failed = conn.is_closed() && !reached && (!leg->ended || relay_error);
   bool never_ready = !conn.is_ready() && !conn.is_closed();
+  if (next) {
+    close_link(loop, *next->link);
+  }
+  leg->origin.remove_listener(&leg->watch);
+  leg->reader.reset();
   close_link(loop, conn);
   if (never_ready) {
     return die("connection", kNeverReady);
@@ -499,6 +563,8 @@ int main(int argc, char** argv) {
   bench::add_limits_command(*bench_cmd, &bench_rc);
   bench::add_fanout_command(*bench_cmd, &bench_rc);
   bench::add_msgs_command(*bench_cmd, &bench_rc);
+  int token_rc = 0;
+  cli::add_token_command(app, &token_rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -510,6 +576,9 @@ int main(int argc, char** argv) {
   if (bench_cmd->parsed()) {
     log::flush();
     return bench_rc;  // its subcommand ran in its callback
+  }
+  if (app.got_subcommand("token")) {
+    return token_rc;  // ran in its callback
   }
   if (auto u = client::parse_url(c.url); !u) {
     return die("URL", u.error());

@@ -4,13 +4,20 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 #include <toml++/toml.h>
 
+#include "auth/key.h"
 #include "base/log.h"
+#include "notify.h"
+#include "relay/auth_service.h"
 #include "relay/relay.h"
+#include "runtime/tcp.h"
 #include "wire/version.h"
 
 namespace {
@@ -108,6 +115,13 @@ struct Options {
   bool udp_gro = true;
   bool quic_steering = true;
   std::string debug_spin_per_delivery = "0";
+  std::vector<std::string> auth_key;
+  std::string auth_key_dir;
+  std::vector<std::string> auth_public;
+  std::string auth_url;
+  std::string metrics_listen;
+  bool status_page = true;
+  std::string goaway_url;
 };
 
 void add_flags(CLI::App& app, Options& o) {
@@ -170,6 +184,29 @@ void add_flags(CLI::App& app, Options& o) {
                  "steer QUIC datagrams to the worker owning their connection ID with a BPF program "
                  "on the shared port (default true; false: the kernel's hash, then forwarding)");
   app.add_option("--log-level", o.log_level, "debug, info, warn or error (default info)");
+  app.add_option("--auth-key", o.auth_key,
+                 "key file that verifies client JWTs (?jwt=): a JWK as `moq-token generate` writes "
+                 "it (JSON or base64url), a JWK set, or PEM; repeatable. Without any key or public "
+                 "prefix, moqd is open to everyone");
+  app.add_option("--auth-key-dir", o.auth_key_dir,
+                 "directory of key files (*.jwk, *.json, *.pem), chosen by the token's kid "
+                 "(the file name without extension when the key names no kid); re-read on SIGHUP");
+  app.add_option("--auth-public", o.auth_public,
+                 "path prefix anyone may publish and subscribe under without a token (repeatable)");
+  app.add_option("--auth-url", o.auth_url,
+                 "http://HOST:PORT/PATH of an auth service asked once per session (moq-auth's "
+                 "contract: POST of the session's path and query, 2xx with a grant of publish and "
+                 "subscribe patterns and an expiry); no answer, an error or a refusal refuses the "
+                 "session. Replaces --auth-key and --auth-public");
+  app.add_option("--metrics-listen", o.metrics_listen,
+                 "ADDR:PORT serving /metrics (Prometheus), /health, /ready and the status page "
+                 "(default: off)");
+  app.add_option("--status-page", o.status_page,
+                 "live status page at / (on --metrics-listen when set, else the public port; "
+                 "default true)");
+  app.add_option("--goaway-url", o.goaway_url,
+                 "on SIGTERM, the URL GOAWAY sends clients to (default: none, clients reconnect "
+                 "to the same URL)");
   app.add_option("--debug-spin-per-delivery", o.debug_spin_per_delivery,
                  "benchmark falsification: busy-wait this long (e.g. 2us) per chunk handed to a "
                  "subscriber (default 0: off)");
@@ -247,6 +284,59 @@ bool load_certificate(const Options& o, moqd::relay::RelayConfig& c) {
   return true;
 }
 
+// --auth-key files, --auth-key-dir and --auth-public into the policy the workers share.
+bool load_auth(const Options& o, moqd::relay::RelayConfig& c) {
+  auto policy = std::make_shared<moqd::auth::AuthPolicy>();
+  for (const auto& file : o.auth_key) {
+    std::string why;
+    auto keys = moqd::auth::load_key_file(file, &why);
+    if (!keys) {
+      fprintf(stderr, "moqd: --auth-key: %s\n", why.c_str());
+      return false;
+    }
+    for (auto& k : *keys) policy->keys.keys.push_back(std::move(k));
+  }
+  if (!o.auth_key_dir.empty()) {
+    std::error_code ec;
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(o.auth_key_dir, ec)) {
+      if (entry.is_regular_file()) files.push_back(entry.path());
+    }
+    if (ec) {
+      fprintf(stderr, "moqd: --auth-key-dir %s: %s\n", o.auth_key_dir.c_str(), ec.message().c_str());
+      return false;
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& path : files) {
+      std::string why;
+      auto keys = moqd::auth::load_key_file(path.string(), &why);
+      if (!keys) {
+        fprintf(stderr, "moqd: --auth-key-dir: %s\n", why.c_str());
+        return false;
+      }
+      for (auto& k : *keys) {
+        if (k.kid.empty()) k.kid = path.stem().string();  // moq-relay's {dir}/{kid}.jwk
+        policy->keys.keys.push_back(std::move(k));
+      }
+    }
+  }
+  policy->public_prefixes = o.auth_public;
+  if (!o.auth_url.empty()) {
+    if (auto u = moqd::relay::parse_auth_url(o.auth_url); !u) {
+      fprintf(stderr, "moqd: --auth-url %s: %s\n", o.auth_url.c_str(), u.error().detail);
+      return false;
+    }
+    if (!policy->keys.empty() || !policy->public_prefixes.empty()) {
+      fprintf(stderr, "moqd: --auth-url replaces --auth-key, --auth-key-dir and --auth-public; "
+              "give one or the other\n");
+      return false;
+    }
+    policy->service_url = o.auth_url;
+  }
+  c.auth = std::move(policy);
+  return true;
+}
+
 bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   auto bad = [](const char* flag, const std::string& v) {
     fprintf(stderr, "moqd: invalid value for %s: '%s'\n", flag, v.c_str());
@@ -271,9 +361,12 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
       start = comma + 1;
     }
   }
-  if (!load_certificate(o, c)) {
+  if (!load_certificate(o, c) || !load_auth(o, c)) {
     return false;
   }
+  c.metrics_listen = o.metrics_listen;
+  c.status_page = o.status_page;
+  c.goaway_url = o.goaway_url;
   if (o.max_handshakes_per_second == 0) return bad("--max-handshakes-per-second", "0");
   c.max_handshakes_per_second = o.max_handshakes_per_second;
   uint64_t size = 0;
@@ -336,34 +429,175 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   return true;
 }
 
-}  // namespace
+// Every option's environment variable: MOQD_ and its name in upper case with '_' for '-'
+// (--max-frame-size: MOQD_MAX_FRAME_SIZE). Flags win over the environment, which wins over the
+// config file.
+void add_env_names(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_lnames().empty() || opt->get_lnames()[0] == "help") {
+      continue;
+    }
+    std::string env = "MOQD_" + opt->get_lnames()[0];
+    for (char& ch : env) {
+      ch = ch == '-' ? '_' : static_cast<char>(toupper(static_cast<unsigned char>(ch)));
+    }
+    opt->envname(env);
+  }
+}
 
-int main(int argc, char** argv) {
-  CLI::App app{"moqd: a Media over QUIC relay (moq-lite over WebSocket)"};
+// The effective settings as TOML (what --check-config prints).
+std::string effective_settings(CLI::App& app) {
+  std::string out;
+  for (CLI::Option* opt : app.get_options()) {
+    const auto& names = opt->get_lnames();
+    if (names.empty() || names[0] == "help" || names[0] == "check-config" ||
+        names[0] == "config") {
+      continue;
+    }
+    std::vector<std::string> values = opt->count() > 0 ? opt->results() : std::vector<std::string>{};
+    if (opt->count() == 0 && !opt->get_default_str().empty()) {
+      values.push_back(opt->get_default_str());
+    }
+    auto quote = [](const std::string& v) {
+      std::string q = "\"";
+      for (char ch : v) {
+        if (ch == '"' || ch == '\\') q += '\\';
+        q += ch;
+      }
+      return q + "\"";
+    };
+    out += names[0] + " = ";
+    if (opt->get_expected_max() > 1) {
+      out += "[";
+      for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + quote(values[i]);
+      out += "]\n";
+    } else {
+      out += (values.empty() ? quote("") : quote(values.back())) + "\n";
+    }
+  }
+  return out;
+}
+
+// Flags, environment and config file into a RelayConfig, as at start and on SIGHUP. `settings`
+// gets the effective settings. Returns the exit status for a parse that ends the program
+// (--help), 2 for a bad setting, or -1 to go on.
+struct Loaded {
+  moqd::relay::RelayConfig config;
+  std::string settings;
+  std::string config_file;
+};
+
+int load(int argc, char** argv, Loaded& out, std::string* check_config) {
+  CLI::App app{"moqd: a Media over QUIC relay (moq-lite over WebSocket, QUIC and WebTransport)"};
+  app.option_defaults()->always_capture_default();
   Options o;
   add_flags(app, o);
+  std::string check;
+  if (check_config != nullptr) {
+    app.add_option("--check-config", check,
+                   "validate this TOML file (with the flags and MOQD_* variables given), print the "
+                   "effective settings and exit: 0 when valid, 2 when not");
+  }
+  add_env_names(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (!check.empty()) {
+    o.config_file = check;
+    *check_config = check;
+  }
   if (!o.config_file.empty() && !load_config_file(o.config_file, app)) {
     return 2;
   }
-  moqd::relay::RelayConfig config;
-  if (!build_config(o, config)) {
+  if (!build_config(o, out.config)) {
     return 2;
   }
+  out.settings = effective_settings(app);
+  out.config_file = o.config_file;
+  return -1;
+}
 
-  // Signals are taken by this thread alone (sigwait); the workers inherit the blocked mask.
+// Settings that only a restart applies: SIGHUP logs a change to them and keeps the old value.
+constexpr const char* kRestartOnly[] = {
+    "listen", "workers", "versions", "metrics-listen", "status-page", "cache-budget",
+    "cache-groups", "cache-bytes", "cache-age", "upstream-linger", "udp-gso", "udp-gro",
+    "quic-steering", "max-handshakes-per-second", "debug-spin-per-delivery"};
+
+std::map<std::string, std::string> settings_map(const std::string& settings) {
+  std::map<std::string, std::string> m;
+  size_t start = 0;
+  while (start < settings.size()) {
+    size_t nl = settings.find('\n', start);
+    std::string line = settings.substr(start, nl - start);
+    size_t eq = line.find(" = ");
+    if (eq != std::string::npos) m[line.substr(0, eq)] = line.substr(eq + 3);
+    start = nl == std::string::npos ? settings.size() : nl + 1;
+  }
+  return m;
+}
+
+// SIGHUP: re-read everything; apply what can change live; keep the old config on any error.
+void reload(int argc, char** argv, moqd::relay::Relay& relay, std::string& settings) {
+  notify_systemd("RELOADING=1");
+  Loaded fresh;
+  int rc = load(argc, argv, fresh, nullptr);
+  if (rc != -1) {
+    MOQD_LOG(kWarn, "reload: the configuration is invalid (see the line above on stderr); "
+             "keeping the running one");
+    notify_systemd("READY=1");
+    return;
+  }
+  auto before = settings_map(settings), after = settings_map(fresh.settings);
+  for (const char* key : kRestartOnly) {
+    if (before[key] != after[key]) {
+      MOQD_LOG(kWarn, "reload: %s changed (%s -> %s) but needs a restart; keeping %s", key,
+               before[key].c_str(), after[key].c_str(), before[key].c_str());
+    }
+  }
+  if (fresh.config.renew_certificate && relay.config().renew_certificate) {
+    fresh.config.certificate = nullptr;  // still no --tls-cert: keep the generated certificate
+  }
+  relay.reload(fresh.config);
+  settings = fresh.settings;
+  MOQD_LOG(kInfo, "reload: applied (certificate sha256=%s, %zu auth keys, %zu public prefixes)",
+           fresh.config.certificate ? fresh.config.certificate->sha256_hex().c_str() : "unchanged",
+           fresh.config.auth ? fresh.config.auth->keys.keys.size() : size_t{0},
+           fresh.config.auth ? fresh.config.auth->public_prefixes.size() : size_t{0});
+  notify_systemd("READY=1");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Signals are taken by this thread alone (sigwait). Blocked before anything starts a thread (the
+  // log thread starts with the first log line), so every thread inherits the mask: a SIGHUP or
+  // SIGTERM that arrives while this thread is busy waits for sigwait instead of killing moqd.
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  moqd::relay::Relay relay(config, nullptr);
+  Loaded loaded;
+  std::string check_config;
+  if (int rc = load(argc, argv, loaded, &check_config); rc != -1) {
+    if (!check_config.empty()) {
+      fprintf(stderr, "moqd: %s: invalid\n", check_config.c_str());
+    }
+    return rc;
+  }
+  if (!check_config.empty()) {
+    printf("# %s: valid; effective settings (flags > MOQD_* environment > file > defaults)\n%s",
+           check_config.c_str(), loaded.settings.c_str());
+    return 0;
+  }
+  moqd::relay::RelayConfig& config = loaded.config;
+
+  moqd::relay::Relay relay(config);
   auto bound = relay.start();
   if (!bound) {
     fprintf(stderr, "moqd: cannot listen: %s (%s)\n", bound.error().detail,
@@ -371,14 +605,45 @@ int main(int argc, char** argv) {
     return 1;
   }
   printf("moqd ready url=%s\n", (*bound)[0].url().c_str());
+  if (relay.metrics_port() != 0) {
+    auto mhp = moqd::runtime::parse_host_port(config.metrics_listen);
+    moqd::relay::BoundAddress metrics{mhp ? mhp->host : "127.0.0.1", relay.metrics_port()};
+    printf("moqd metrics url=%s\n", metrics.url().c_str());  // after the ready line, always
+  }
   fflush(stdout);
   MOQD_LOG(kInfo, "moqd %s listening on %s with %zu workers", "0.1.0", (*bound)[0].url().c_str(),
            config.workers);
+  if (relay.metrics_port() != 0) {
+    MOQD_LOG(kInfo, "metrics on %s port %u (/metrics, /health, /ready%s)",
+             config.metrics_listen.c_str(), relay.metrics_port(),
+             config.status_page ? ", status page at /" : "");
+  }
+  if (!config.auth || config.auth->is_open()) {
+    MOQD_LOG(kWarn, "auth: no --auth-key, --auth-key-dir or --auth-public: anyone may publish "
+             "and subscribe to anything");
+  } else if (!config.auth->service_url.empty()) {
+    MOQD_LOG(kInfo, "auth: asking %s for every session", config.auth->service_url.c_str());
+  } else {
+    MOQD_LOG(kInfo, "auth: %zu keys, %zu public prefixes", config.auth->keys.keys.size(),
+             config.auth->public_prefixes.size());
+  }
+  notify_systemd("READY=1");
 
+  std::string settings = loaded.settings;
   int sig = 0;
-  sigwait(&sigs, &sig);
-  MOQD_LOG(kInfo, "signal %d: draining (timeout %lld ms)", sig,
-           static_cast<long long>(config.drain_timeout.count() / 1000));
+  for (;;) {
+    sigwait(&sigs, &sig);
+    if (sig != SIGHUP) {
+      break;
+    }
+    MOQD_LOG(kInfo, "signal %d: reloading the configuration", sig);
+    reload(argc, argv, relay, settings);
+  }
+  notify_systemd("STOPPING=1");
+  MOQD_LOG(kInfo, "signal %d: draining (timeout %lld ms%s%s)", sig,
+           static_cast<long long>(relay.config().drain_timeout.count() / 1000),
+           relay.config().goaway_url.empty() ? "" : ", goaway to ",
+           relay.config().goaway_url.c_str());
   relay.drain_and_stop();
   MOQD_LOG(kInfo, "stopped");
   moqd::log::flush();

@@ -104,6 +104,8 @@ class Link : public session::SessionHandler {
 
   std::function<void()> on_ready;
   std::function<void(Error)> on_closed;
+  // The relay sent GOAWAY (lite-04): reconnect to the URL ("" = the same one).
+  std::function<void(const std::string&)> on_goaway_fn;
 
   // session::SessionHandler
   bool authorize(session::Action, std::string_view, std::string_view) override { return true; }
@@ -111,6 +113,11 @@ class Link : public session::SessionHandler {
   void on_peer_announce(const std::string& path, bool active, uint64_t hops,
                         model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
+  void on_goaway(const std::string& uri) override {
+    if (on_goaway_fn) {
+      on_goaway_fn(uri);
+    }
+  }
 
  protected:
   Link(runtime::EventLoop& loop, model::Origin& origin, ConnectionOptions options)

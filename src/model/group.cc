@@ -65,9 +65,12 @@ GroupCursor::Step GroupCursor::peek(size_t max_bytes) const {
   step.object = &o;
   if (!object_started_) {
     step.kind = Kind::kObjectStart;
+    step.completes_object = o.size == 0;
   } else if (chunk_ < o.chunks.size() && max_bytes > 0) {
     step.kind = Kind::kChunk;
     step.chunk = o.chunks[chunk_].slice(chunk_offset_, max_bytes);
+    step.completes_object = o.is_complete() && chunk_ + 1 == o.chunks.size() &&
+                            chunk_offset_ + step.chunk.size() == o.chunks[chunk_].size();
   } else if (chunk_ == o.chunks.size() && group_->is_finished()) {
     // Finished with the object short of its declared size: the stream was truncated.
     step.kind = Kind::kAborted;

@@ -22,6 +22,8 @@ struct Object {
   uint64_t size = 0;            // declared payload size
   uint64_t received = 0;        // sum of chunk sizes so far
   std::vector<Bytes> chunks;
+  // When the object's newest byte arrived (its last once complete), on the track's clock.
+  Instant arrived{};
 
   bool is_complete() const { return received == size; }
 };
@@ -53,6 +55,12 @@ class Group {
   // Appends a chunk to the last object; must not pass its declared size (a producer bug: debug
   // builds abort, release builds keep only what fits). Empty chunks are ignored.
   void append_chunk(Bytes chunk);
+  // Stamps the current object's `arrived` (the track does, as chunks come in).
+  void mark_arrival(Instant at) {
+    if (!objects_.empty()) {
+      objects_.back().arrived = at;
+    }
+  }
   void finish() { finished_ = true; }
   void abort() { aborted_ = true; }
 
@@ -117,6 +125,8 @@ class GroupCursor {
     Kind kind = Kind::kNothing;
     const Object* object = nullptr;  // kObjectStart and kChunk
     Bytes chunk;                     // kChunk: a slice, at most `max_bytes`
+    // kChunk: this slice takes the object's last byte; kObjectStart: the object is empty.
+    bool completes_object = false;
   };
   // Peeks the next step; advance() moves past it. For kChunk at most `max_bytes` (> 0) are
   // returned; max_bytes == 0 yields kNothing where a chunk would come. `object` points into the

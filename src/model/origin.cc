@@ -217,4 +217,13 @@ void Origin::on_track_idle(Track* t) {
   std::erase_if(retired_, [&](const TrackPtr& r) { return r.get() == t; });
 }
 
+void Origin::for_each_track_impl(
+    const std::function<void(const std::string&, const Track&)>& fn) const {
+  for (const auto& [path, b] : broadcasts_) {
+    for (const auto& [name, t] : b->tracks) {
+      fn(path, *t);
+    }
+  }
+}
+
 }  // namespace moqd::model

@@ -15,6 +15,7 @@
 // itself, and a subscriber whose track ended may ask for the track again (it gets a fresh one
 // from the new publisher). Destroy the Origin after every session has left it.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -81,6 +82,11 @@ class Origin {
 
   // Active broadcasts.
   size_t broadcast_count() const;
+  // Calls `fn(path, track)` for every live track of every active broadcast (status page).
+  template <class F>
+  void for_each_track(F&& fn) const {
+    for_each_track_impl([&](const std::string& path, const Track& t) { fn(path, t); });
+  }
   // Track objects alive, including ended ones waiting for their idle timer.
   size_t track_count() const;
 
@@ -92,6 +98,7 @@ class Origin {
   void end_tracks(Broadcast& b);
   void notify(const std::string& path, bool active, uint64_t hops);
   void on_track_idle(Track* t);
+  void for_each_track_impl(const std::function<void(const std::string&, const Track&)>& fn) const;
 
   OriginConfig config_;
   const Clock& clock_;

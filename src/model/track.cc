@@ -117,7 +117,7 @@ void Track::begin_object(Group& g, uint64_t size, ObjectStatus status) {
   if (ended_) {
     return;
   }
-  g.begin_object(size, status);
+  g.begin_object(size, status).arrived = clock_.now();
   notify();
 }
 
@@ -127,6 +127,8 @@ void Track::append_chunk(Group& g, Bytes chunk) {
   }
   uint64_t before = g.bytes();
   g.append_chunk(std::move(chunk));
+  g.mark_arrival(clock_.now());
+  bytes_in_ += g.bytes() - before;
   if (is_cached(g)) {
     cached_bytes_ += g.bytes() - before;
     charge_budgets(g.bytes() - before);
@@ -175,6 +177,7 @@ void Track::end(Error reason) {
     TrackListener* l = std::exchange(listeners_[i], nullptr);
     if (l) {
       --listener_count_;
+      viewer_count_ -= l->is_viewer() ? 1 : 0;
       l->on_track_ended(*this, reason);
     }
   }
@@ -189,6 +192,7 @@ void Track::add_listener(TrackListener* l) {
     return;
   }
   listeners_.push_back(l);
+  viewer_count_ += l->is_viewer() ? 1 : 0;
   if (++listener_count_ > 1) {
     return;
   }
@@ -205,6 +209,7 @@ void Track::remove_listener(TrackListener* l) {
   if (l == nullptr || it == listeners_.end()) {
     return;
   }
+  viewer_count_ -= l->is_viewer() ? 1 : 0;
   if (notify_depth_ > 0) {
     *it = nullptr;
   } else {

@@ -38,6 +38,9 @@ class TrackListener {
   // already removed when this is called, and the Track may be destroyed right after it returns.
   // Groups the listener holds through GroupRefs stay valid.
   virtual void on_track_ended(Track& track, Error reason) = 0;
+  // A viewer (a subscriber) rather than a relay-internal reader such as a feed to another
+  // worker; only viewers count in viewer_count().
+  virtual bool is_viewer() const { return true; }
 };
 
 // The producer behind a track (a publisher's session, an upstream relay, another worker).
@@ -101,6 +104,13 @@ class Track {
   // listeners are ignored.
   void remove_listener(TrackListener* l);
   size_t listener_count() const { return listener_count_; }
+  // Listeners that are viewers (TrackListener::is_viewer), for the status page.
+  size_t viewer_count() const { return viewer_count_; }
+  // Payload bytes this track received, and bytes its viewers took (counted by the session layer
+  // through note_bytes_out), for the status page's bitrates.
+  uint64_t bytes_in() const { return bytes_in_; }
+  uint64_t bytes_out() const { return bytes_out_; }
+  void note_bytes_out(uint64_t n) { bytes_out_ += n; }
   // The most important priority any subscriber asked for (higher first), which the source uses
   // for its own upstream request. Subscribers raise it before add_listener().
   void raise_priority(uint8_t p) { priority_ = priority_ ? std::max(*priority_, p) : p; }
@@ -184,6 +194,9 @@ class Track {
   // after, so listeners may remove themselves from inside callbacks.
   std::vector<TrackListener*> listeners_;
   size_t listener_count_ = 0;
+  size_t viewer_count_ = 0;
+  uint64_t bytes_in_ = 0;
+  uint64_t bytes_out_ = 0;
   int notify_depth_ = 0;
 };
 

@@ -65,6 +65,7 @@ class RemoteBroadcast final : public model::BroadcastSource {
 // evicted from the cache meanwhile is still forwarded whole unless skip-ahead drops it.
 class Feed final : public model::TrackListener {
  public:
+  bool is_viewer() const override { return false; }
   Feed(Bridge& bridge, size_t to, uint64_t id, model::Track& track)
       : bridge_(bridge),
         to_(to),

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "auth/grant.h"
 #include "model/origin.h"
 #include "session/config.h"
 #include "transport/quic/certificate.h"
@@ -14,6 +15,15 @@
 #include "wire/version.h"
 
 namespace moqd::relay {
+
+// The settings a SIGHUP may change for sessions that start afterwards (each worker holds an
+// immutable snapshot; see Relay::reload).
+struct LiveLimits {
+  session::SessionLimits limits;
+  wire::DecodeLimits decode;
+  transport::websocket::WsConfig websocket;
+  transport::websocket::MuxConfig mux;
+};
 
 struct RelayConfig {
   std::vector<std::string> listen = {"[::]:4443"};  // --listen, repeatable
@@ -28,7 +38,19 @@ struct RelayConfig {
   // Cached payload bytes over all tracks of the relay (--cache-budget); each worker gets an equal
   // share, so no byte of accounting crosses cores.
   uint64_t cache_budget = 1ull << 30;
-  Duration drain_timeout = std::chrono::seconds(10);  // --drain-timeout
+  // --drain-timeout: on SIGTERM, GOAWAY first; sessions that have not left by half of it are
+  // closed with going_away, and whatever remains at three quarters is dropped.
+  Duration drain_timeout = std::chrono::seconds(10);
+  // --metrics-listen ADDR:PORT: /metrics, /health, /ready and the status page on their own TCP
+  // listener (worker 0); "" (default): none.
+  std::string metrics_listen;
+  // --status-page: the live status page at / (on the metrics listener when there is one, else
+  // on the public listener).
+  bool status_page = true;
+  // --goaway-url: where GOAWAY sends clients ("" = reconnect to the same URL).
+  std::string goaway_url;
+  // --auth-key, --auth-key-dir, --auth-public. Null or empty: open, as without auth.
+  std::shared_ptr<const auth::AuthPolicy> auth;
   // The TLS certificate for QUIC (--tls-cert/--tls-key, or generated at startup when absent).
   // Immutable and shared read-only by every worker (a config snapshot); without one, QUIC
   // Initials are dropped.
@@ -49,20 +71,8 @@ struct RelayConfig {
   // and a datagram on the wrong worker is forwarded (as after a client's address changes).
   bool quic_steering = true;
   transport::quic::ConnectionConfig quic;
-};
 
-// The auth hook: asked at accept (path = the session root), publish (each announced broadcast)
-// and subscribe (each broadcast, and each ANNOUNCE_PLEASE prefix). Called from every worker
-// thread at once, so it must be thread-safe. The default allows everything.
-class Authorizer {
- public:
-  virtual ~Authorizer() = default;
-  virtual bool allow(session::Action action, std::string_view path, std::string_view query) = 0;
-};
-
-class AllowAll final : public Authorizer {
- public:
-  bool allow(session::Action, std::string_view, std::string_view) override { return true; }
+  LiveLimits live() const { return LiveLimits{limits, decode, websocket, mux}; }
 };
 
 }  // namespace moqd::relay

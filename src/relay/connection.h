@@ -3,10 +3,12 @@
 // framing, the stream multiplexer, and the MoQ session. Owned by its RelayWorker; destroyed from
 // the loop once the socket has closed.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/tcp.h"
 #include "relay/relay_session.h"
+#include "transport/tls/server_pipe.h"
 #include "transport/websocket/mux_session.h"
 #include "transport/websocket/ws_connection.h"
 
@@ -16,11 +18,17 @@ class RelayWorker;
 
 class ServerConnection final : public transport::PipeHandler {
  public:
-  ServerConnection(RelayWorker& worker, int fd, std::string peer);
+  // The public listener serves MoQ over WebSocket and the public GETs; the metrics listener
+  // (--metrics-listen) serves /metrics, /health, /ready and the status page, and no WebSocket.
+  enum class Listener { kPublic, kMetrics };
+  ServerConnection(RelayWorker& worker, int fd, std::string peer,
+                   Listener listener = Listener::kPublic);
   ~ServerConnection() override;
 
   // Closes the session (if any) with `reason`, or the socket.
   void close(Error reason);
+  // GOAWAY naming `url` when the session's version has it; false otherwise.
+  bool goaway(const std::string& url) { return session_.send_goaway(url); }
   // Drops the TCP connection at once (RST).
   void abort() { tcp_.abort(); }
 
@@ -31,13 +39,23 @@ class ServerConnection final : public transport::PipeHandler {
 
 
  private:
+  // Makes the HTTP/WebSocket layer over `pipe` (the TCP connection, or TLS on it).
+  void make_ws(transport::Pipe& pipe);
+  // The first bytes are a TLS handshake: put TLS between TCP and HTTP.
+  bool start_tls();
   transport::websocket::RequestDecision on_request(const transport::websocket::HttpRequest& r);
+  // GETs of the metrics listener (and of the status page on the public one); nullopt: not ours.
+  std::optional<transport::websocket::PlainResponse> on_ops_request(
+      const transport::websocket::HttpRequest& r);
   void on_upgraded();
 
   RelayWorker& worker_;
   std::string peer_;
+  Listener listener_;
   runtime::TcpConnection tcp_;
-  transport::websocket::WsServerConnection ws_;
+  bool first_data_ = true;
+  std::unique_ptr<transport::tls::ServerPipe> tls_;  // when the client spoke TLS
+  std::unique_ptr<transport::websocket::WsServerConnection> ws_;
   std::unique_ptr<transport::websocket::MuxSession> mux_;
   RelaySession session_;  // destroyed before mux_
 };

@@ -79,8 +79,17 @@ class QuicServerSession final : public quic::ConnectionObserver, public wt::Serv
     }
   }
 
+  // GOAWAY for a draining relay; false when the session's version has none.
+  bool goaway(const std::string& url) {
+    if (h3_ != nullptr) {
+      h3_->drain();
+    }
+    return session_.send_goaway(url);
+  }
+
   // quic::ConnectionObserver
   void on_handshake_completed(quic::Connection& conn) override {
+    worker_.metrics().quic_handshakes_completed.add();
     if (conn.protocol() == kH3Alpn) {
       wt::ServerConfig c;
       c.protocols = moq_protocols(worker_.relay().config().versions);
@@ -94,7 +103,7 @@ class QuicServerSession final : public quic::ConnectionObserver, public wt::Serv
   // wt::ServerObserver
   std::optional<wt::Refusal> on_connect(const wt::ConnectRequest& request) override {
     auto [path, query] = split_target(request.path);
-    if (!worker_.relay().auth().allow(session::Action::kConnect, path, query)) {
+    if (!session_.admit(path, query, conn_ ? conn_->peer() : std::string_view("?"))) {
       return wt::Refusal{403, "unauthorized"};
     }
     return std::nullopt;
@@ -282,6 +291,7 @@ void QuicEndpoint::accept(const ngtcp2_path& path, std::span<const uint8_t> data
   s->cids().push_back(CidKey(*dcid));
   s->set_connection(std::move(*c));
   sessions_.push_back(std::move(owned));
+  worker_.metrics().quic_handshakes_started.add();
   (void)s->connection()->on_packet(path, datagram);
 }
 
@@ -289,6 +299,7 @@ void QuicEndpoint::send_retry(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd) 
   ngtcp2_cid scid = quic::make_cid(worker_.index());  // the retried Initial comes back here
   uint8_t pkt[quic::kStatelessPacketBufferSize];
   auto n = quic::write_retry(path, hd, scid, worker_.loop().now(), pkt);
+  worker_.metrics().quic_retries.add();
   if (n) {
     socket_->send(path.remote.addr, path.remote.addrlen, {pkt, *n});
   }
@@ -297,6 +308,7 @@ void QuicEndpoint::send_retry(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd) 
 void QuicEndpoint::send_invalid_token(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd) {
   uint8_t pkt[quic::kStatelessPacketBufferSize];
   auto n = quic::write_invalid_token_close(hd, pkt);
+  worker_.metrics().quic_invalid_tokens.add();
   if (n) {
     socket_->send(path.remote.addr, path.remote.addrlen, {pkt, *n});
   }
@@ -347,8 +359,16 @@ void QuicEndpoint::send_packet(const ngtcp2_path& path, std::span<const uint8_t>
   socket_->send(path.remote.addr, path.remote.addrlen, pkt);
 }
 
-void QuicEndpoint::drain() {
+void QuicEndpoint::drain(const std::string& goaway_url) {
   draining_ = true;
+  for (auto& s : sessions_) {
+    if (!s->goaway(goaway_url)) {
+      s->close(make_error(ErrorCode::kGoingAway, "relay shutting down"));
+    }
+  }
+}
+
+void QuicEndpoint::close_all() {
   for (auto& s : sessions_) {
     s->close(make_error(ErrorCode::kGoingAway, "relay shutting down"));
   }

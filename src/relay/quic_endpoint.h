@@ -85,8 +85,12 @@ class QuicEndpoint final : public transport::quic::PacketSink {
 
   // A datagram forwarded by another worker (runs on this worker's thread).
   void inject(const sockaddr* from, socklen_t from_len, std::span<const uint8_t> datagram);
-  // Closes every session with going_away and stops accepting new connections.
-  void drain();
+  // Stops accepting new connections; a session whose version has GOAWAY gets one naming
+  // `goaway_url` (WebTransport: also HTTP/3 GOAWAY and DRAIN_WEBTRANSPORT_SESSION) and stays; the
+  // others are closed with going_away.
+  void drain(const std::string& goaway_url);
+  // Closes every session still there with going_away (the drain's deadline).
+  void close_all();
   // Drops every connection at once (the end of the drain).
   void abort();
 

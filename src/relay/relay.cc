@@ -15,9 +15,8 @@ std::string BoundAddress::url() const {
   return "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/";
 }
 
-Relay::Relay(RelayConfig config, std::unique_ptr<Authorizer> auth)
+Relay::Relay(RelayConfig config)
     : config_(std::move(config)),
-      auth_(auth ? std::move(auth) : std::make_unique<AllowAll>()),
       workers_(config_.workers < 1 ? 1 : config_.workers) {
   bridges_.resize(workers_.size());
   for (size_t i = 0; i < workers_.size(); ++i) {
@@ -56,7 +55,24 @@ Result<std::vector<BoundAddress>> Relay::start() {
     steer(bound.size(), port);
     bound.push_back({hp->host, port});
   }
+  if (!config_.metrics_listen.empty()) {
+    auto hp = runtime::parse_host_port(config_.metrics_listen);
+    if (!hp) {
+      return tl::unexpected(hp.error());
+    }
+    auto port = relay_workers_[0]->listen_metrics(hp->host, hp->port);
+    if (!port) {
+      return tl::unexpected(port.error());
+    }
+    metrics_port_ = *port;
+  }
   workers_.start();
+  if (config_.status_page) {
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      RelayWorker* w = relay_workers_[i].get();
+      workers_.loop(i).inject([w] { w->start_status(); });
+    }
+  }
   started_ = true;
   return bound;
 }
@@ -82,9 +98,13 @@ void Relay::drain_and_stop() {
   if (!started_) {
     return;
   }
+  draining_.store(true, std::memory_order_relaxed);
+  const Duration leave_by = config_.drain_timeout / 2;
+  const Duration hard_stop = config_.drain_timeout * 3 / 4;
   for (size_t i = 0; i < workers_.size(); ++i) {
     RelayWorker* w = relay_workers_[i].get();
-    workers_.loop(i).inject([w] { w->drain(); });
+    std::string url = config_.goaway_url;
+    workers_.loop(i).inject([w, url, leave_by, hard_stop] { w->drain(url, leave_by, hard_stop); });
   }
   auto deadline = std::chrono::steady_clock::now() + config_.drain_timeout;
   for (;;) {
@@ -103,6 +123,24 @@ void Relay::drain_and_stop() {
   }
   workers_.stop_and_join();
   started_ = false;
+}
+
+void Relay::reload(const RelayConfig& fresh) {
+  config_.drain_timeout = fresh.drain_timeout;  // both read by the main thread only
+  config_.goaway_url = fresh.goaway_url;
+  auto live = std::make_shared<const LiveLimits>(fresh.live());
+  auto auth = fresh.auth ? fresh.auth : std::make_shared<const auth::AuthPolicy>();
+  auto cert = fresh.certificate;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    RelayWorker* w = relay_workers_[i].get();
+    workers_.loop(i).inject([w, live, auth, cert] {
+      w->set_live(live);
+      w->set_auth_policy(auth);
+      if (cert) {
+        w->set_certificate(cert);
+      }
+    });
+  }
 }
 
 int64_t Relay::session_count() const {

@@ -1,6 +1,7 @@
 #pragma once
 // The relay: N workers (one event loop per core), each accepting on every listen address through
 // SO_REUSEPORT, sharing nothing but messages. Created and driven from the main thread.
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,23 +23,37 @@ struct BoundAddress {
 
 class Relay {
  public:
-  Relay(RelayConfig config, std::unique_ptr<Authorizer> auth);
+  explicit Relay(RelayConfig config);
+  Relay(RelayConfig config, std::nullptr_t) : Relay(std::move(config)) {}
   ~Relay();
 
   // Binds every listen address (port 0 picks a port free on TCP and UDP) and starts the workers.
   Result<std::vector<BoundAddress>> start();
-  // Stops accepting, closes every session with going_away and waits up to drain_timeout for the
-  // connections to finish; then stops the workers. Main thread.
+  // Stops accepting, sends GOAWAY (config().goaway_url) where the protocol has it and closes the
+  // other sessions with going_away, closes what is left at half of drain_timeout and waits up to
+  // drain_timeout for the connections to finish; then stops the workers. Main thread.
   void drain_and_stop();
 
   const RelayConfig& config() const { return config_; }
-  Authorizer& auth() { return *auth_; }
+  // SIGHUP (main thread): new sessions get `fresh`'s limits and auth policy, new QUIC handshakes
+  // and TLS connections its certificate, and the drain its timeout and GOAWAY URL. Settings that
+  // need a restart (listen addresses, workers, versions, caches, ...) are not read from it.
+  void reload(const RelayConfig& fresh);
   // JSON for GET /health. Any thread.
   std::string health_json() const;
   // JSON for GET /stats: each worker's UDP and event-loop counters (datagrams, bytes, send and
   // receive calls, GSO/GRO batches, epoll_wait calls), and their sums, for load generators and
   // operators to compute datagrams per send and syscalls per packet. Any thread.
   std::string stats_json() const;
+  // JSON for the status page (GET /status.json): broadcasts, tracks with viewers and byte
+  // counters, per-worker load. Any thread.
+  std::string status_json() const;
+  // True once drain_and_stop() began (GET /ready answers 503).
+  bool is_draining() const { return draining_.load(std::memory_order_relaxed); }
+  // The metrics listener's port, once start() bound it (0: none).
+  uint16_t metrics_port() const { return metrics_port_; }
+  // Prometheus text for GET /metrics (relay/prometheus.cc). Any thread.
+  std::string metrics_text() const;
   int64_t session_count() const;
   size_t worker_count() const { return relay_workers_.size(); }
   // Worker `i`; touch it only from its own thread (post there first).
@@ -50,11 +65,12 @@ class Relay {
   void steer(size_t index, uint16_t port);
 
   RelayConfig config_;
-  std::unique_ptr<Authorizer> auth_;
   runtime::Workers workers_;
   std::vector<Bridge*> bridges_;
   std::vector<std::unique_ptr<RelayWorker>> relay_workers_;
   bool started_ = false;
+  std::atomic<bool> draining_{false};
+  uint16_t metrics_port_ = 0;
 };
 
 }  // namespace moqd::relay

@@ -5,8 +5,11 @@
 // worker's session count for /health. Owned by its connection object, on the worker's thread;
 // destroyed before the transport session it runs on.
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "auth/grant.h"
+#include "relay/auth_service.h"
 #include "session/session.h"
 
 namespace moqd::relay {
@@ -20,8 +23,14 @@ class RelaySession final : public session::SessionHandler {
   RelaySession(const RelaySession&) = delete;
   RelaySession& operator=(const RelaySession&) = delete;
 
+  // Decides the session's grant from the connect URL's path and query (the worker's auth policy:
+  // a JWT from `?jwt=`, public prefixes, or open). True when the session may connect; a refusal
+  // is counted and logged. start() calls it when the transport did not call it earlier (a
+  // WebTransport CONNECT asks first, to answer 403).
+  bool admit(std::string_view path, std::string_view query, std::string_view peer);
   // Starts the MoQ session over `transport`. `root` is the URL path ("" over raw QUIC, which has
-  // none) and `query` the URL query, both handed to the auth hook.
+  // none) and `query` the URL query. A session whose grant expires is closed then with
+  // unauthorized.
   void start(transport::Session& transport, std::string root, std::string query);
   // Closes the MoQ session; false when there is none (the caller closes its transport itself).
   bool close(Error reason);
@@ -32,9 +41,23 @@ class RelaySession final : public session::SessionHandler {
   void on_peer_announce(const std::string& path, bool active, uint64_t hops,
                         model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
+  bool is_admission_pending() override { return service_call_ != nullptr; }
+  // The MoQ session's GOAWAY (lite-04): tells the peer to reconnect to `url` ("" = here again).
+  // False when the session's version has no GOAWAY.
+  bool send_goaway(const std::string& url);
 
  private:
+  void schedule_expiry();
+  // --auth-url: asks the service; the session waits (Session::admit) for the answer.
+  void ask_service(transport::Session& transport, const std::string& path, const std::string& query);
+  void on_service_answer(AuthResult r, std::string path, std::string peer);
+
   RelayWorker& worker_;
+  std::optional<auth::Grant> grant_;
+  bool admitted_ = false;  // admit() ran (grant_ set, or the session refused)
+  TimerId expiry_timer_ = 0;
+  std::unique_ptr<AuthServiceCall> service_call_;
+  std::optional<wire::Version> version_;
   std::unique_ptr<session::Session> session_;
   bool ready_ = false;
   size_t transport_class_ = 0;  // TransportClass of the transport the session runs on

@@ -43,11 +43,15 @@ RelayWorker::RelayWorker(Relay& relay, size_t index, runtime::Workers& workers,
       loop_(workers.loop(index)),
       workers_(workers),
       certificate_(relay.config().certificate),
+      auth_policy_(relay.config().auth ? relay.config().auth
+                                       : std::make_shared<const auth::AuthPolicy>()),
+      live_(std::make_shared<const LiveLimits>(relay.config().live())),
       budget_(relay.config().cache_budget / std::max<size_t>(1, relay.config().workers)),
       origin_(origin_config(relay.config(), &budget_), loop_, loop_),
       bridge_(index, workers, origin_, bridges, bridge_limits(relay.config())) {}
 
 RelayWorker::~RelayWorker() {
+  metrics_listener_.reset();
   connections_.clear();
   endpoints_.clear();
   listeners_.clear();
@@ -118,6 +122,42 @@ void RelayWorker::check_certificate() {
   }
 }
 
+Result<uint16_t> RelayWorker::listen_metrics(const std::string& host, uint16_t port) {
+  auto l = runtime::TcpListener::listen(
+      loop_, host, port, [this](int fd, std::string peer) { accept_metrics(fd, std::move(peer)); });
+  if (!l) {
+    return tl::unexpected(l.error());
+  }
+  uint16_t bound = (*l)->port();
+  metrics_listener_ = std::move(*l);
+  return bound;
+}
+
+void RelayWorker::accept_metrics(int fd, std::string peer) {
+  connections_.push_back(std::make_unique<ServerConnection>(
+      *this, fd, std::move(peer), ServerConnection::Listener::kMetrics));
+}
+
+void RelayWorker::start_status() { refresh_status(); }
+
+void RelayWorker::refresh_status() {
+  WorkerStatus st;
+  st.broadcasts = origin_.active_paths("");
+  origin_.for_each_track([&st](const std::string& path, const model::Track& t) {
+    st.tracks.push_back({path, t.name(), t.viewer_count(), t.bytes_in(), t.bytes_out()});
+  });
+  {
+    MutexLock lock(status_mu_);
+    status_ = std::move(st);
+  }
+  loop_.schedule(kStatusInterval, [this] { refresh_status(); });
+}
+
+WorkerStatus RelayWorker::status() const {
+  MutexLock lock(status_mu_);
+  return status_;
+}
+
 void RelayWorker::accept(int fd, std::string peer) {
   if (draining_) {
     ::close(fd);
@@ -130,18 +170,29 @@ void RelayWorker::remove_connection(ServerConnection* c) {
   connections_.remove_if([c](const auto& p) { return p.get() == c; });
 }
 
-void RelayWorker::drain() {
+void RelayWorker::drain(const std::string& goaway_url, Duration deadline, Duration hard_stop) {
   draining_ = true;
   listeners_.clear();
   for (auto& ep : endpoints_) {
-    ep->drain();
+    ep->drain(goaway_url);
   }
   for (auto& c : connections_) {
-    c->close(make_error(ErrorCode::kGoingAway, "relay shutting down"));
+    if (!c->goaway(goaway_url)) {
+      c->close(make_error(ErrorCode::kGoingAway, "relay shutting down"));
+    }
   }
-  // A peer that stopped reading never completes the close handshake: after half the drain time,
-  // drop what is left so moqd exits within --drain-timeout.
-  loop_.schedule(relay_.config().drain_timeout / 2, [this] {
+  // Sessions told to go away have until `deadline` to leave; then they are closed too.
+  loop_.schedule(deadline, [this] {
+    for (auto& ep : endpoints_) {
+      ep->close_all();
+    }
+    for (auto& c : connections_) {
+      c->close(make_error(ErrorCode::kGoingAway, "relay shutting down"));
+    }
+  });
+  // A peer that stopped reading never completes the close handshake: at `hard_stop`, drop what
+  // is left so moqd exits within --drain-timeout.
+  loop_.schedule(hard_stop, [this] {
     for (auto& c : connections_) {
       c->abort();
     }

@@ -10,8 +10,12 @@
 #include <string_view>
 #include <vector>
 
+#include "auth/grant.h"
 #include "model/origin.h"
 #include "relay/bridge.h"
+#include "relay/metrics.h"
+#include "relay/status.h"
+#include "base/mutex.h"
 #include "relay/config.h"
 #include "runtime/event_loop.h"
 #include "runtime/tcp.h"
@@ -58,11 +62,34 @@ class RelayWorker {
   void set_certificate(std::shared_ptr<const transport::quic::Certificate> cert) {
     certificate_ = std::move(cert);
   }
+  // This worker's snapshot of the limits new sessions get (RelayConfig::live(); SIGHUP replaces
+  // it). Existing sessions keep theirs.
+  const LiveLimits& live() const { return *live_; }
+  void set_live(std::shared_ptr<const LiveLimits> l) { live_ = std::move(l); }
+  // This worker's snapshot of the auth policy (keys, public prefixes); sessions admitted from
+  // now on use it. Never null.
+  const std::shared_ptr<const auth::AuthPolicy>& auth_policy() const { return auth_policy_; }
+  void set_auth_policy(std::shared_ptr<const auth::AuthPolicy> p) { auth_policy_ = std::move(p); }
+  // Counters for /metrics, written by this worker only (relay/metrics.h, session::TrafficCounters).
+  WorkerMetrics& metrics() { return metrics_; }
+  const WorkerMetrics& metrics() const { return metrics_; }
+  session::TrafficCounters& traffic() { return traffic_; }
+  const session::TrafficCounters& traffic() const { return traffic_; }
+  // The worker's last status snapshot (relay/status.h). Any thread.
+  WorkerStatus status() const;
+  // Microseconds this worker's loop spent on work rather than waiting in epoll_wait.
+  uint64_t loop_busy_us() const { return loop_.busy_us(); }
 
   // Listens on host:port, TCP and QUIC over UDP (SO_REUSEPORT: every worker binds the same port).
   Status listen(const std::string& host, uint16_t port);
-  // Worker thread: stop accepting and close every session with going_away.
-  void drain();
+  // Worker 0: serves /metrics, /health, /ready and the status page on host:port (TCP).
+  Result<uint16_t> listen_metrics(const std::string& host, uint16_t port);
+  // Starts the status snapshots (worker thread, once the loop runs).
+  void start_status();
+  // Worker thread: stop accepting; sessions whose version has GOAWAY get one naming `goaway_url`
+  // and may leave on their own until `deadline` (from now); the others, and those still there at
+  // the deadline, are closed with going_away.
+  void drain(const std::string& goaway_url, Duration deadline, Duration hard_stop);
 
   // From connections (worker thread).
   void on_peer_announce(const std::string& path, bool active, uint64_t hops,
@@ -90,6 +117,9 @@ class RelayWorker {
 
  private:
   void accept(int fd, std::string peer);
+  void accept_metrics(int fd, std::string peer);
+  // Rebuilds the status snapshot and schedules the next rebuild.
+  void refresh_status();
   // Worker 0 only: replaces a generated certificate that needs renewal, on every worker.
   void check_certificate();
 
@@ -99,11 +129,18 @@ class RelayWorker {
   runtime::Workers& workers_;
   std::shared_ptr<const transport::quic::Certificate> certificate_;
   session::SkipCounters viewer_skips_;  // outlives the sessions (connections_)
+  WorkerMetrics metrics_;                // idem
+  session::TrafficCounters traffic_;     // idem
+  std::shared_ptr<const auth::AuthPolicy> auth_policy_;
+  std::shared_ptr<const LiveLimits> live_;
+  mutable Mutex status_mu_;
+  WorkerStatus status_;  // guarded by status_mu_
   model::CacheBudget budget_;  // this worker's share of --cache-budget; outlives origin_
   model::Origin origin_;
   Bridge bridge_;
   bool draining_ = false;
   std::vector<std::unique_ptr<runtime::TcpListener>> listeners_;
+  std::unique_ptr<runtime::TcpListener> metrics_listener_;  // kept while draining (/ready)
   std::vector<std::unique_ptr<QuicEndpoint>> endpoints_;  // one per listen address
   std::list<std::unique_ptr<ServerConnection>> connections_;
 };

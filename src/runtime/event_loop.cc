@@ -162,6 +162,11 @@ void EventLoop::run_once(Duration max_wait) {
   waker_.prepare_sleep();
   int timeout = has_ready_work() ? 0 : wait_timeout_ms(max_wait);
   epoll_event events[kMaxEvents];
+  // The work since the last wait ended (now_ was read then) counts as busy.
+  Instant before_wait = system_now();
+  if (before_wait > now_) {
+    busy_us_.add(static_cast<uint64_t>((before_wait - now_).count()));
+  }
   polls_.add();
   int n = ::epoll_wait(epfd_, events, kMaxEvents, timeout);
   waker_.awake();

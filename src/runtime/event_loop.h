@@ -79,6 +79,9 @@ class EventLoop final : public Clock, public Timers {
   Waker& waker() { return waker_; }
   // epoll_wait calls so far (readable from any thread), for the relay's syscall counts.
   uint64_t polls() const { return polls_.get(); }
+  // Microseconds spent running callbacks rather than waiting in epoll_wait (readable from any
+  // thread): one clock read per iteration before the wait, against now() after it.
+  uint64_t busy_us() const { return busy_us_.get(); }
   // `s` must outlive the loop or be removed before it is destroyed.
   void add_poll_source(PollSource* s);
   void remove_poll_source(PollSource* s);
@@ -104,6 +107,7 @@ class EventLoop final : public Clock, public Timers {
 
   int epfd_ = -1;
   Counter polls_;
+  Counter busy_us_;
   Waker waker_;
   Instant now_;
   TimerWheel timers_;

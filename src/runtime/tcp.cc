@@ -191,6 +191,27 @@ Result<int> tcp_connect(const std::string& host, uint16_t port) {
   return fd;
 }
 
+Result<int> tcp_connect_nonblocking(const std::string& host, uint16_t port) {
+  auto addr = resolve(host, port, SOCK_STREAM, false);
+  if (!addr) {
+    return tl::unexpected(addr.error());
+  }
+  int fd = ::socket(addr->family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) {
+    return fail(ErrorCode::kTransport, "socket() failed");
+  }
+  int rc;
+  do {
+    rc = ::connect(fd, addr->get(), addr->len);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0 && errno != EINPROGRESS) {
+    ::close(fd);
+    return fail(ErrorCode::kTransport, "connect() failed");
+  }
+  set_int_opt(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+  return fd;
+}
+
 // --- TcpListener ---
 
 Result<std::unique_ptr<TcpListener>> TcpListener::listen(EventLoop& loop, const std::string& host,

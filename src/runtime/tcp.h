@@ -44,6 +44,11 @@ Result<int> bind_udp(const std::string& host, uint16_t port);
 // A connected, non-blocking TCP socket with TCP_NODELAY. Connecting blocks (CLI and tests only).
 Result<int> tcp_connect(const std::string& host, uint16_t port);
 
+// A non-blocking TCP socket whose connect is under way (or done); a TcpConnection on it queues
+// what is sent until the connect completes, and reports a refused connect as closed. A host name
+// is resolved here (blocking): give an address on a worker.
+Result<int> tcp_connect_nonblocking(const std::string& host, uint16_t port);
+
 // Accepts connections on host:port with SO_REUSEADDR and SO_REUSEPORT, dual-stack on "::".
 // Accepted fds are non-blocking, close-on-exec, TCP_NODELAY, and owned by the callback.
 class TcpListener final : private IoHandler {

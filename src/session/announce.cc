@@ -36,7 +36,7 @@ void AnnounceResponder::on_readable() {
       return;
     }
     std::string full = session_.to_full(please->prefix);
-    if (!session_.handler().authorize(Action::kSubscribe, full, session_.config().query)) {
+    if (!session_.handler().authorize(Action::kDiscover, full, session_.config().query)) {
       MOQD_LOG(kInfo, "session %llu announce refused prefix=%s code=%u (unauthorized)",
                static_cast<unsigned long long>(session_.id()), full.c_str(),
                static_cast<unsigned>(ErrorCode::kUnauthorized));
@@ -83,6 +83,10 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, uint64
   }
   auto suffix = model::strip_prefix(*full_prefix_, path);
   if (!suffix) {
+    return;
+  }
+  // Paths the peer may not subscribe to are not revealed (ended ones were never sent).
+  if (active && !session_.handler().authorize(Action::kSee, path, session_.config().query)) {
     return;
   }
   // Split horizon: never announce a broadcast back to the peer it came from. (A switch to another

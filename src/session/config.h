@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/counter.h"
 #include "base/error.h"
+#include "base/histogram.h"
 #include "model/origin.h"
 #include "wire/lite.h"
 #include "wire/version.h"
@@ -17,8 +18,10 @@ namespace moqd::session {
 
 enum class Role { kServer, kClient };
 
-// What the auth hook is asked about.
-enum class Action { kConnect, kPublish, kSubscribe };
+// What the auth hook is asked about: connecting (the root), publishing a broadcast, subscribing
+// to one, discovering a prefix (ANNOUNCE_PLEASE: allowed when it may reveal something the peer may
+// subscribe to), and seeing one announced path under it (silent: unseen paths are skipped).
+enum class Action { kConnect, kPublish, kSubscribe, kDiscover, kSee };
 
 struct SessionLimits {
   uint64_t max_frame_size = 16ull << 20;        // bytes in one frame (--max-frame-size)
@@ -45,6 +48,18 @@ struct SkipCounters {
   Counter groups;
 };
 
+// Traffic of one worker's sessions, for /metrics: frames and payload bytes received from
+// publishers and handed to subscribers' transports, subscriptions and announced broadcasts opened
+// and closed, and the delivery latency (a frame's last byte entering the cache to that byte handed
+// to a subscriber's transport, on the worker loop's clock). Written by the owning worker's thread
+// only; read from any thread.
+struct TrafficCounters {
+  Counter frames_in, bytes_in, frames_out, bytes_out;
+  Counter subscriptions_opened, subscriptions_closed;
+  Counter announces_opened, announces_closed;
+  LatencyHistogram delivery_latency;
+};
+
 struct SessionConfig {
   Role role = Role::kServer;
   wire::VersionSet versions = wire::VersionSet::all();
@@ -62,6 +77,8 @@ struct SessionConfig {
   // Where this session's subscriptions count their skip-ahead (the worker's counters, which
   // outlive the session); null: not counted.
   SkipCounters* skips = nullptr;
+  // Where this session counts its traffic (the worker's, which outlive it); null: not counted.
+  TrafficCounters* traffic = nullptr;
 };
 
 // The session's owner.
@@ -71,12 +88,18 @@ class SessionHandler {
   // Auth hook: may the peer do `action` on `path` (full path, root included)? Called at accept
   // (path = root), publish (each announced path) and subscribe (the broadcast path).
   virtual bool authorize(Action action, std::string_view path, std::string_view query) = 0;
+  // True while the connect decision is still being made (an auth service is asked); the handler
+  // then calls Session::admit() once authorize(kConnect) can answer.
+  virtual bool is_admission_pending() { return false; }
   // The session negotiated `version` and is live.
   virtual void on_session_ready(wire::Version version) = 0;
   // The peer announced or withdrew `path` (full). The default puts it into the origin; the relay
   // also tells its other workers.
   virtual void on_peer_announce(const std::string& path, bool active, uint64_t hops,
                                 model::BroadcastSource& source) = 0;
+  // The peer (a relay, lite-04) sent GOAWAY: reconnect to `uri` ("" means the same URL) and close
+  // this session once moved. The default ignores it.
+  virtual void on_goaway(const std::string& /*uri*/) {}
   // The session is over. The handler may destroy the session from here (the session does not
   // touch itself after this call).
   virtual void on_session_closed(Error reason) = 0;

@@ -56,6 +56,20 @@ class ProbeHolder final : public StreamHandler {
   void on_stop_sending(uint64_t) override {}
 };
 
+// GOAWAY (lite-04, bidi type 5). The server's side writes the message and FIN and drains what the
+// peer sends; the client's side reads the message and tells the SessionHandler (on_goaway).
+class GoawayStream final : public StreamHandler {
+ public:
+  GoawayStream(Session& s, transport::Stream& stream, bool receiving);
+  void on_readable() override;
+  void on_reset(uint64_t) override {}
+  void on_stop_sending(uint64_t) override {}
+
+ private:
+  bool receiving_;
+  bool told_ = false;
+};
+
 // The peer asked for announcements (ANNOUNCE_PLEASE): we publish the origin's paths under its
 // prefix, then live changes, alternating active/ended per path.
 class AnnounceResponder final : public StreamHandler, public model::AnnounceListener {
@@ -129,6 +143,8 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   // Counts (SessionConfig::skips) and logs, rate-limited, `groups` dropped by skip-ahead.
   void note_skip(uint64_t groups, Instant now);
   void write_group(GroupWriter& w);
+  // Counts a frame header or chunk handed to the transport (SessionConfig::traffic).
+  void count_delivery(const model::GroupCursor::Step& step);
   // Moves finished writers to spare_writers_.
   void recycle_done_writers();
   void remove_writer(GroupWriter* w);

@@ -59,6 +59,9 @@ void Session::withdraw_peer_announcements() {
   auto announced = std::move(peer_announced_);
   peer_announced_.clear();
   for (const auto& path : announced) {
+    if (config_.traffic != nullptr) {
+      config_.traffic->announces_closed.add();
+    }
     handler_.on_peer_announce(path, false, 0, *this);
   }
 }
@@ -76,6 +79,36 @@ std::optional<std::string> Session::to_peer(std::string_view full_path) const {
 }
 
 void Session::start() {
+  if (handler_.is_admission_pending()) {
+    // The owner decides later (an auth service): peer streams wait in PendingStream until admit().
+    admission_pending_ = true;
+    return;
+  }
+  continue_start();
+}
+
+void Session::admit() {
+  if (!admission_pending_ || closed_) {
+    return;
+  }
+  admission_pending_ = false;
+  continue_start();
+  if (closing_) {
+    return;  // refused: close() is under way
+  }
+  // Streams that arrived meanwhile hold their bytes: read them now.
+  std::vector<StreamHandler*> waiting;
+  for (auto& h : handlers_) {
+    waiting.push_back(h.get());
+  }
+  for (StreamHandler* h : waiting) {
+    if (!closed_ && !h->retired_) {
+      h->on_readable();
+    }
+  }
+}
+
+void Session::continue_start() {
   if (!handler_.authorize(Action::kConnect, config_.root, config_.query)) {
     close(make_error(ErrorCode::kUnauthorized, "connect not authorized"));
     return;
@@ -155,6 +188,7 @@ void Session::close(Error reason) {
   if (closed_) {
     return;
   }
+  closing_ = true;
   MOQD_LOG(kInfo, "session %llu closing peer=%s version=%s code=%u (%s) detail=%s",
            static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
            version_or_none(version_), static_cast<unsigned>(reason.code),
@@ -203,8 +237,17 @@ void Session::wait_for_streams(Subscription* s) {
   }
 }
 
+void Session::add_subscription(Subscription* s) {
+  subscriptions_.push_back(s);
+  if (config_.traffic != nullptr) {
+    config_.traffic->subscriptions_opened.add();
+  }
+}
+
 void Session::forget_subscription(Subscription* s) {
-  std::erase(subscriptions_, s);
+  if (std::erase(subscriptions_, s) > 0 && config_.traffic != nullptr) {
+    config_.traffic->subscriptions_closed.add();
+  }
   std::erase(waiting_for_streams_, s);
 }
 
@@ -275,11 +318,17 @@ void Session::announce_from_peer(const std::string& full, bool active, uint64_t 
       return;
     }
     peer_announced_.push_back(full);
+    if (config_.traffic != nullptr) {
+      config_.traffic->announces_opened.add();
+    }
   } else {
     if (it == peer_announced_.end()) {
       return;
     }
     peer_announced_.erase(it);
+    if (config_.traffic != nullptr) {
+      config_.traffic->announces_closed.add();
+    }
   }
   handler_.on_peer_announce(full, active, hops, *this);
 }

@@ -33,10 +33,19 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Starts the handshake (client: CLIENT_SETUP or nothing for lite-03+; server: waits).
+  // Starts the handshake (client: CLIENT_SETUP or nothing for lite-03+; server: waits). When the
+  // handler's admission is pending, nothing starts until admit(): the peer's streams are accepted
+  // and their bytes kept, unread.
   void start();
+  // The handler decided (authorize(kConnect) now answers): starts, or closes with unauthorized.
+  void admit();
+  bool is_admission_pending() const { return admission_pending_; }
   // Closes the transport session with `reason`; on_session_closed follows.
   void close(Error reason);
+  // Sends GOAWAY naming `uri` where the version has it (lite-04: a bidi stream of type 5); false
+  // otherwise (the caller closes with going_away at its deadline instead), or when no stream can
+  // be opened now.
+  bool send_goaway(const std::string& uri);
 
   uint64_t id() const { return id_; }
   std::optional<wire::Version> version() const { return version_; }
@@ -80,7 +89,7 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   UpstreamTrack* upstream_by_id(uint64_t id);
   uint64_t next_upstream_id() { return next_upstream_id_++; }
   size_t subscription_count() const { return subscriptions_.size(); }
-  void add_subscription(Subscription* s) { subscriptions_.push_back(s); }
+  void add_subscription(Subscription* s);
   void register_upstream(uint64_t id, UpstreamTrack* u) { upstreams_[id] = u; }
   void announce_from_peer(const std::string& full, bool active, uint64_t hops);
   size_t announce_stream_count() const { return announce_streams_; }
@@ -95,6 +104,7 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   // The peer's broadcasts leave the origin (through the handler).
   void withdraw_peer_announcements();
   void open_setup_stream();
+  void continue_start();
   void check_stalls();
   void sweep();
 
@@ -108,6 +118,8 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   std::optional<wire::Version> version_;
   bool closed_ = false;
   bool setup_waits_for_stream_ = false;
+  bool admission_pending_ = false;
+  bool closing_ = false;  // close() was called
   bool discovery_waits_for_stream_ = false;
   TimerId setup_timer_ = 0;
   TimerId stall_timer_ = 0;

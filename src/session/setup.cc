@@ -25,7 +25,7 @@ PendingStream::PendingStream(Session& s, transport::Stream& stream) : StreamHand
 }
 
 void PendingStream::on_readable() {
-  if (stream_ == nullptr) {
+  if (stream_ == nullptr || session_.is_admission_pending()) {
     return;
   }
   auto data = stream_->peek();
@@ -88,6 +88,13 @@ void PendingStream::on_readable() {
     case wire::BidiType::kProbe:
       if (lite03) {
         session_.adopt<ProbeHolder>(stream)->on_readable();
+        return;
+      }
+      break;
+    case wire::BidiType::kGoaway:
+      if (*session_.version() == wire::Version::kLite04 &&
+          session_.config().role == Role::kClient) {
+        session_.adopt<GoawayStream>(stream, true)->on_readable();
         return;
       }
       break;

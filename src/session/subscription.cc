@@ -338,9 +338,11 @@ void Subscription::write_group(GroupWriter& w) {
         header_.clear();
         wire::encode_frame_header(step.object->size, header_);
         w.stream_->write(Bytes::from(header_));
+        count_delivery(step);
         break;
       case model::GroupCursor::Kind::kChunk:
         w.stream_->write(step.chunk);
+        count_delivery(step);
         served_ = true;
         if (session_.config().limits.debug_spin_per_delivery > Duration::zero()) [[unlikely]] {
           spin(session_.config().limits.debug_spin_per_delivery);
@@ -357,6 +359,21 @@ void Subscription::write_group(GroupWriter& w) {
         break;
     }
     w.cursor_.advance(step);
+  }
+}
+
+void Subscription::count_delivery(const model::GroupCursor::Step& step) {
+  TrafficCounters* t = session_.config().traffic;
+  if (t == nullptr) {
+    return;
+  }
+  t->bytes_out.add(step.chunk.size());
+  if (track_ != nullptr) {
+    track_->note_bytes_out(step.chunk.size());
+  }
+  if (step.completes_object) {
+    t->frames_out.add();
+    t->delivery_latency.record(session_.clock().now() - step.object->arrived);
   }
 }
 

@@ -250,6 +250,9 @@ void GroupReceiver::on_readable() {
         return;
       }
       stream_->consume((*size)->consumed);
+      if (TrafficCounters* tc = session_.config().traffic) {
+        tc->frames_in.add();
+      }
       t->begin_object(*group_, frame_size);
       frame_left_ = frame_size;
       in_frame_ = frame_size > 0;
@@ -261,6 +264,9 @@ void GroupReceiver::on_readable() {
     size_t n = static_cast<size_t>(std::min<uint64_t>(frame_left_, data.size()));
     if (!session_.admit_ingress(n)) {
       return;
+    }
+    if (TrafficCounters* tc = session_.config().traffic) {
+      tc->bytes_in.add(n);
     }
     Bytes chunk = stream_->read(n);  // shares the transport's receive buffer where it can
     frame_left_ -= n;

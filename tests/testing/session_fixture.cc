@@ -20,7 +20,10 @@ bool RecordingHandler::authorize(session::Action action, std::string_view path,
     case session::Action::kPublish:
       return !deny_publish;
     case session::Action::kSubscribe:
+    case session::Action::kDiscover:
       return !deny_subscribe;
+    case session::Action::kSee:
+      return true;
   }
   return false;
 }

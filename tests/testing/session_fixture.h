@@ -47,6 +47,8 @@ class RecordingHandler final : public session::SessionHandler {
   void on_peer_announce(const std::string& path, bool active, uint64_t hops,
                         model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
+  void on_goaway(const std::string& uri) override { goaways.push_back(uri); }
+  bool is_admission_pending() override { return admission_pending; }
 
   // How many authorize() calls asked about `action` on `path`.
   size_t auth_count(session::Action action, std::string_view path) const;
@@ -55,6 +57,8 @@ class RecordingHandler final : public session::SessionHandler {
   bool deny_connect = false;
   bool deny_publish = false;
   bool deny_subscribe = false;
+  bool admission_pending = false;  // is_admission_pending() answers this
+  std::vector<std::string> goaways;
   std::vector<AuthCall> auth_calls;
   std::optional<wire::Version> ready_version;
   std::vector<PeerAnnounce> announces;

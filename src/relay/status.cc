@@ -1,0 +1,84 @@
+// GET /status.json: the workers' status snapshots merged (relay/status.h).
+#include <map>
+
+#include "relay/relay.h"
+#include "relay/worker.h"
+
+namespace moqd::relay {
+namespace {
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+struct Merged {
+  uint64_t viewers = 0, bytes_in = 0, bytes_out = 0;
+};
+
+}  // namespace
+
+std::string Relay::status_json() const {
+  // A broadcast is known on every worker; a track exists on each worker that serves it. The
+  // publisher's bytes arrive once per worker copy, so bytes_in is the largest copy's; viewers and
+  // bytes_out add up.
+  std::map<std::string, std::map<std::string, Merged>> broadcasts;
+  std::string workers;
+  for (const auto& w : relay_workers_) {
+    WorkerStatus st = w->status();
+    for (const auto& b : st.broadcasts) {
+      broadcasts[b];
+    }
+    for (const auto& t : st.tracks) {
+      Merged& m = broadcasts[t.broadcast][t.track];
+      m.viewers += t.viewers;
+      m.bytes_in = std::max(m.bytes_in, t.bytes_in);
+      m.bytes_out += t.bytes_out;
+    }
+    if (!workers.empty()) {
+      workers += ",";
+    }
+    workers += "{\"index\":" + std::to_string(w->index()) +
+               ",\"sessions\":" + std::to_string(w->sessions.load(std::memory_order_relaxed)) +
+               ",\"connections\":" + std::to_string(w->connections.load(std::memory_order_relaxed)) +
+               ",\"busy_us\":" + std::to_string(w->loop_busy_us()) + "}";
+  }
+  std::string out = "{\"version\":\"" MOQD_VERSION_STRING "\",\"draining\":";
+  out += is_draining() ? "true" : "false";
+  out += ",\"sessions\":" + std::to_string(session_count());
+  out += ",\"time_ms\":" +
+         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count());
+  out += ",\"workers\":[" + workers + "],\"broadcasts\":[";
+  bool first = true;
+  for (const auto& [path, tracks] : broadcasts) {
+    out += first ? "" : ",";
+    first = false;
+    out += "{\"path\":" + json_string(path) + ",\"tracks\":[";
+    bool first_track = true;
+    for (const auto& [name, m] : tracks) {
+      out += first_track ? "" : ",";
+      first_track = false;
+      out += "{\"name\":" + json_string(name) + ",\"viewers\":" + std::to_string(m.viewers) +
+             ",\"bytes_in\":" + std::to_string(m.bytes_in) +
+             ",\"bytes_out\":" + std::to_string(m.bytes_out) + "}";
+    }
+    out += "]}";
+  }
+  return out + "]}\n";
+}
+
+}  // namespace moqd::relay
