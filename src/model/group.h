@@ -24,6 +24,11 @@ struct Object {
   std::vector<Bytes> chunks;
   // When the object's newest byte arrived (its last once complete), on the track's clock.
   Instant arrived{};
+  // Bytes a protocol layer derived from the object for every reader (its frame header), kept so
+  // that readers share one copy; `header_format` is that layer's tag for their encoding (0: none
+  // yet). The model never reads them.
+  mutable Bytes header;
+  mutable uint8_t header_format = 0;
 
   bool is_complete() const { return received == size; }
 };

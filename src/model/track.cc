@@ -108,8 +108,11 @@ Group* Track::begin_group(uint64_t sequence) {
   if (!largest_sequence_ || sequence > *largest_sequence_) {
     largest_sequence_ = sequence;
   }
+  // A new group is told at once, before eviction can take an older one: a burst of more groups
+  // than the cache holds in one turn still reaches every listener (each takes a GroupRef). What
+  // else changed in the turn is told once, at its end.
+  notify_now();
   evict();
-  notify();
   return g;
 }
 
@@ -161,6 +164,11 @@ void Track::abort_group(Group& g) {
 void Track::end(Error reason) {
   if (ended_) {
     return;
+  }
+  // Listeners hear what changed before the end (a group that began this turn is collected by its
+  // subscribers before they lose the track).
+  if (is_queued()) {
+    notify_now();
   }
   ended_ = true;
   timers_.cancel(linger_timer_);
@@ -243,7 +251,8 @@ std::vector<GroupRef> Track::groups_from(uint64_t first_arrival) const {
   return std::vector<GroupRef>(cache_.begin() + start, cache_.end());
 }
 
-void Track::notify() {
+void Track::notify_now() {
+  unqueue();
   ++notify_depth_;
   for (size_t i = 0, n = listeners_.size(); i < n; ++i) {
     if (TrackListener* l = listeners_[i]) {

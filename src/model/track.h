@@ -33,6 +33,9 @@ class TrackListener {
  public:
   virtual ~TrackListener() = default;
   // Something new: a group, an object, a chunk, a group's end or abort. Pull with the cursors.
+  // A new group is told at once; objects, chunks and a group's end are told once per loop turn
+  // (Timers::at_turn_end), however many the producer made in it: a frame that began and arrived
+  // in three packets is one call, not four.
   virtual void on_track_data(Track& track) = 0;
   // The track is over (publisher finished it, the broadcast ended, or an error). The listener is
   // already removed when this is called, and the Track may be destroyed right after it returns.
@@ -57,7 +60,7 @@ class TrackSource {
   virtual void stop_track(Track& track) = 0;
 };
 
-class Track {
+class Track final : private TurnWork {
  public:
   // `timers` drives linger and the deferred idle callback; it must outlive the track. Age eviction
   // needs no timer: it runs whenever a group begins or a chunk arrives.
@@ -155,7 +158,10 @@ class Track {
   uint64_t cached_bytes() const { return cached_bytes_; }
 
  private:
-  void notify();
+  // Tells the listeners at the end of the turn (coalesced); notify_now() tells them at once.
+  void notify() { timers_.at_turn_end(*this); }
+  void run_turn_work() override { notify_now(); }
+  void notify_now();
   // Index in cache_ of the first group whose arrival is at least `first_arrival`.
   size_t first_cached_index(uint64_t first_arrival) const;
   void evict();

@@ -158,14 +158,58 @@ TEST_F(TrackTest, CursorKeepsAnEvictedGroupAliveAndNothingLeaks) {
   EXPECT_EQ(Bytes::live_buffers(), buffers_at_start_);
 }
 
-TEST_F(TrackTest, ListenersAreNotifiedOfEveryChange) {
+TEST_F(TrackTest, ANewGroupIsToldAtOnceAndTheRestOnceATurn) {
   StrictMock<MockTrackListener> l;
   EXPECT_CALL(source_, start_track(_));
   track_->add_listener(&l);
-  EXPECT_CALL(l, on_track_data(_)).Times(4);
-  add_group(0, "a");
+  EXPECT_CALL(l, on_track_data(_)).Times(1);  // the group, from inside begin_group
+  add_group(0, "a");  // then an object, a chunk and the group's end, in the same turn
+  testing::Mock::VerifyAndClearExpectations(&l);
+  EXPECT_CALL(l, on_track_data(_)).Times(1);  // all three, once, as the turn ends
+  clock_.advance(Duration::zero());
+  testing::Mock::VerifyAndClearExpectations(&l);
+  EXPECT_CALL(l, on_track_data(_)).Times(2);  // the group; then the rest at the turn's end
+  Group* g = track_->begin_group(1);
+  track_->begin_object(*g, 2);
+  track_->append_chunk(*g, Bytes::copy("b"));
+  track_->append_chunk(*g, Bytes::copy("c"));
+  clock_.advance(Duration::zero());
+  clock_.advance(Duration::zero());  // nothing new: nothing told
+  testing::Mock::VerifyAndClearExpectations(&l);
   track_->remove_listener(&l);
   EXPECT_CALL(source_, stop_track(_));
+}
+
+TEST_F(TrackTest, ABurstOfMoreGroupsThanTheCacheHoldsReachesEveryListener) {
+  StrictMock<MockTrackListener> l;
+  EXPECT_CALL(source_, start_track(_));
+  track_->add_listener(&l);
+  std::vector<uint64_t> seen;
+  EXPECT_CALL(l, on_track_data(_)).WillRepeatedly(Invoke([&](Track& t) {
+    if (GroupRef newest = t.newest_group(); newest && (seen.empty() || seen.back() != newest->sequence())) {
+      seen.push_back(newest->sequence());
+    }
+  }));
+  for (uint64_t seq = 0; seq < 20; ++seq) {  // one turn, more groups than --cache-groups
+    add_group(seq, "x");
+  }
+  clock_.advance(Duration::zero());
+  EXPECT_EQ(seen.size(), 20u);
+  EXPECT_LT(track_->cached_groups(), 20u);
+  track_->remove_listener(&l);
+  EXPECT_CALL(source_, stop_track(_));
+}
+
+TEST_F(TrackTest, ChangesPendingAtTheEndAreToldBeforeTheEnd) {
+  StrictMock<MockTrackListener> l;
+  EXPECT_CALL(source_, start_track(_));
+  track_->add_listener(&l);
+  testing::InSequence order;
+  EXPECT_CALL(l, on_track_data(_)).Times(2);  // the group at once, its frame before the end
+  EXPECT_CALL(l, on_track_ended(_, _));
+  EXPECT_CALL(source_, stop_track(_));
+  add_group(0, "a");
+  track_->end(make_error(ErrorCode::kCancel, "done"));
 }
 
 TEST_F(TrackTest, ListenerMayRemoveItselfWhileNotified) {
@@ -178,10 +222,12 @@ TEST_F(TrackTest, ListenerMayRemoveItselfWhileNotified) {
   EXPECT_CALL(b, on_track_data(_));
   EXPECT_CALL(c, on_track_data(_));
   track_->begin_group(0);
+  clock_.advance(Duration::zero());
   EXPECT_EQ(track_->listener_count(), 2u);
   EXPECT_CALL(b, on_track_data(_));
   EXPECT_CALL(c, on_track_data(_));
   track_->begin_group(1);
+  clock_.advance(Duration::zero());
   track_->remove_listener(&b);
   track_->remove_listener(&c);
   EXPECT_CALL(source_, stop_track(_));

@@ -147,6 +147,9 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   void count_delivery(const model::GroupCursor::Step& step);
   // Moves finished writers to spare_writers_.
   void recycle_done_writers();
+  // The object's FRAME header, encoded once per object (Object::header) and shared.
+  const Bytes& frame_header(const model::Object& object);
+  static constexpr uint8_t kLiteFrameHeader = 1;  // Object::header_format of a moq-lite FRAME
   void remove_writer(GroupWriter* w);
   void end_subscription();
   bool wants_group(const model::Group& g) const;
@@ -171,6 +174,7 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   TimerId fin_timer_ = 0;
   bool pumping_ = false;
   bool served_ = false;
+  bool writer_done_ = false;  // some writer finished since the last recycle_done_writers()
   bool skip_logged_ = false;
   Instant skip_logged_at_{};
   uint64_t skipped_unlogged_ = 0;  // groups skipped since the last skip-ahead line

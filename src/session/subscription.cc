@@ -49,6 +49,7 @@ class Subscription::GroupWriter final : public transport::StreamVisitor {
   void on_reset(uint64_t) override {}
   void on_stop_sending(uint64_t) override {
     done_ = true;
+    sub_.writer_done_ = true;
     sub_.pump();
   }
   // The session is gone: the stream pointer is no longer valid.
@@ -224,8 +225,8 @@ void Subscription::on_reset(uint64_t) {
 void Subscription::on_stop_sending(uint64_t code) { on_reset(code); }
 
 void Subscription::collect_new_groups() {
-  if (track_ == nullptr) {
-    return;
+  if (track_ == nullptr || next_arrival_ == track_->next_arrival()) {
+    return;  // no group began since the last look
   }
   track_->for_each_group_from(next_arrival_, [this](const model::GroupRef& g) {
     if (req_.end_group && g->sequence() >= *req_.end_group) {
@@ -239,6 +240,9 @@ void Subscription::collect_new_groups() {
 }
 
 void Subscription::drop_old_groups() {
+  if (writers_.size() + pending_.size() <= 1) {
+    return;  // the newest group is never dropped
+  }
   const auto& limits = session_.config().limits;
   Duration max_age = limits.max_backlog_age;
   if (req_.max_latency_ms > 0) {
@@ -335,9 +339,7 @@ void Subscription::write_group(GroupWriter& w) {
       case model::GroupCursor::Kind::kNothing:
         return;
       case model::GroupCursor::Kind::kObjectStart:
-        header_.clear();
-        wire::encode_frame_header(step.object->size, header_);
-        w.stream_->write(Bytes::from(header_));
+        w.stream_->write(frame_header(*step.object));
         count_delivery(step);
         break;
       case model::GroupCursor::Kind::kChunk:
@@ -351,11 +353,13 @@ void Subscription::write_group(GroupWriter& w) {
       case model::GroupCursor::Kind::kEnd:
         w.stream_->finish();
         w.done_ = true;
+        writer_done_ = true;
         last_group_end_ = session_.clock().now();
         break;
       case model::GroupCursor::Kind::kAborted:
         w.stream_->reset(static_cast<uint64_t>(ErrorCode::kCancel));
         w.done_ = true;
+        writer_done_ = true;
         break;
     }
     w.cursor_.advance(step);
@@ -409,7 +413,23 @@ void Subscription::pump() {
   }
 }
 
+// A moq-lite FRAME header is the payload size, the same for every subscriber of every lite
+// version: encoded once per object and shared (a reference per subscriber, no encoding, no copy).
+const Bytes& Subscription::frame_header(const model::Object& object) {
+  if (object.header_format != kLiteFrameHeader) {
+    header_.clear();
+    wire::encode_frame_header(object.size, header_);
+    object.header = Bytes::from(header_);
+    object.header_format = kLiteFrameHeader;
+  }
+  return object.header;
+}
+
 void Subscription::recycle_done_writers() {
+  if (!writer_done_) {
+    return;
+  }
+  writer_done_ = false;
   // In place and in order (std::stable_partition would allocate a buffer).
   size_t kept = 0;
   for (size_t i = 0; i < writers_.size(); ++i) {
