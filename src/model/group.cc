@@ -106,6 +106,54 @@ void GroupCursor::advance(const Step& step) {
   settle();
 }
 
+GroupCursor::Kind GroupCursor::next(size_t max_bytes, Step& step) {
+  step.object = nullptr;
+  step.completes_object = false;
+  if (done_ || !group_) {
+    return step.kind = Kind::kNothing;
+  }
+  if (group_->is_aborted()) {
+    done_ = true;
+    return step.kind = Kind::kAborted;
+  }
+  const std::vector<Object>& objects = group_->objects();
+  if (object_ == objects.size()) {
+    if (!group_->is_finished()) {
+      return step.kind = Kind::kNothing;
+    }
+    done_ = true;
+    return step.kind = Kind::kEnd;
+  }
+  const Object& o = objects[object_];
+  if (!object_started_) {
+    object_started_ = true;
+    step.object = &o;
+    step.completes_object = o.size == 0;
+    settle();
+    return step.kind = Kind::kObjectStart;
+  }
+  if (chunk_ < o.chunks.size() && max_bytes > 0) {
+    const Bytes& chunk = o.chunks[chunk_];
+    size_t n = std::min(max_bytes, chunk.size() - chunk_offset_);
+    step.chunk = chunk_offset_ == 0 && n == chunk.size() ? chunk : chunk.slice(chunk_offset_, n);
+    step.object = &o;
+    chunk_offset_ += n;
+    taken_ += n;
+    if (chunk_offset_ == chunk.size()) {
+      ++chunk_;
+      chunk_offset_ = 0;
+    }
+    step.completes_object = o.is_complete() && chunk_ == o.chunks.size();
+    settle();
+    return step.kind = Kind::kChunk;
+  }
+  if (chunk_ == o.chunks.size() && group_->is_finished()) {
+    done_ = true;  // finished short of the object's declared size: the stream was truncated
+    return step.kind = Kind::kAborted;
+  }
+  return step.kind = Kind::kNothing;
+}
+
 // Moves to the next object once every byte of the current, complete object is taken, so a
 // zero-size object is passed right after its kObjectStart.
 void GroupCursor::settle() {

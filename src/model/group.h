@@ -139,6 +139,9 @@ class GroupCursor {
   Step peek(size_t max_bytes) const;
   // Moves past a step that peek() just returned (for kChunk, past `step.chunk.size()` bytes).
   void advance(const Step& step);
+  // peek() and advance() in one, for the fan-out loop: fills `step` (reused from call to call) with
+  // what comes next, moves past it, and returns its kind. The chunk is the caller's to keep.
+  Kind next(size_t max_bytes, Step& step);
   // Bytes of the group not yet taken (what this reader is behind by, in this group). O(1).
   uint64_t backlog() const;
   // kEnd or kAborted was taken; nothing more will come.

@@ -175,6 +175,7 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   bool pumping_ = false;
   bool served_ = false;
   bool writer_done_ = false;  // some writer finished since the last recycle_done_writers()
+  model::GroupCursor::Step step_;  // reused by write_group()
   bool skip_logged_ = false;
   Instant skip_logged_at_{};
   uint64_t skipped_unlogged_ = 0;  // groups skipped since the last skip-ahead line

@@ -329,13 +329,13 @@ bool Subscription::open_writers() {
 }
 
 void Subscription::write_group(GroupWriter& w) {
+  model::GroupCursor::Step& step = step_;
   while (!w.done_) {
     size_t capacity = w.stream_->write_capacity();
     if (capacity == 0) {
       return;
     }
-    auto step = w.cursor_.peek(capacity);
-    switch (step.kind) {
+    switch (w.cursor_.next(capacity, step)) {
       case model::GroupCursor::Kind::kNothing:
         return;
       case model::GroupCursor::Kind::kObjectStart:
@@ -343,8 +343,8 @@ void Subscription::write_group(GroupWriter& w) {
         count_delivery(step);
         break;
       case model::GroupCursor::Kind::kChunk:
-        w.stream_->write(step.chunk);
         count_delivery(step);
+        w.stream_->write(std::move(step.chunk));
         served_ = true;
         if (session_.config().limits.debug_spin_per_delivery > Duration::zero()) [[unlikely]] {
           spin(session_.config().limits.debug_spin_per_delivery);
@@ -362,7 +362,6 @@ void Subscription::write_group(GroupWriter& w) {
         writer_done_ = true;
         break;
     }
-    w.cursor_.advance(step);
   }
 }
 
