@@ -6,7 +6,8 @@
 #                sanitized binaries
 #   tsan         g++, TSan: the multi-worker tests (runtime, and relay's two-worker bridge tests)
 #                and interop tests on 2 workers
-#   bench        the microbenchmarks and the fixed-work fan-out (built with the g++ stage) run once
+#   bench        the microbenchmarks, the fixed-work fan-out and the in-process QUIC fan-out (built with
+#                the g++ stage) run once
 #                each, briefly: they check every delivery, so they must not rot (figures are
 #                docs/BENCHMARKS.md's, not this stage's); the fixed-work fan-out fails when a
 #                delivery allocates or locks (--assert-zero)
@@ -64,6 +65,8 @@ bench_smoke() {  # dir
   "$dir/bin/moqd_bench_instructions" --groups 2 --assert-zero
   "$dir/bin/moqd_bench_instructions" --groups 2 --workers 2 --assert-zero
   "$dir/bin/moqd_bench" --benchmark_min_time=0.01 --benchmark_filter='Varint|Header|Cache'
+  # The relay side of a QUIC fan-out in one process: exits 1 unless every byte arrives.
+  "$dir/bin/moqd_bench_quic" --viewers 4 --frames 30
 }
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
