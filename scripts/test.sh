@@ -42,7 +42,12 @@ configure_build() {  # dir compiler extra-flags...   (TARGETS: what to build; de
 }
 unit() {  # dir [ctest args...]
   local dir=$1; shift
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@")
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@") && return 0
+  # CI keeps only the tail of the output: end with the failed tests run again one at a time, the
+  # first one's output in full, so the reason is what a reader sees last.
+  echo "=== unit: the failed tests again, alone"
+  (cd "$dir" && ctest --rerun-failed --output-on-failure --stop-on-failure -j 1 2>&1 | tail -n 80)
+  return 1
 }
 interop() {  # dir [test files...]
   local dir=$1; shift

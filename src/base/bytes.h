@@ -135,7 +135,9 @@ class BytesBuffer {
   // Moves the filled bytes from `offset` on to the front, dropping those before it; only when
   // !is_shared() (no slice may see its bytes move).
   void drop_front(size_t offset) {
-    std::memmove(block_.writable_data(), block_.data() + offset, size_ - offset);
+    if (offset < size_) {  // memmove from an empty buffer's null data() is undefined
+      std::memmove(block_.writable_data(), block_.data() + offset, size_ - offset);
+    }
     size_ -= offset;
   }
 

@@ -103,8 +103,10 @@ void RecvBuffer::make_room(size_t n) {
   size_t capacity = std::max(next_capacity_, std::bit_ceil(unread + n));
   next_capacity_ = std::min(kMaxBuffer, capacity * 2);
   BytesBuffer fresh(capacity);
-  std::memcpy(fresh.room().data(), buf_.data() + read_, unread);
-  fresh.commit(unread);
+  if (unread > 0) {  // an empty buffer has no data(): memcpy from null is undefined even for 0
+    std::memcpy(fresh.room().data(), buf_.data() + read_, unread);
+    fresh.commit(unread);
+  }
   buf_ = std::move(fresh);
   read_ = 0;
 }
