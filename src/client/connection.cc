@@ -140,6 +140,7 @@ Status Connection::connect() {
   ws::WsClientConfig wc;
   wc.host = options_.url.authority();
   wc.target = options_.url.target();
+  wc.protocols.clear();  // not WsClientConfig's default: the table's forms, most preferred first
   for (auto& token : session::websocket_subprotocols(options_.versions)) {
     const std::string& f = options_.framing;
     if (f.empty() || token == f || token.starts_with(f + ".")) {

@@ -135,3 +135,25 @@ for (const version of Object.keys(QMUX)) {
     await H.stopMoqdClean(moqd);
   });
 }
+
+// --- moq offers the same table ---
+
+test("moq over WebSocket gets qmux-02.moq-lite-04, or what --framing and --versions leave", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  const moqd = await moqdWith([]);
+  const cases = [
+    [[], "websocket/qmux-02 version=moq-lite-04"],
+    [["--framing", "qmux-01"], "websocket/qmux-01 version=moq-lite-04"],
+    [["--versions", "moq-lite-03", "--framing", "qmux-00"], "websocket/qmux-00 version=moq-lite-03"],
+    [["--versions", "moq-lite-02"], "websocket/qmux-02 version=moq-lite-02"],
+    [["--framing", "webtransport"], "websocket/webtransport version=moq-lite-02"],
+  ];
+  for (const [i, [args, want]] of cases.entries()) {
+    const ann = H.spawnMoq(["announced", moqd.url, `room${i}`, "--transport", "ws", ...args]);
+    try {
+      await waitLog(moqd, new RegExp(`session ${i + 1} start peer=\\S+ transport=${want} `));
+    } finally {
+      await ann.stop();
+    }
+  }
+  await H.stopMoqdClean(moqd);
+});
