@@ -158,3 +158,30 @@ test("@moq/net 0.3.4 and @moq/lite 0.2.2 on either side of moqd, both ways", { t
   H.closeConnection(liteSub);
   await H.stopMoqdClean(moqd);
 });
+
+// moq as a viewer at the protocol level: a broadcast published by @moq/net 0.3.4 with a hang-style
+// catalog.json track (a JSON frame), read by `moq sub --track catalog.json` over WebSocket and
+// over QUIC, prints the catalog.
+test("moq sub prints the catalog.json track of a broadcast @moq/net 0.3.4 publishes", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  const moqd = await H.startMoqd([]);
+  started.push(moqd);
+  const p = `${H.uniquePrefix("catalog")}/camera`;
+  const catalog = { video: { renditions: { "video/hd": { codec: "avc1.64001f", codedWidth: 1280, codedHeight: 720 } } } };
+  const text = JSON.stringify(catalog);
+  const pub = await netConnect(moqd.url);
+  netPublish(pub, p, [[H.text(text)]]);
+  const watcher = await netConnect(moqd.url);
+  await netWaitActive(watcher, p);
+  for (const transport of ["ws", "quic"]) {
+    const sub = H.spawnMoq(["sub", moqd.url, p, "--track", "catalog.json", "--transport", transport]);
+    try {
+      await sub.waitStdout((out) => out.toString() === `${text}\n`, 10_000, `the catalog over ${transport}`);
+      assert.deepEqual(JSON.parse(sub.stdout().toString()), catalog);
+    } finally {
+      await sub.stop();
+    }
+  }
+  pub.close();
+  watcher.close();
+  await H.stopMoqdClean(moqd);
+});
