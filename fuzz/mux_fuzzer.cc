@@ -1,7 +1,9 @@
 // Fuzzer for the stream multiplexer (src/transport/websocket/mux_frames.h, mux_session.h). The
-// first input byte picks the framing (bit 0: qmux-00 or webtransport) and the mode (bit 1):
-//   decode: the rest is one message; whatever decode_frame() accepts is re-encoded and must decode
-//           to the same frame.
+// first input byte picks the framing (bits 0 and 2: qmux-00, webtransport, qmux-01, qmux-02) and
+// the mode (bit 1):
+//   decode: the rest is one message (in qmux-01/02 a record, decoded frame by frame); whatever
+//           decode_frame() accepts must take 1..n bytes, and re-encoded must decode to the same
+//           frame.
 //   session: the rest drives a server-role MuxSession over a counting channel. Each record is an op
 //           byte: ops 0..9 deliver a message whose length follows (1 byte, or 2 when op bit 4 is
 //           set); 10 drains the channel and reports it writable; 11 advances the clock; 12..15 are
@@ -43,23 +45,41 @@ std::optional<std::vector<uint8_t>> reencode(Framing framing, const MuxFrame& f)
     case FrameKind::kStopSending: b = encode_stop_sending(framing, f.stream_id, f.code); break;
     case FrameKind::kClose:
       b = encode_close(framing, f.code,
-                       std::string_view(reinterpret_cast<const char*>(f.data.data()), f.data.size()));
+                       std::string_view(reinterpret_cast<const char*>(f.data.data()), f.data.size()),
+                       CloseLayout::kRfc9000);
       break;
     case FrameKind::kMaxData: b = encode_max_data(f.value); break;
     case FrameKind::kMaxStreamData: b = encode_max_stream_data(f.stream_id, f.value); break;
     case FrameKind::kMaxStreamsBidi: b = encode_max_streams(false, f.value); break;
     case FrameKind::kMaxStreamsUni: b = encode_max_streams(true, f.value); break;
     case FrameKind::kTransportParameters: b = encode_transport_parameters(f.params); break;
+    case FrameKind::kPing:
     case FrameKind::kIgnored: return std::nullopt;
   }
   return std::vector<uint8_t>(b.data(), b.data() + b.size());
 }
 
+void decode_one(Framing framing, const MuxFrame& first_frame);
+
 void decode_round_trip(Framing framing, std::span<const uint8_t> message) {
-  auto first = decode_frame(framing, message);
-  if (!first) {
-    return;
+  while (!message.empty()) {
+    auto f = decode_frame(framing, message);
+    if (!f) {
+      return;
+    }
+    if (f->size == 0 || f->size > message.size()) {
+      bug("frame size outside the message");
+    }
+    decode_one(framing, *f);
+    if (!has_records(framing)) {
+      return;
+    }
+    message = message.subspan(f->size);
   }
+}
+
+void decode_one(Framing framing, const MuxFrame& first_frame) {
+  const MuxFrame* first = &first_frame;
   auto bytes = reencode(framing, *first);
   if (!bytes) {
     return;
@@ -142,7 +162,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) {
     return 0;
   }
-  Framing framing = (data[0] & 1) ? Framing::kWebTransport : Framing::kQmux00;
+  constexpr Framing kFramings[] = {Framing::kQmux00, Framing::kWebTransport, Framing::kQmux01,
+                                   Framing::kQmux02};
+  Framing framing = kFramings[(data[0] & 1) | ((data[0] >> 1) & 2)];
   std::span<const uint8_t> rest(data + 1, size - 1);
   if ((data[0] & 2) == 0) {
     decode_round_trip(framing, rest);

@@ -124,7 +124,9 @@ RequestDecision answer(const HttpRequest& request) {
     r.body = "ok\n";
     return r;
   }
-  return decide_upgrade(request);
+  static const std::vector<std::string> acceptable = {"qmux-00.moq-lite-04", "qmux-00",
+                                                      "webtransport.moql", "webtransport"};
+  return decide_upgrade(request, acceptable);
 }
 
 void run_connection(std::span<const uint8_t> in) {

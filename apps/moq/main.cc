@@ -36,7 +36,7 @@ struct Common {
   std::string url;
   std::string path;
   std::string track = "";
-  std::string framing;  // "", "qmux-00" or "webtransport"
+  std::string framing;  // "", "qmux-00", "qmux-01", "qmux-02" or "webtransport"
   bool length_prefixed = false;
   uint64_t group_every = 1;
   uint64_t max_frames = 0;
@@ -98,7 +98,7 @@ client::ConnectionOptions options_for(const Common& c, std::optional<std::string
     o.versions = parse_versions(c.versions).value_or(wire::VersionSet::all());
   }
   if (!c.framing.empty()) {
-    o.framings = {c.framing};
+    o.framing = c.framing;
   }
   o.discover_prefix = std::move(discover);
   return o;
@@ -500,7 +500,8 @@ void add_tls_flags(CLI::App* cmd, client::TlsOptions& tls) {
 }
 
 void add_transport_flags(CLI::App* cmd, Common& c) {
-  cmd->add_option("--framing", c.framing, "force the WebSocket framing: qmux-00 or webtransport");
+  cmd->add_option("--framing", c.framing,
+                  "force the WebSocket framing: qmux-02, qmux-01, qmux-00 or webtransport");
   cmd->add_option("--transport", c.transport,
                   "quic, webtransport (alias wt: WebTransport over HTTP/3, the URL path in the "
                   "CONNECT) or ws (default: quic for http:// and https:// URLs, ws for ws:// and "

@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "model/path.h"
+#include "session/protocols.h"
 
 namespace moqd::client {
 
@@ -139,7 +140,16 @@ Status Connection::connect() {
   ws::WsClientConfig wc;
   wc.host = options_.url.authority();
   wc.target = options_.url.target();
-  wc.protocols = options_.framings;
+  wc.protocols.clear();  // not WsClientConfig's default: the table's forms, most preferred first
+  for (auto& token : session::websocket_subprotocols(options_.versions)) {
+    const std::string& f = options_.framing;
+    if (f.empty() || token == f || token.starts_with(f + ".")) {
+      wc.protocols.push_back(std::move(token));
+    }
+  }
+  if (wc.protocols.empty()) {
+    return fail(ErrorCode::kUnsupported, "no WebSocket subprotocol for these versions and framing");
+  }
   wc.ws.close_timeout = kCloseTimeout;
   ws_ = std::make_unique<ws::WsClientConnection>(*tcp_, loop_, loop_, std::move(wc));
   ws_->set_open_callback([this](std::string_view sp) { on_upgraded(sp); });

@@ -51,8 +51,9 @@ struct ConnectionOptions {
   Url url;
   TransportKind transport = TransportKind::kWebSocket;
   TlsOptions tls;
-  // WebSocket subprotocols offered, in preference order.
-  std::vector<std::string> framings = {"qmux-00", "webtransport"};
+  // WebSocket: offer only this framing ("qmux-00", "webtransport"); empty offers every framing.
+  // The subprotocols offered are session::websocket_subprotocols(versions), most preferred first.
+  std::string framing;
   wire::VersionSet versions = wire::VersionSet::all();
   // Ask the relay for its broadcasts under this prefix (see SessionConfig::discover_prefix).
   std::optional<std::string> discover_prefix;

@@ -172,18 +172,7 @@ Result<std::string> read_response(int fd, SteadyClock::time_point deadline,
 }  // namespace
 
 std::vector<std::string> quic_alpns(wire::VersionSet versions) {
-  std::vector<std::string> alpns;
-  if (versions.contains(wire::Version::kLite04)) {
-    alpns.emplace_back("moq-lite-04");
-  }
-  if (versions.contains(wire::Version::kLite03)) {
-    alpns.emplace_back("moq-lite-03");
-  }
-  if (versions.contains(wire::Version::kLite01) || versions.contains(wire::Version::kLite02) ||
-      versions.contains(wire::Version::kTransport14)) {
-    alpns.emplace_back("moql");
-  }
-  return alpns;
+  return wire::served_alpns(versions);
 }
 
 Result<std::string> http_get(const Url& url, std::string_view target, Duration timeout) {

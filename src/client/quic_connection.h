@@ -20,8 +20,8 @@
 
 namespace moqd::client {
 
-// ALPNs a QUIC client offers for `versions`, most preferred first: moq-lite-04, moq-lite-03, and
-// moql (SETUP, for the remaining drafts).
+// ALPNs a QUIC client offers for `versions`, most preferred first: wire::served_alpns (the newest
+// moq-lite ALPN first, then moql, SETUP for lite-01/02).
 std::vector<std::string> quic_alpns(wire::VersionSet versions);
 
 // How to verify the relay for `url` and `tls` (see TlsOptions). For http:// (and ws://) URLs

@@ -4,6 +4,7 @@
 #include "relay/relay.h"
 #include "relay/status_page.h"
 #include "relay/worker.h"
+#include "session/protocols.h"
 
 namespace moqd::relay {
 
@@ -83,7 +84,18 @@ ws::RequestDecision ServerConnection::on_request(const ws::HttpRequest& r) {
     if (listener_ == Listener::kMetrics) {
       return ws::PlainResponse{404, "text/plain", "no MoQ on the metrics listener\n", {}};
     }
-    return ws::decide_upgrade(r);
+    auto acceptable = session::websocket_subprotocols(worker_.relay().config().versions);
+    auto decision = ws::decide_upgrade(r, acceptable);
+    auto* refused = std::get_if<ws::PlainResponse>(&decision);
+    if (refused != nullptr && refused->status == 400 && ws::validate_upgrade(r)) {
+      std::string accepted;
+      for (const auto& a : acceptable) {
+        accepted += accepted.empty() ? a : "," + a;
+      }
+      MOQD_LOG(kInfo, "websocket refused peer=%s: no acceptable subprotocol offered=\"%s\" accepted=%s",
+               peer_.c_str(), ws::offered_subprotocols(r).c_str(), accepted.c_str());
+    }
+    return decision;
   }
   if (r.method == "OPTIONS") {
     ws::PlainResponse pre{204, "text/plain", "", {}};

@@ -29,19 +29,8 @@ constexpr size_t kMinResetLength = NGTCP2_MIN_STATELESS_RESET_RANDLEN + NGTCP2_S
 
 }  // namespace
 
-// The MoQ protocols, most preferred first, minus the versions --versions removed.
 std::vector<std::string> moq_protocols(const wire::VersionSet& versions) {
-  std::vector<std::string> out;
-  if (versions.contains(wire::Version::kLite04)) {
-    out.push_back("moq-lite-04");
-  }
-  if (versions.contains(wire::Version::kLite03)) {
-    out.push_back("moq-lite-03");
-  }
-  if (versions.contains(wire::Version::kLite01) || versions.contains(wire::Version::kLite02)) {
-    out.push_back("moql");  // SETUP on the first bidi stream selects lite-01 or lite-02
-  }
-  return out;
+  return wire::served_alpns(versions);
 }
 
 std::vector<std::string> quic_alpns(const wire::VersionSet& versions) {

@@ -66,9 +66,10 @@ struct CidKeyHash {
   }
 };
 
-// The MoQ protocols moqd speaks, most preferred first: moq-lite-04, moq-lite-03, moql (SETUP on
-// the first bidi stream), each only while --versions keeps its version(s). They are the ALPNs of
-// raw QUIC and the WebTransport protocols (WT-Protocol) of a CONNECT.
+// The MoQ protocols moqd speaks, most preferred first (wire::served_alpns: the newest moq-lite
+// ALPN first, then moql, SETUP on the first bidi stream), each only while --versions keeps its
+// version(s). They are the ALPNs of raw QUIC and the WebTransport protocols (WT-Protocol) of a
+// CONNECT.
 std::vector<std::string> moq_protocols(const wire::VersionSet& versions);
 // The ALPN of HTTP/3, for WebTransport.
 inline constexpr std::string_view kH3Alpn = "h3";

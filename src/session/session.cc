@@ -114,16 +114,15 @@ void Session::continue_start() {
     return;
   }
   std::string_view protocol = transport_.protocol();
-  if (protocol == "moq-lite-03" || protocol == "moq-lite-04") {
-    auto v = wire::version_from_name(protocol);
-    if (!v || !config_.versions.contains(*v)) {
+  if (const wire::ProtocolInfo* row = wire::protocol_for_alpn(protocol)) {
+    if (!row->served || !config_.versions.contains(row->version)) {
       close(make_error(ErrorCode::kVersion, "protocol not enabled"));
       return;
     }
-    on_setup_complete(*v);
+    on_setup_complete(row->version);
     return;
   }
-  if (!protocol.empty() && protocol != "moql") {
+  if (!protocol.empty() && protocol != wire::kSetupAlpn) {
     close(make_error(ErrorCode::kVersion, "unsupported protocol"));
     return;
   }

@@ -283,6 +283,23 @@ TEST_P(SessionTest, RoundTripOverTheLegacyWebTransportFraming) {
   expect_round_trip(p, alice, sub);
 }
 
+// qmux-01 and qmux-02 carry every version as qmux-00 does (records, RFC 9000 close on qmux-02).
+TEST_P(SessionTest, RoundTripOverQmux01AndQmux02) {
+  for (auto framing : {transport::websocket::Framing::kQmux01, transport::websocket::Framing::kQmux02}) {
+    SCOPED_TRACE(std::string(transport::websocket::framing_name(framing)));
+    SessionPairOptions o = options();
+    o.framing = framing;
+    SessionPair& p = start(std::move(o));
+    EXPECT_EQ(p.server().version(), GetParam().version);
+    TestBroadcast alice(p.client_origin(), "alice");
+    p.pump();
+    FrameCollector sub;
+    ASSERT_TRUE(sub.subscribe(p.server_origin(), "alice", "video"));
+    p.pump();
+    expect_round_trip(p, alice, sub);
+  }
+}
+
 TEST_P(SessionTest, PublisherEndingTheTrackEndsTheRemoteSubscription) {
   SessionPair& p = start();
   TestBroadcast alice(p.client_origin(), "alice");

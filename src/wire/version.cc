@@ -1,18 +1,89 @@
 #include "wire/version.h"
 
+#include <iterator>
+
 namespace moqd::wire {
 namespace {
-struct Entry {
-  Version version;
-  const char* name;
+constexpr uint8_t kQmuxAll = 0b111;  // qmux-00, qmux-01, qmux-02
+constexpr uint8_t kQmuxNewest = 2;
+
+// CONVENTIONS.md "Protocol versions". Preference among served protocols is the reverse of this
+// order for kAlpn rows (newest first), then "moql".
+constexpr ProtocolInfo kVersions[] = {
+    {Version::kLite01, "moq-lite-01", Reach::kSetup, "moql", kQmuxAll, true},
+    {Version::kLite02, "moq-lite-02", Reach::kSetup, "moql", kQmuxAll, true},
+    {Version::kLite03, "moq-lite-03", Reach::kAlpn, "moq-lite-03", kQmuxAll, true},
+    {Version::kLite04, "moq-lite-04", Reach::kAlpn, "moq-lite-04", kQmuxAll, true},
+    {Version::kTransport14, "moq-transport-14", Reach::kSetup, "moql", kQmuxAll, false},
+    {Version::kTransport15, "moq-transport-15", Reach::kAlpn, "moqt-15", kQmuxAll, false},
+    {Version::kTransport16, "moq-transport-16", Reach::kAlpn, "moqt-16", kQmuxAll, false},
+    {Version::kTransport17, "moq-transport-17", Reach::kAlpn, "moqt-17", kQmuxAll, false},
 };
-constexpr Entry kVersions[] = {
-    {Version::kLite01, "moq-lite-01"},      {Version::kLite02, "moq-lite-02"},
-    {Version::kLite03, "moq-lite-03"},      {Version::kLite04, "moq-lite-04"},
-    {Version::kTransport14, "moq-transport-14"}, {Version::kTransport15, "moq-transport-15"},
-    {Version::kTransport16, "moq-transport-16"}, {Version::kTransport17, "moq-transport-17"},
-};
+using Entry = ProtocolInfo;
+
+std::string qmux_name(unsigned draft) { return "qmux-0" + std::to_string(draft); }
+
 }  // namespace
+
+const ProtocolInfo* protocol_info(Version v) {
+  for (const auto& e : kVersions) {
+    if (e.version == v) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+const ProtocolInfo* protocol_for_alpn(std::string_view alpn) {
+  for (const auto& e : kVersions) {
+    if (e.reach == Reach::kAlpn && alpn == e.alpn) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<std::string> served_alpns(const VersionSet& enabled) {
+  std::vector<std::string> out;
+  bool setup = false;
+  for (size_t i = std::size(kVersions); i-- > 0;) {
+    const auto& e = kVersions[i];
+    if (!e.served || !enabled.contains(e.version)) {
+      continue;
+    }
+    if (e.reach == Reach::kAlpn) {
+      out.emplace_back(e.alpn);
+    } else {
+      setup = true;
+    }
+  }
+  if (setup) {
+    out.emplace_back(kSetupAlpn);
+  }
+  return out;
+}
+
+std::vector<std::string> websocket_subprotocols(const VersionSet& enabled) {
+  std::vector<std::string> out;
+  for (const auto& alpn : served_alpns(enabled)) {
+    const ProtocolInfo* row = protocol_for_alpn(alpn);
+    const uint8_t drafts = row != nullptr ? row->qmux_drafts : kQmuxAll;
+    for (unsigned d = kQmuxNewest + 1; d-- > 0;) {
+      if ((drafts & (1u << d)) != 0) {
+        out.push_back(qmux_name(d) + "." + alpn);
+      }
+    }
+  }
+  if (!out.empty() && out.back() == qmux_name(0) + "." + std::string(kSetupAlpn)) {
+    // SETUP is also reached by the bare forms, which every moq-dev client offers.
+    for (unsigned d = kQmuxNewest + 1; d-- > 0;) {
+      out.push_back(qmux_name(d));
+    }
+    out.push_back("webtransport." + std::string(kSetupAlpn));
+    out.push_back("webtransport");
+  }
+  return out;
+}
 
 const char* version_name(Version v) {
   for (const auto& e : kVersions) {

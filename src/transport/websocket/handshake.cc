@@ -1,6 +1,7 @@
 #include "transport/websocket/handshake.h"
 
 #include <array>
+#include <utility>
 #include <cstdlib>
 
 #include <gnutls/crypto.h>
@@ -13,7 +14,12 @@ namespace {
 
 // RFC 6455 §1.3.
 constexpr std::string_view kAcceptGuid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-constexpr std::string_view kQmuxPrefix = "qmux-00";
+// The QMux drafts this transport frames (draft-ietf-quic-qmux-NN).
+constexpr std::pair<std::string_view, Framing> kQmuxFramings[] = {
+    {"qmux-00", Framing::kQmux00},
+    {"qmux-01", Framing::kQmux01},
+    {"qmux-02", Framing::kQmux02},
+};
 constexpr std::string_view kWebTransportPrefix = "webtransport";
 constexpr size_t kKeyBytes = 16;
 
@@ -44,8 +50,10 @@ std::string websocket_accept(std::string_view key) {
 }
 
 std::optional<Subprotocol> parse_subprotocol(std::string_view token) {
-  if (auto app = prefixed_app(token, kQmuxPrefix)) {
-    return Subprotocol{std::string(token), Framing::kQmux00, std::move(*app)};
+  for (const auto& [prefix, framing] : kQmuxFramings) {
+    if (auto app = prefixed_app(token, prefix)) {
+      return Subprotocol{std::string(token), framing, std::move(*app)};
+    }
   }
   if (auto app = prefixed_app(token, kWebTransportPrefix)) {
     return Subprotocol{std::string(token), Framing::kWebTransport, std::move(*app)};
@@ -53,24 +61,33 @@ std::optional<Subprotocol> parse_subprotocol(std::string_view token) {
   return std::nullopt;
 }
 
-Result<Subprotocol> select_subprotocol(const HttpRequest& request) {
-  std::optional<Subprotocol> fallback;
+Result<Subprotocol> select_subprotocol(const HttpRequest& request,
+                                       std::span<const std::string> acceptable) {
+  std::vector<Subprotocol> offers;
   for (std::string_view offer : header_list(request.headers, "Sec-WebSocket-Protocol")) {
-    auto parsed = parse_subprotocol(offer);
-    if (!parsed) {
-      continue;
-    }
-    if (parsed->framing == Framing::kQmux00) {
-      return std::move(*parsed);
-    }
-    if (!fallback) {
-      fallback = std::move(parsed);
+    if (auto parsed = parse_subprotocol(offer)) {
+      offers.push_back(std::move(*parsed));
     }
   }
-  if (fallback) {
-    return std::move(*fallback);
+  for (const auto& want : acceptable) {
+    for (auto& offer : offers) {
+      if (offer.token == want) {
+        return std::move(offer);
+      }
+    }
   }
-  return fail(ErrorCode::kUnsupported, "no qmux-00 or webtransport subprotocol offered");
+  return fail(ErrorCode::kUnsupported, "no acceptable subprotocol offered");
+}
+
+std::string offered_subprotocols(const HttpRequest& request) {
+  std::string out;
+  for (std::string_view offer : header_list(request.headers, "Sec-WebSocket-Protocol")) {
+    if (!out.empty()) {
+      out += ", ";
+    }
+    out += offer;
+  }
+  return out;
 }
 
 bool is_websocket_upgrade(const HttpRequest& request) {

@@ -27,11 +27,17 @@ struct Subprotocol {
   std::string app_protocol;  // after "qmux-00." / "webtransport."; empty when unprefixed
 };
 
-// Parses one offered token; nullopt for anything that is not qmux-00[.app] or webtransport[.app].
+// Parses one token: "qmux-NN" or "webtransport", optionally followed by ".<app protocol>", for a
+// framing this transport implements; nullopt for anything else.
 std::optional<Subprotocol> parse_subprotocol(std::string_view token);
-// Picks from the request's Sec-WebSocket-Protocol offers (all header lines, in order): the first
-// qmux-00 form, else the first webtransport form. Error (kUnsupported) when neither is offered.
-Result<Subprotocol> select_subprotocol(const HttpRequest& request);
+// Picks from the request's Sec-WebSocket-Protocol offers (all header lines) by the server's
+// preference: the first token of `acceptable` (most preferred first) that was offered and whose
+// framing is implemented. The caller decides which app protocols are acceptable; this layer knows
+// only framings. Error (kUnsupported) when no offer is acceptable.
+Result<Subprotocol> select_subprotocol(const HttpRequest& request,
+                                       std::span<const std::string> acceptable);
+// The request's offers, joined with ", " (for logs).
+std::string offered_subprotocols(const HttpRequest& request);
 
 // Whether the request asks for a WebSocket upgrade at all (Upgrade: websocket), so a router can
 // tell upgrades from plain GETs before validating them.

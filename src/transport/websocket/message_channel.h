@@ -10,9 +10,25 @@
 
 namespace moqd::transport::websocket {
 
-// How streams are framed inside WebSocket messages: draft-ietf-quic-qmux-00, or the legacy
-// "webtransport" framing of @moq/web-transport-ws (protocol/README.md §4).
-enum class Framing { kQmux00, kWebTransport };
+// How streams are framed inside WebSocket messages: draft-ietf-quic-qmux-00, -01 or -02
+// (protocol/NET-0.3.md §2), or the legacy "webtransport" framing of @moq/web-transport-ws
+// (protocol/README.md §4).
+enum class Framing { kQmux00, kQmux01, kQmux02, kWebTransport };
+
+// QUIC frames, varint types and flow control (every qmux draft).
+inline bool is_qmux(Framing f) { return f != Framing::kWebTransport; }
+// A message is a record of one or more frames (qmux-01 and later); else exactly one frame.
+inline bool has_records(Framing f) { return f == Framing::kQmux01 || f == Framing::kQmux02; }
+// "qmux-00", "qmux-01", "qmux-02", "webtransport".
+inline std::string_view framing_name(Framing f) {
+  switch (f) {
+    case Framing::kQmux00: return "qmux-00";
+    case Framing::kQmux01: return "qmux-01";
+    case Framing::kQmux02: return "qmux-02";
+    case Framing::kWebTransport: break;
+  }
+  return "webtransport";
+}
 
 // The sending half, implemented by the WebSocket connection.
 class MessageChannel {

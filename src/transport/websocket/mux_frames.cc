@@ -20,6 +20,16 @@ constexpr uint64_t kMaxStreamsBidi = 0x12;
 constexpr uint64_t kMaxStreamsUni = 0x13;
 constexpr uint64_t kConnectionClose = 0x1c;
 constexpr uint64_t kApplicationClose = 0x1d;
+constexpr uint64_t kPadding = 0x00;
+constexpr uint64_t kDataBlocked = 0x14;
+constexpr uint64_t kStreamDataBlocked = 0x15;
+constexpr uint64_t kStreamsBlockedBidi = 0x16;
+constexpr uint64_t kStreamsBlockedUni = 0x17;
+constexpr uint64_t kResetStreamAt = 0x24;        // qmux-02
+constexpr uint64_t kDatagram = 0x30;             // qmux-01/02, to the end of the record
+constexpr uint64_t kDatagramWithLength = 0x31;   // qmux-01/02
+constexpr uint64_t kPingRequest = 0x348c67529ef8c7bdULL;   // qmux-01/02
+constexpr uint64_t kPingResponse = 0x348c67529ef8c7beULL;  // qmux-01/02
 
 // Transport parameter ids (RFC 9000 §18.2).
 constexpr uint64_t kParamMaxData = 0x04;
@@ -35,6 +45,7 @@ Result<MuxFrame> finish(Reader& r, MuxFrame f) {
   if (!r.ok()) {
     return truncated();
   }
+  f.size = r.consumed();
   return f;
 }
 
@@ -48,7 +59,7 @@ Result<MuxFrame> decode_legacy(Reader& r) {
       f.kind = FrameKind::kStream;
       f.fin = (type & kStreamFin) != 0;
       f.stream_id = r.varint().value_or(0);
-      f.data = r.rest();
+      f.data = *r.bytes(r.remaining());
       return finish(r, f);
     case kResetStream:
     case kStopSending:
@@ -59,7 +70,7 @@ Result<MuxFrame> decode_legacy(Reader& r) {
     case kApplicationClose:
       f.kind = FrameKind::kClose;
       f.code = r.varint().value_or(0);
-      f.data = r.rest();
+      f.data = *r.bytes(r.remaining());
       return finish(r, f);
     default:
       return fail(ErrorCode::kProtocolViolation, "unknown legacy frame type");
@@ -72,6 +83,7 @@ Result<MuxFrame> decode_qmux_stream(Reader& r, uint64_t type) {
   f.fin = (type & kStreamFin) != 0;
   f.stream_id = r.varint().value_or(0);
   if ((type & kStreamOff) != 0) {
+    f.has_offset = true;
     f.value = r.varint().value_or(0);  // data is appended in order; the offset is not used
   }
   if ((type & kStreamLen) != 0) {
@@ -81,23 +93,63 @@ Result<MuxFrame> decode_qmux_stream(Reader& r, uint64_t type) {
     }
     f.data = r.bytes(static_cast<size_t>(len)).value_or(std::span<const uint8_t>());
   } else {
-    f.data = r.rest();
+    f.data = *r.bytes(r.remaining());
   }
   return finish(r, f);
 }
 
-Result<MuxFrame> decode_qmux_close(Reader& r) {
+// Reads `len (i)` and that many bytes into f.data; false when they do not fit.
+bool read_reason(Reader& r, MuxFrame& f) {
+  uint64_t len = r.varint().value_or(0);
+  if (!r.ok() || len > r.remaining()) {
+    return false;
+  }
+  f.data = *r.bytes(static_cast<size_t>(len));
+  return true;
+}
+
+// CONNECTION_CLOSE (0x1c): code, frame_type, reason, in every layout.
+Result<MuxFrame> decode_connection_close(Reader& r) {
   MuxFrame f;
   f.kind = FrameKind::kClose;
   f.code = r.varint().value_or(0);
-  r.varint();  // frame_type, present even in APPLICATION_CLOSE
-  uint64_t len = r.varint().value_or(0);
-  if (r.ok() && len > r.remaining()) {
+  r.varint();
+  if (!read_reason(r, f)) {
     return truncated();
   }
-  f.data = r.bytes(static_cast<size_t>(len)).value_or(std::span<const uint8_t>());
   return finish(r, f);
 }
+
+// APPLICATION_CLOSE (0x1d) in either CloseLayout (see decode_frame).
+Result<MuxFrame> decode_application_close(Reader& r) {
+  MuxFrame f;
+  f.kind = FrameKind::kClose;
+  f.code = r.varint().value_or(0);
+  if (!r.ok()) {
+    return truncated();
+  }
+  Reader rfc = r;
+  MuxFrame a = f;
+  const bool rfc_fits = read_reason(rfc, a);
+  if (rfc_fits && rfc.empty()) {
+    r = rfc;
+    return finish(r, a);
+  }
+  Reader old = r;
+  MuxFrame b = f;
+  old.varint();  // frame_type
+  if (old.ok() && read_reason(old, b) && (old.empty() || !rfc_fits)) {
+    r = old;
+    return finish(r, b);
+  }
+  if (rfc_fits) {
+    r = rfc;
+    return finish(r, a);
+  }
+  return truncated();
+}
+
+bool is_known_param(uint64_t id) { return id >= kParamMaxData && id <= kParamStreamsUni; }
 
 // Stores a known parameter; unknown ids are skipped.
 bool store_param(TransportParameters& p, uint64_t id, uint64_t v) {
@@ -127,17 +179,20 @@ Result<MuxFrame> decode_transport_parameters(Reader& r) {
       return truncated();
     }
     Reader value(*params.bytes(static_cast<size_t>(value_len)));
+    if (!is_known_param(id)) {
+      continue;  // e.g. max_idle_timeout, max_record_size, reset_stream_at (an empty value)
+    }
     uint64_t v = value.varint().value_or(0);
     if (!value.ok() || !value.empty()) {
       return fail(ErrorCode::kDecode, "malformed transport parameter");
     }
     store_param(f.params, id, v);
   }
-  return f;
+  return finish(r, f);
 }
 
-// §4.5.
-Result<MuxFrame> decode_qmux(Reader& r) {
+// §4.5, NET-0.3.md §2.2.
+Result<MuxFrame> decode_qmux(Framing framing, Reader& r) {
   auto type_or = r.varint();
   if (!type_or) {
     return truncated();
@@ -149,10 +204,17 @@ Result<MuxFrame> decode_qmux(Reader& r) {
   }
   switch (type) {
     case kResetStream:
+    case kResetStreamAt:
       f.kind = FrameKind::kResetStream;
       f.stream_id = r.varint().value_or(0);
       f.code = r.varint().value_or(0);
-      f.value = r.varint().value_or(0);  // final size: JS always sends 0, not validated
+      f.value = r.varint().value_or(0);  // final size: not validated (0.0.6 sends 0)
+      if (type == kResetStreamAt) {
+        r.varint();  // reliable size: treated as a plain reset
+        if (framing != Framing::kQmux02) {
+          return fail(ErrorCode::kProtocolViolation, "RESET_STREAM_AT before qmux-02");
+        }
+      }
       return finish(r, f);
     case kStopSending:
       f.kind = FrameKind::kStopSending;
@@ -160,8 +222,20 @@ Result<MuxFrame> decode_qmux(Reader& r) {
       f.code = r.varint().value_or(0);
       return finish(r, f);
     case kConnectionClose:
+      return decode_connection_close(r);
     case kApplicationClose:
-      return decode_qmux_close(r);
+      return decode_application_close(r);
+    case kPadding:
+      return finish(r, f);
+    case kDataBlocked:
+    case kStreamsBlockedBidi:
+    case kStreamsBlockedUni:
+      r.varint();
+      return finish(r, f);
+    case kStreamDataBlocked:
+      r.varint();
+      r.varint();
+      return finish(r, f);
     case kMaxData:
     case kMaxStreamsBidi:
     case kMaxStreamsUni:
@@ -178,7 +252,32 @@ Result<MuxFrame> decode_qmux(Reader& r) {
     case kTransportParametersType:
       return decode_transport_parameters(r);
     default:
-      return f;  // blocked frames, DATAGRAM and unknown types are ignored in qmux-00
+      break;
+  }
+  if (!has_records(framing)) {
+    f.size = r.consumed() + r.remaining();  // qmux-00: anything else is ignored, one per message
+    return f;
+  }
+  switch (type) {
+    case kDatagram:
+      r.bytes(r.remaining());
+      return finish(r, f);
+    case kDatagramWithLength: {
+      uint64_t len = r.varint().value_or(0);
+      if (!r.ok() || len > r.remaining()) {
+        return truncated();
+      }
+      r.bytes(static_cast<size_t>(len));
+      return finish(r, f);
+    }
+    case kPingRequest:
+    case kPingResponse:
+      f.kind = type == kPingRequest ? FrameKind::kPing : FrameKind::kIgnored;
+      f.value = r.varint().value_or(0);
+      return finish(r, f);
+    default:
+      // A record's next frame cannot be found after a type of unknown length.
+      return fail(ErrorCode::kProtocolViolation, "unknown qmux frame type");
   }
 }
 
@@ -195,7 +294,7 @@ class FrameWriter {
 };
 
 void write_type(Writer& w, Framing framing, uint64_t type) {
-  if (framing == Framing::kQmux00) {
+  if (is_qmux(framing)) {
     w.varint(type);
   } else {
     w.u8(static_cast<uint8_t>(type));
@@ -221,13 +320,13 @@ Result<MuxFrame> decode_frame(Framing framing, std::span<const uint8_t> message)
   if (framing == Framing::kWebTransport) {
     return decode_legacy(r);
   }
-  return decode_qmux(r);
+  return decode_qmux(framing, r);
 }
 
 Bytes encode_stream_header(Framing framing, StreamId id, size_t payload_len, bool fin) {
   FrameWriter w;
   uint64_t fin_bit = fin ? kStreamFin : 0;
-  if (framing == Framing::kQmux00) {
+  if (is_qmux(framing)) {
     w->varint(kStreamBase | kStreamLen | fin_bit);
     w->varint(id);
     w->varint(payload_len);
@@ -243,7 +342,7 @@ Bytes encode_reset_stream(Framing framing, StreamId id, uint64_t code, uint64_t 
   write_type(*w, framing, kResetStream);
   w->varint(id);
   w->varint(code);
-  if (framing == Framing::kQmux00) {
+  if (is_qmux(framing)) {
     w->varint(final_size);
   }
   return w.take();
@@ -257,16 +356,25 @@ Bytes encode_stop_sending(Framing framing, StreamId id, uint64_t code) {
   return w.take();
 }
 
-Bytes encode_close(Framing framing, uint64_t code, std::string_view reason) {
+Bytes encode_close(Framing framing, uint64_t code, std::string_view reason, CloseLayout layout) {
   FrameWriter w;
   write_type(*w, framing, kApplicationClose);
   w->varint(code);
-  if (framing == Framing::kQmux00) {
-    w->varint(0);  // frame_type
+  if (is_qmux(framing)) {
+    if (layout == CloseLayout::kWithFrameType) {
+      w->varint(0);  // frame_type
+    }
     w->string(reason);
   } else {
     w->bytes(reason);
   }
+  return w.take();
+}
+
+Bytes encode_ping_response(uint64_t sequence) {
+  FrameWriter w;
+  w->varint(kPingResponse);
+  w->varint(sequence);
   return w.take();
 }
 

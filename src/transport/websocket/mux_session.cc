@@ -46,6 +46,8 @@ MuxSession::MuxSession(MessageChannel& channel, Timers& timers, Framing framing,
     : channel_(channel),
       timers_(timers),
       framing_(framing),
+      kind_("websocket/" + std::string(framing_name(framing))),
+      close_layout_(close_layout_for(framing)),
       role_(role),
       protocol_(std::move(protocol)),
       path_(std::move(path)),
@@ -82,9 +84,7 @@ MuxSession::~MuxSession() {
   deliver_closed();
 }
 
-std::string_view MuxSession::kind() const {
-  return is_qmux() ? "websocket/qmux-00" : "websocket/webtransport";
-}
+std::string_view MuxSession::kind() const { return kind_; }
 
 void MuxSession::close(uint64_t code, std::string_view reason) {
   begin_close(code, reason, true, kWsNormalClose);
@@ -135,12 +135,19 @@ void MuxSession::on_message(std::span<const uint8_t> message) {
   if (state_ != State::kOpen) {
     return;  // after close, frames are dropped
   }
-  auto frame = decode_frame(framing_, message);
-  if (!frame) {
-    fail(kMuxProtocolError, frame.error().detail);
-  } else if (Status st = handle_frame(*frame); !st) {
-    fail(kMuxProtocolError, st.error().detail);
-  }
+  // qmux-01/02: a record of frames back to back; else one frame, trailing bytes ignored.
+  do {
+    auto frame = decode_frame(framing_, message);
+    if (!frame) {
+      fail(kMuxProtocolError, frame.error().detail);
+      break;
+    }
+    if (Status st = handle_frame(*frame); !st) {
+      fail(kMuxProtocolError, st.error().detail);
+      break;
+    }
+    message = message.subspan(std::min(frame->size, message.size()));
+  } while (has_records(framing_) && !message.empty() && state_ == State::kOpen);
   after_dispatch();
 }
 
@@ -168,6 +175,9 @@ Status MuxSession::handle_frame(const MuxFrame& f) {
       return {};
     case FrameKind::kTransportParameters:
       return on_transport_parameters(f.params);
+    case FrameKind::kPing:
+      send_control(encode_ping_response(f.value));
+      return {};
     case FrameKind::kIgnored:
       return {};
   }
@@ -208,6 +218,9 @@ Result<MuxStream*> MuxSession::stream_for_frame(StreamId id, bool peer_sends) {
 }
 
 Status MuxSession::on_stream_frame(const MuxFrame& f) {
+  if (f.has_offset) {
+    close_layout_ = CloseLayout::kRfc9000;  // only @moq/qmux 0.3.3 sends offsets
+  }
   auto found = stream_for_frame(f.stream_id, true);
   if (!found) {
     return tl::unexpected(found.error());
@@ -657,7 +670,7 @@ void MuxSession::begin_close(uint64_t code, std::string_view reason, bool send_f
   ready_.clear();
   writable_pending_.clear();
   if (send_frame) {
-    send_control(encode_close(framing_, code, reason));
+    send_control(encode_close(framing_, code, reason, close_layout_));
   }
   if (!channel_closed_) {
     in_channel_call_ = true;

@@ -1,6 +1,6 @@
 #pragma once
-// MuxSession: transport::Session over a MessageChannel (one WebSocket), in either framing of
-// protocol README §4. Owns its streams; owned by the WebSocket connection object, which feeds it
+// MuxSession: transport::Session over a MessageChannel (one WebSocket), in any framing of
+// mux_frames.h (qmux-00/01/02, legacy webtransport). Owns its streams; owned by the WebSocket connection object, which feeds it
 // messages through MessageHandler. One worker thread.
 //
 // Sending is pulled: write() only queues; a scheduler takes frames from the streams (higher send
@@ -103,7 +103,7 @@ class MuxSession final : public Session, public MessageHandler {
  public:
   using Config = MuxConfig;
 
-  // In qmux-00, sends QX_TRANSPORT_PARAMETERS at once, so construct it once the WebSocket
+  // In qmux, sends QX_TRANSPORT_PARAMETERS at once (the first frame, as qmux-02 requires), so construct it once the WebSocket
   // handshake is done. `timers` runs deferred work (0-delay) and must outlive the session.
   MuxSession(MessageChannel& channel, Timers& timers, Framing framing, Role role,
              std::string protocol, std::string path, std::string peer, Config config = {});
@@ -140,7 +140,7 @@ class MuxSession final : public Session, public MessageHandler {
   friend class MuxStream;
   enum class State { kOpen, kClosing, kClosed };
 
-  bool is_qmux() const { return framing_ == Framing::kQmux00; }
+  bool is_qmux() const { return websocket::is_qmux(framing_); }
   bool is_local(StreamId id) const;
   bool has_send_side(StreamId id) const { return !transport::is_uni(id) || is_local(id); }
   bool has_recv_side(StreamId id) const { return !transport::is_uni(id) || !is_local(id); }
@@ -206,6 +206,8 @@ class MuxSession final : public Session, public MessageHandler {
   MessageChannel& channel_;
   Timers& timers_;
   const Framing framing_;
+  const std::string kind_;   // "websocket/qmux-02"
+  CloseLayout close_layout_;  // of the APPLICATION_CLOSE we send
   const Role role_;
   const std::string protocol_;
   const std::string path_;

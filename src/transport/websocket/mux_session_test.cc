@@ -88,10 +88,20 @@ std::vector<MuxFrame> stream_frames(Framing framing, const FakeChannel& ch) {
   return out;
 }
 
+std::string framing_test_name(const ::testing::TestParamInfo<Framing>& info) {
+  switch (info.param) {
+    case Framing::kQmux00: return "Qmux00";
+    case Framing::kQmux01: return "Qmux01";
+    case Framing::kQmux02: return "Qmux02";
+    case Framing::kWebTransport: break;
+  }
+  return "WebTransport";
+}
+
 // A client and a server MuxSession back to back over a FakeChannelPair (a = server side).
 class MuxPairTest : public ::testing::TestWithParam<Framing> {
  protected:
-  bool qmux() const { return GetParam() == Framing::kQmux00; }
+  bool qmux() const { return is_qmux(GetParam()); }
 
   void start(MuxConfig server_config = {}, MuxConfig client_config = {}) {
     server_ = std::make_unique<MuxSession>(pipe_.a(), clock_, GetParam(), Role::kServer, "",
@@ -125,21 +135,22 @@ class MuxPairTest : public ::testing::TestWithParam<Framing> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Framings, MuxPairTest,
-                         ::testing::Values(Framing::kQmux00, Framing::kWebTransport),
-                         [](const auto& info) {
-                           return info.param == Framing::kQmux00 ? "Qmux00" : "WebTransport";
-                         });
+                         ::testing::Values(Framing::kQmux00, Framing::kQmux01, Framing::kQmux02,
+                                           Framing::kWebTransport),
+                         framing_test_name);
 
 // Flow control and stream limits exist only in qmux-00; the legacy framing has neither.
 class MuxPairQmuxTest : public MuxPairTest {};
-INSTANTIATE_TEST_SUITE_P(Qmux00, MuxPairQmuxTest, ::testing::Values(Framing::kQmux00));
+INSTANTIATE_TEST_SUITE_P(Qmux, MuxPairQmuxTest,
+                         ::testing::Values(Framing::kQmux00, Framing::kQmux01, Framing::kQmux02),
+                         framing_test_name);
 
 TEST_P(MuxPairTest, TransportParametersAreTheFirstMessage) {
   start();
   if (qmux()) {
     ASSERT_FALSE(pipe_.a().sent().empty());
     EXPECT_EQ(to_hex(std::span(pipe_.a().sent()[0]).first(8)), "ff 51 53 30 0d 0a 0d 0a");
-    EXPECT_EQ(server_->kind(), "websocket/qmux-00");
+    EXPECT_EQ(server_->kind(), "websocket/" + std::string(framing_name(GetParam())));
   } else {
     EXPECT_TRUE(pipe_.a().sent().empty());
     EXPECT_EQ(server_->kind(), "websocket/webtransport");
@@ -544,7 +555,7 @@ class MuxServerTest : public ::testing::TestWithParam<Framing> {
     session_ = std::make_unique<MuxSession>(channel_, clock_, GetParam(), Role::kServer, "", "/",
                                             "peer", config);
     session_->set_visitor(&visitor_);
-    if (GetParam() == Framing::kQmux00) {
+    if (is_qmux(GetParam())) {
       TransportParameters p;
       p.initial_max_data = 1 << 20;
       p.initial_max_stream_data_bidi_local = 1 << 16;
@@ -592,18 +603,19 @@ class MuxServerTest : public ::testing::TestWithParam<Framing> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Framings, MuxServerTest,
-                         ::testing::Values(Framing::kQmux00, Framing::kWebTransport),
-                         [](const auto& info) {
-                           return info.param == Framing::kQmux00 ? "Qmux00" : "WebTransport";
-                         });
+                         ::testing::Values(Framing::kQmux00, Framing::kQmux01, Framing::kQmux02,
+                                           Framing::kWebTransport),
+                         framing_test_name);
 
 // Flow control and stream limits exist only in qmux-00; the legacy framing has neither.
 class MuxServerQmuxTest : public MuxServerTest {};
-INSTANTIATE_TEST_SUITE_P(Qmux00, MuxServerQmuxTest, ::testing::Values(Framing::kQmux00));
+INSTANTIATE_TEST_SUITE_P(Qmux, MuxServerQmuxTest,
+                         ::testing::Values(Framing::kQmux00, Framing::kQmux01, Framing::kQmux02),
+                         framing_test_name);
 
 TEST_P(MuxServerTest, ClientTranscriptOpensStreamZero) {
   start();
-  feed_hex(GetParam() == Framing::kQmux00 ? "0a 00 01 20" : "08 00 20");
+  feed_hex(is_qmux(GetParam()) ? "0a 00 01 20" : "08 00 20");
   ASSERT_EQ(visitor_.incoming.size(), 1u);
   EXPECT_EQ(visitor_.incoming[0]->stream->id(), 0u);
   EXPECT_EQ(visitor_.incoming[0]->data, " ");
@@ -611,7 +623,7 @@ TEST_P(MuxServerTest, ClientTranscriptOpensStreamZero) {
 
 TEST_P(MuxServerTest, ClientCloseFixtureEndsSession) {
   start();
-  if (GetParam() == Framing::kQmux00) {
+  if (is_qmux(GetParam())) {
     feed_hex("1d 00 00 00");
   } else {
     feed_hex("1d 00");
@@ -667,7 +679,7 @@ TEST_P(MuxServerTest, StopSendingOnPeerUniIsProtocolError) {
 
 TEST_P(MuxServerTest, UndecodableFrameIsProtocolError) {
   start();
-  feed_hex(GetParam() == Framing::kQmux00 ? "11 01" : "42 00");
+  feed_hex(is_qmux(GetParam()) ? "11 01" : "42 00");
   expect_protocol_close();
 }
 
@@ -762,7 +774,7 @@ TEST_P(MuxServerTest, ChannelClosedReportsOnce) {
 // made the legacy framing, which had no stream limit, open every lower index first.
 TEST_P(MuxServerTest, HugePeerStreamIdClosesInsteadOfOpeningEveryLowerId) {
   start();
-  feed_hex(GetParam() == Framing::kQmux00 ? "0a 94 94 94 94 01 20" : "08 94 94 94 94 20");
+  feed_hex(is_qmux(GetParam()) ? "0a 94 94 94 94 01 20" : "08 94 94 94 94 20");
   expect_protocol_close();
   EXPECT_TRUE(visitor_.incoming.empty());
   EXPECT_EQ(session_->stream_count(), 0u);
@@ -782,6 +794,127 @@ TEST_P(MuxServerTest, PeerStreamWindowSlidesAsStreamsFinish) {
   EXPECT_EQ(visitor_.incoming.size(), 4u);
   feed(stream_frame(26, 1).span());  // index 6: past the window of 2 open at once
   expect_protocol_close();
+}
+
+// --- each @moq/qmux version's normal session, from captures (mux_frames_test.cc) ------------
+
+struct ClientCapture {
+  const char* who;
+  Framing framing;
+  std::vector<std::string_view> messages;  // transport parameters, "hi" + FIN on bidi 0, close
+};
+
+const ClientCapture kClientCaptures[] = {
+    {"0.0.6 qmux-00", Framing::kQmux00,
+     {"ff 51 53 30 0d 0a 0d 0a 20 04 04 80 10 00 00 05 04 80 04 00 00 06 04 80 04 00 00 07 04 80 "
+      "04 00 00 08 02 40 64 09 02 40 64",
+      "0a 00 02 68 69", "0b 00 00", "1d 00 00 03 62 79 65"}},
+    {"0.1.3 qmux-01", Framing::kQmux01,
+     {"ff 51 53 30 0d 0a 0d 0a 31 01 04 80 00 75 30 04 04 80 10 00 00 05 04 80 04 00 00 06 04 80 "
+      "04 00 00 07 04 80 04 00 00 08 02 40 64 09 02 40 64 c5 71 c5 94 29 cd 08 45 02 7f fe",
+      "0a 00 02 68 69", "0b 00 00", "1d 00 00 03 62 79 65"}},
+    {"0.3.3 qmux-02", Framing::kQmux02,
+     {"ff 51 53 30 0d 0a 0d 0a 37 01 04 80 00 75 30 04 04 80 10 00 00 05 04 80 04 00 00 06 04 80 "
+      "04 00 00 07 04 80 04 00 00 08 02 40 64 09 02 40 64 20 02 7f fe c5 71 c5 94 29 cd 08 45 02 "
+      "7f fe 1d 00",
+      "0e 00 00 02 68 69", "0f 00 02 00", "1d 00 03 62 79 65"}},
+    {"0.3.3 qmux-00", Framing::kQmux00,
+     {"ff 51 53 30 0d 0a 0d 0a 31 01 04 80 00 75 30 04 04 80 10 00 00 05 04 80 04 00 00 06 04 80 "
+      "04 00 00 07 04 80 04 00 00 08 02 40 64 09 02 40 64 c5 71 c5 94 29 cd 08 45 02 7f fe",
+      "0e 00 00 02 68 69", "0f 00 02 00", "1d 00 03 62 79 65"}},
+};
+
+class MuxCaptureTest : public ::testing::Test {
+ protected:
+  void start(Framing framing) {
+    session_ = std::make_unique<MuxSession>(channel_, clock_, framing, Role::kServer, "", "/",
+                                            "peer");
+    session_->set_visitor(&visitor_);
+  }
+  void feed_hex(std::string_view hex) {
+    auto bytes = from_hex(hex);
+    session_->on_message(bytes);
+  }
+  std::string last_sent() { return to_hex(channel_.sent().back()); }
+
+  ManualClock clock_;
+  FakeChannel channel_;
+  RecordingSession visitor_;
+  std::unique_ptr<MuxSession> session_;
+};
+
+TEST_F(MuxCaptureTest, EachVersionsNormalCloseEndsTheSessionWithCodeZeroAndItsReason) {
+  for (const auto& c : kClientCaptures) {
+    SCOPED_TRACE(c.who);
+    channel_ = FakeChannel();
+    visitor_ = RecordingSession();
+    start(c.framing);
+    for (auto m : c.messages) {
+      feed_hex(m);
+    }
+    ASSERT_EQ(visitor_.incoming.size(), 1u);
+    EXPECT_EQ(visitor_.incoming[0]->data, "hi");
+    EXPECT_TRUE(visitor_.incoming[0]->fin);
+    EXPECT_EQ(visitor_.closed, 1);
+    EXPECT_EQ(visitor_.code, 0u);
+    EXPECT_EQ(visitor_.reason, "bye");
+    EXPECT_EQ(channel_.close_code(), 1000);
+    session_.reset();
+  }
+}
+
+TEST_F(MuxCaptureTest, OurCloseReachesEachVersionWithItsReason) {
+  // Written in the layout the version reads (seen against the packages, mux_frames_test.cc):
+  // 0.0.6/0.1.3 with a frame type, 0.3.3 without; 0.3.3 is told apart on qmux-00/01 by the
+  // offsets in its STREAM frames.
+  const std::string with_type = "1d 00 00 03 62 79 65";
+  const std::string rfc = "1d 00 03 62 79 65";
+  for (const auto& c : kClientCaptures) {
+    SCOPED_TRACE(c.who);
+    channel_ = FakeChannel();
+    start(c.framing);
+    feed_hex(c.messages[0]);
+    feed_hex(c.messages[1]);
+    session_->close(0, "bye");
+    const bool is_033 = std::string_view(c.who).starts_with("0.3.3");
+    EXPECT_EQ(last_sent(), is_033 ? rfc : with_type);
+    EXPECT_EQ(channel_.close_code(), 1000);
+    EXPECT_EQ(channel_.close_reason(), "bye");
+    session_.reset();
+  }
+}
+
+TEST_F(MuxCaptureTest, AnswersPingRequestsWithTheirSequence) {
+  start(Framing::kQmux02);
+  feed_hex("f4 8c 67 52 9e f8 c7 bd 2a");
+  EXPECT_EQ(last_sent(), "f4 8c 67 52 9e f8 c7 be 2a");
+  EXPECT_EQ(visitor_.closed, 0);
+}
+
+TEST_F(MuxCaptureTest, ARecordsFramesAreAllHandled) {
+  start(Framing::kQmux01);
+  // Transport parameters, then one record: "a" on bidi 0, PADDING, "b" + FIN on bidi 4.
+  feed_hex("ff 51 53 30 0d 0a 0d 0a 08 08 02 40 64 09 02 40 64");
+  feed_hex("0a 00 01 61 00 0b 04 01 62");
+  ASSERT_EQ(visitor_.incoming.size(), 2u);
+  EXPECT_EQ(visitor_.incoming[0]->data, "a");
+  EXPECT_EQ(visitor_.incoming[1]->data, "b");
+  EXPECT_TRUE(visitor_.incoming[1]->fin);
+  // In qmux-00 the same message is one frame: the rest is ignored.
+  session_.reset();
+  channel_ = FakeChannel();
+  visitor_ = RecordingSession();
+  start(Framing::kQmux00);
+  feed_hex("0a 00 01 61 00 0b 04 01 62");
+  ASSERT_EQ(visitor_.incoming.size(), 1u);
+  EXPECT_EQ(visitor_.incoming[0]->data, "a");
+}
+
+TEST_F(MuxCaptureTest, UnknownFrameTypeInARecordIsAProtocolError) {
+  start(Framing::kQmux02);
+  feed_hex("0a 00 01 61 21 00");
+  EXPECT_EQ(visitor_.closed, 1);
+  EXPECT_EQ(visitor_.code, kMuxProtocolError);
 }
 
 }  // namespace

@@ -306,11 +306,11 @@ PlainResponse refusal(int status, std::string body) {
 
 }  // namespace
 
-RequestDecision decide_upgrade(const HttpRequest& request) {
+RequestDecision decide_upgrade(const HttpRequest& request, std::span<const std::string> acceptable) {
   if (auto valid = validate_upgrade(request); !valid) {
     return refusal(valid.error().status, valid.error().detail);
   }
-  auto subprotocol = select_subprotocol(request);
+  auto subprotocol = select_subprotocol(request, acceptable);
   if (!subprotocol) {
     return refusal(400, subprotocol.error().detail);
   }

@@ -146,9 +146,10 @@ using RequestDecision = std::variant<PlainResponse, AcceptUpgrade>;
 // set_message_handler() on the connection.
 using RequestHandler = std::function<RequestDecision(const HttpRequest&)>;
 
-// The decision for a request that should become a WebSocket: AcceptUpgrade with the preferred
-// subprotocol, or 400/426 when the request is not a valid upgrade or offers no known subprotocol.
-RequestDecision decide_upgrade(const HttpRequest& request);
+// The decision for a request that should become a WebSocket: AcceptUpgrade with the subprotocol
+// select_subprotocol(request, acceptable) picks, or 400/426 when the request is not a valid upgrade
+// or offers nothing acceptable.
+RequestDecision decide_upgrade(const HttpRequest& request, std::span<const std::string> acceptable);
 
 // One HTTP request, then either a plain response and close, or WebSocket. A request that does not
 // parse gets 400 (431 when too large); one that does not complete within upgrade_timeout gets 408

@@ -34,6 +34,12 @@ class RecordingHandler : public MessageHandler {
   std::string close_reason;
 };
 
+// What a server accepts, most preferred first (the relay builds its list from the wire table).
+const std::vector<std::string> kAcceptable = {"qmux-00.moq-lite-04", "qmux-00", "webtransport.moql",
+                                              "webtransport"};
+
+RequestDecision decide(const HttpRequest& req) { return decide_upgrade(req, kAcceptable); }
+
 std::string upgrade_request(std::string_view extra_headers,
                             std::string_view protocols = "qmux-00, webtransport") {
   std::string req =
@@ -97,7 +103,7 @@ class WsServerConnectionTest : public ::testing::Test {
             r.body = R"({"status":"ok"})";
             return r;
           }
-          return decide_upgrade(req);
+          return decide(req);
         });
     server_->set_message_handler(&handler_);
     pipes_.a().set_handler(server_.get());
@@ -437,7 +443,7 @@ TEST_F(WsServerConnectionTest, CloseBeforeUpgradeIsReportedFromTheLoop) {
 class WsClientServerTest : public ::testing::Test {
  protected:
   WsClientServerTest()
-      : server_(pipes_.a(), clock_, clock_, WsConfig{}, decide_upgrade),
+      : server_(pipes_.a(), clock_, clock_, WsConfig{}, decide),
         client_(pipes_.b(), clock_, clock_,
                 WsClientConfig{.host = "localhost:4443", .target = "/room?jwt=x"}) {
     pipes_.a().set_handler(&server_);

@@ -1,0 +1,49 @@
+// The QUIC ALPNs and WebTransport protocols the relay offers come from the wire table, within
+// --versions, and pick what the real browser clients offer (protocol/NET-0.3.md §5).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "relay/quic_endpoint.h"
+#include "transport/webtransport/h3.h"
+
+namespace moqd::relay {
+namespace {
+
+using ::testing::ElementsAre;
+
+wire::VersionSet only(std::initializer_list<wire::Version> versions) {
+  wire::VersionSet s;
+  for (auto v : versions) {
+    s.add(v);
+  }
+  return s;
+}
+
+TEST(RelayProtocolsTest, QuicAlpnsFollowTheTableAndVersions) {
+  EXPECT_THAT(quic_alpns(wire::VersionSet::all()),
+              ElementsAre("moq-lite-04", "moq-lite-03", "moql", "h3"));
+  EXPECT_THAT(quic_alpns(only({wire::Version::kLite02})), ElementsAre("moql", "h3"));
+  EXPECT_THAT(quic_alpns(only({wire::Version::kLite03})), ElementsAre("moq-lite-03", "h3"));
+  EXPECT_THAT(quic_alpns(only({wire::Version::kTransport16})), ElementsAre());
+}
+
+TEST(RelayProtocolsTest, WebTransportChoiceForTheRealClients) {
+  namespace wt = transport::webtransport;
+  const std::vector<std::string> net034 = {"moq-lite-05", "moq-lite-04", "moq-lite-03", "moql",
+                                           "moqt-20",     "moqt-19",     "moqt-18",     "moqt-17",
+                                           "moqt-16",     "moqt-15"};
+  const std::vector<std::string> net019 = {"moq-lite-04", "moq-lite-03", "moql",    "moqt-19",
+                                           "moqt-18",     "moqt-17",     "moqt-16", "moqt-15"};
+  const std::vector<std::string> lite022 = {"moq-lite-04", "moq-lite-03", "moql",
+                                            "moqt-17",     "moqt-16",     "moqt-15"};
+  auto all = moq_protocols(wire::VersionSet::all());
+  EXPECT_EQ(wt::select_protocol(net034, all), "moq-lite-04");
+  EXPECT_EQ(wt::select_protocol(net019, all), "moq-lite-04");
+  EXPECT_EQ(wt::select_protocol(lite022, all), "moq-lite-04");
+  auto lite02 = moq_protocols(only({wire::Version::kLite02, wire::Version::kLite01}));
+  EXPECT_EQ(wt::select_protocol(net034, lite02), "moql");
+  EXPECT_EQ(wt::select_protocol({"moqt-17", "moqt-16"}, all), std::nullopt);
+}
+
+}  // namespace
+}  // namespace moqd::relay

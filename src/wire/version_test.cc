@@ -1,0 +1,81 @@
+// The protocol table: what moqd serves, under which names, in which preference order.
+#include "wire/version.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace moqd::wire {
+namespace {
+
+using ::testing::ElementsAre;
+
+VersionSet only(std::initializer_list<Version> versions) {
+  VersionSet s;
+  for (auto v : versions) {
+    s.add(v);
+  }
+  return s;
+}
+
+TEST(ProtocolTableTest, EveryVersionHasOneRowWithItsConventionsNames) {
+  struct Want {
+    Version v;
+    const char* name;
+    const char* alpn;
+    uint64_t wire;
+  };
+  const Want want[] = {
+      {Version::kLite01, "moq-lite-01", "moql", 0xff0dad01},
+      {Version::kLite02, "moq-lite-02", "moql", 0xff0dad02},
+      {Version::kLite03, "moq-lite-03", "moq-lite-03", 0xff0dad03},
+      {Version::kLite04, "moq-lite-04", "moq-lite-04", 0xff0dad04},
+      {Version::kTransport14, "moq-transport-14", "moql", 0xff00000e},
+      {Version::kTransport15, "moq-transport-15", "moqt-15", 0xff00000f},
+      {Version::kTransport16, "moq-transport-16", "moqt-16", 0xff000010},
+      {Version::kTransport17, "moq-transport-17", "moqt-17", 0xff000011},
+  };
+  for (const auto& w : want) {
+    const ProtocolInfo* row = protocol_info(w.v);
+    ASSERT_NE(row, nullptr) << w.name;
+    EXPECT_STREQ(row->name, w.name);
+    EXPECT_STREQ(row->alpn, w.alpn);
+    EXPECT_EQ(static_cast<uint64_t>(row->version), w.wire);
+    EXPECT_EQ(version_from_name(w.name), w.v);
+    EXPECT_EQ(version_from_wire(w.wire), w.v);
+  }
+}
+
+TEST(ProtocolTableTest, AlpnLookupFindsOnlyProtocolsWithTheirOwnAlpn) {
+  ASSERT_NE(protocol_for_alpn("moq-lite-04"), nullptr);
+  EXPECT_EQ(protocol_for_alpn("moq-lite-04")->version, Version::kLite04);
+  EXPECT_EQ(protocol_for_alpn("moql"), nullptr);  // SETUP picks the version
+  EXPECT_EQ(protocol_for_alpn(""), nullptr);
+  EXPECT_EQ(protocol_for_alpn("moq-lite-4"), nullptr);
+  ASSERT_NE(protocol_for_alpn("moqt-16"), nullptr);
+  EXPECT_FALSE(protocol_for_alpn("moqt-16")->served);
+}
+
+TEST(ProtocolTableTest, ServedAlpnsNewestFirstThenMoql) {
+  EXPECT_THAT(served_alpns(VersionSet::all()), ElementsAre("moq-lite-04", "moq-lite-03", "moql"));
+}
+
+TEST(ProtocolTableTest, RestrictionRemovesAlpns) {
+  EXPECT_THAT(served_alpns(only({Version::kLite03})), ElementsAre("moq-lite-03"));
+  EXPECT_THAT(served_alpns(only({Version::kLite01})), ElementsAre("moql"));
+  EXPECT_THAT(served_alpns(only({Version::kLite04, Version::kLite02})),
+              ElementsAre("moq-lite-04", "moql"));
+  // IETF drafts are known, not served: enabling only them leaves nothing.
+  EXPECT_THAT(served_alpns(only({Version::kTransport14, Version::kTransport16})), ElementsAre());
+}
+
+TEST(ProtocolTableTest, WebSocketFormsByProtocolThenNewestDraftThenBareForms) {
+  EXPECT_THAT(websocket_subprotocols(only({Version::kLite04, Version::kLite02})),
+              ElementsAre("qmux-02.moq-lite-04", "qmux-01.moq-lite-04", "qmux-00.moq-lite-04",
+                          "qmux-02.moql", "qmux-01.moql", "qmux-00.moql", "qmux-02", "qmux-01",
+                          "qmux-00", "webtransport.moql", "webtransport"));
+  EXPECT_THAT(websocket_subprotocols(only({Version::kLite03})),
+              ElementsAre("qmux-02.moq-lite-03", "qmux-01.moq-lite-03", "qmux-00.moq-lite-03"));
+}
+
+}  // namespace
+}  // namespace moqd::wire
