@@ -44,7 +44,7 @@ async function publishAndWatch(t, s, { webtransport }) {
 
   s.page2 = await openPage(ctx, { webtransport });
   await callPage(s.page2, "startWatch", [url, "cam", opts], 5_000, "the watcher page to start");
-  const watch = await waitPage(s.page2, "watchState", (w) => w.catalog && w.frames >= 10 && w.canvas, 25_000,
+  const watch = await waitPage(s.page2, "watchState", (w) => w.catalog && w.frames >= 10 && w.canvas, 35_000,
     "<moq-watch> to get the catalog, decode 10 frames and paint the canvas");
   t.diagnostic(`watcher: version ${watch.version}, ${watch.frames} frames, canvas ${watch.canvas}`);
   t.diagnostic(`catalog: ${JSON.stringify(watch.catalog).slice(0, 600)}`);
