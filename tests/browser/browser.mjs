@@ -34,10 +34,10 @@ const INDEX_HTML = `<!doctype html>
 <script type="module" src="/page.js"></script>
 `;
 
-// Bundles the page and serves it; resolves with {origin, close()}.
-async function servePage(dir) {
+// Bundles page/<entry> and serves it; resolves with {origin, close()}.
+async function servePage(dir, entry) {
   await esbuild.build({
-    entryPoints: [path.join(here, "page/page.mjs")],
+    entryPoints: [path.join(here, "page", entry)],
     bundle: true,
     format: "esm",
     platform: "browser",
@@ -66,18 +66,20 @@ async function servePage(dir) {
 
 // Declares, for the calling test file, one moqd (via the interop harness), one page server and
 // one Chromium. ctx.moqd, ctx.browser, ctx.origin, ctx.chromiumVersion are set in before().
-export function useBrowser(moqdArgs = []) {
+// `page` names the file under page/ that is bundled as the page's script; `chromiumArgs` are
+// added to CHROMIUM_FLAGS.
+export function useBrowser(moqdArgs = [], { page = "page.mjs", chromiumArgs = [] } = {}) {
   const ctx = useMoqd(moqdArgs);
   let server;
   let dir;
   before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), "moqd-browser-"));
-    server = await servePage(dir);
+    server = await servePage(dir, page);
     ctx.origin = server.origin;
     ctx.browser = await chromium.launch({
       executablePath: CHROMIUM_BIN,
       headless: true,
-      args: CHROMIUM_FLAGS,
+      args: [...CHROMIUM_FLAGS, ...chromiumArgs],
       timeout: 20_000,
     });
     ctx.chromiumVersion = ctx.browser.version();
@@ -124,9 +126,10 @@ const ARTIFACTS = process.env.BROWSER_ARTIFACTS ?? path.join(os.tmpdir(), "moqd-
 
 // test() whose failure saves the page's console and moqd's stderr under $BROWSER_ARTIFACTS
 // (default $TMPDIR/moqd-browser-artifacts/<test>/) and names the folder in the error.
-// fn(t, state): put the page in state.page so that its console is saved.
-export function browserTest(ctx, name, fn) {
-  test(name, { timeout: TEST_TIMEOUT_MS }, async (t) => {
+// fn(t, state): put the page in state.page (and a second one in state.page2) so that their
+// consoles are saved. The test is bounded by `timeout` ms.
+export function browserTest(ctx, name, fn, { timeout = TEST_TIMEOUT_MS } = {}) {
+  test(name, { timeout }, async (t) => {
     const state = {};
     try {
       await fn(t, state);
@@ -134,12 +137,14 @@ export function browserTest(ctx, name, fn) {
       const dir = path.join(ARTIFACTS, name.replace(/[^A-Za-z0-9_-]+/g, "_"));
       await mkdir(dir, { recursive: true });
       await writeFile(path.join(dir, "page-console.log"), (state.page?.consoleLines ?? []).join("\n") + "\n");
+      if (state.page2) await writeFile(path.join(dir, "page2-console.log"), state.page2.consoleLines.join("\n") + "\n");
       await writeFile(path.join(dir, "moqd-stderr.log"), ctx.moqd?.stderrText() ?? "");
       const tail = (ctx.moqd?.stderrText() ?? "").split("\n").slice(-15).join("\n");
       err.message += `\n(page console and moqd stderr saved in ${dir})\nmoqd stderr tail:\n${tail}`;
       throw err;
     } finally {
       await state.page?.closeAll();
+      await state.page2?.closeAll();
     }
   });
 }
