@@ -181,7 +181,7 @@ class Publisher {
   Publisher(model::Origin& origin, const Common& c, const std::string& prefix)
       : origin_(origin), c_(c) {
     path_ = model::join_path(prefix, model::normalize_path(c.path));
-    origin.announce(path_, &broadcast_, 0);
+    origin.announce(path_, &broadcast_);
     track_ = origin.track(path_, c.track);
     track_->add_listener(&holder_);
   }
@@ -336,7 +336,7 @@ struct SubLeg {
   explicit SubLeg(runtime::EventLoop& loop) : origin(model::OriginConfig{}, loop, loop) {}
   struct Watch final : model::AnnounceListener {
     std::function<void(const std::string&, bool)> fn;
-    void on_announce(const std::string& p, bool active, uint64_t) override { fn(p, active); }
+    void on_announce(const std::string& p, bool active, const model::Hops&) override { fn(p, active); }
   };
   model::Origin origin;
   client::LinkPtr link;
@@ -465,7 +465,7 @@ int cmd_announced(const Common& c) {
   client::Link& conn = *link;
   // Paths print relative to the URL's path whatever the transport.
   struct Print final : model::AnnounceListener {
-    void on_announce(const std::string& p, bool active, uint64_t) override {
+    void on_announce(const std::string& p, bool active, const model::Hops&) override {
       auto rest = model::strip_prefix(url_prefix, p);
       std::string shown(rest ? *rest : std::string_view(p));
       printf("%s %s\n", active ? "active" : "ended", shown.c_str());

@@ -67,7 +67,13 @@ Result<std::vector<BoundAddress>> Relay::start() {
     metrics_port_ = *port;
   }
   workers_.start();
-  if (config_.status_page) {
+  for (size_t i = 0; i < config_.cluster.peers.size(); ++i) {
+    size_t wi = i % workers_.size();
+    RelayWorker* w = relay_workers_[wi].get();
+    ClusterPeer peer = config_.cluster.peers[i];
+    workers_.loop(wi).inject([w, peer] { w->add_cluster_link(peer); });
+  }
+  if (config_.status_page || !config_.metrics_listen.empty() || !config_.cluster.peers.empty()) {
     for (size_t i = 0; i < workers_.size(); ++i) {
       RelayWorker* w = relay_workers_[i].get();
       workers_.loop(i).inject([w] { w->start_status(); });
