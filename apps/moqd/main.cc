@@ -95,6 +95,7 @@ struct Options {
   std::vector<std::string> cluster_connect;
   std::string cluster_node;
   std::string cluster_token;
+  std::string cluster_peers_file;
   std::string setup_timeout = "10s";
   std::string upgrade_timeout = "10s";
   std::string max_frame_size = "16MiB";
@@ -220,6 +221,9 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--cluster-token", o.cluster_token,
                  "JWT this relay presents to its --cluster-connect peers (`moq token --cluster`); "
                  "they check it like any client's token");
+  app.add_option("--cluster-peers-file", o.cluster_peers_file,
+                 "FILE of more peer URLs, one per line ('#' comments, ?cost=N), re-read when it "
+                 "changes: peers added get a link, peers removed lose theirs (default: none)");
   app.add_option("--debug-spin-per-delivery", o.debug_spin_per_delivery,
                  "benchmark falsification: busy-wait this long (e.g. 2us) per chunk handed to a "
                  "subscriber (default 0: off)");
@@ -392,6 +396,7 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   }
   c.cluster.hop_id = moqd::relay::hop_id_for_node(c.cluster.node);
   c.cluster.token = o.cluster_token;
+  c.cluster.peers_file = o.cluster_peers_file;
   if (o.max_handshakes_per_second == 0) return bad("--max-handshakes-per-second", "0");
   c.max_handshakes_per_second = o.max_handshakes_per_second;
   uint64_t size = 0;
@@ -552,7 +557,7 @@ constexpr const char* kRestartOnly[] = {
     "listen", "workers", "versions", "metrics-listen", "status-page", "cache-budget",
     "cache-groups", "cache-bytes", "cache-age", "upstream-linger", "udp-gso", "udp-gro",
     "quic-steering", "max-handshakes-per-second", "debug-spin-per-delivery", "cluster-connect",
-    "cluster-node"};
+    "cluster-node", "cluster-peers-file"};
 
 std::map<std::string, std::string> settings_map(const std::string& settings) {
   std::map<std::string, std::string> m;

@@ -1,7 +1,10 @@
 #include "relay/cluster.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 
 #include "base/log.h"
 #include "client/quic_connection.h"
@@ -38,6 +41,32 @@ Result<ClusterPeer> parse_cluster_peer(std::string_view url) {
   }
   p.url = kept.empty() ? base : base + "?" + kept;
   return p;
+}
+
+std::vector<ClusterPeer> parse_peers_text(std::string_view text, std::vector<std::string>& errors) {
+  std::vector<ClusterPeer> out;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    if (size_t hash = line.find('#'); hash != std::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) {
+      line.remove_suffix(1);
+    }
+    if (line.empty()) {
+      continue;
+    }
+    auto p = parse_cluster_peer(line);
+    if (!p) {
+      errors.emplace_back(line);
+      continue;
+    }
+    out.push_back(std::move(*p));
+  }
+  return out;
 }
 
 uint64_t hop_id_for_node(std::string_view node) {
@@ -189,6 +218,91 @@ ClusterLinkStatus ClusterLink::status() const {
 bool ClusterLink::is_source(const model::BroadcastSource* source) const {
   return link_ && link_->session() != nullptr &&
          static_cast<const model::BroadcastSource*>(link_->session()) == source;
+}
+
+PeersFileWatcher::PeersFileWatcher(RelayWorker& home, std::string path, size_t first_worker)
+    : home_(home), path_(std::move(path)), next_worker_(first_worker) {}
+
+PeersFileWatcher::~PeersFileWatcher() { home_.loop().cancel(timer_); }
+
+void PeersFileWatcher::start() { poll(); }
+
+void PeersFileWatcher::poll() {
+  timer_ = home_.loop().schedule(kPollInterval, [this] { poll(); });
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    if (!warned_) {
+      MOQD_LOG(kWarn, "cluster: cannot read peers file %s; keeping its last peers", path_.c_str());
+      warned_ = true;
+    }
+    return;
+  }
+  int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  if (seen_ && mtime_ns == mtime_ns_ && st.st_size == size_ && st.st_ino == inode_) {
+    return;
+  }
+  std::string text;
+  if (FILE* f = std::fopen(path_.c_str(), "rb"); f != nullptr) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() < (1u << 20);) {
+      text.append(buf, n);
+    }
+    std::fclose(f);
+  } else {
+    return;
+  }
+  seen_ = true;
+  warned_ = false;
+  mtime_ns_ = mtime_ns;
+  size_ = st.st_size;
+  inode_ = st.st_ino;
+  std::vector<std::string> errors;
+  auto peers = parse_peers_text(text, errors);
+  for (const auto& e : errors) {
+    MOQD_LOG(kWarn, "cluster: peers file %s: skipping '%s' (not a peer URL)", path_.c_str(),
+             e.c_str());
+  }
+  apply(peers);
+}
+
+void PeersFileWatcher::apply(const std::vector<ClusterPeer>& peers) {
+  std::map<std::pair<std::string, uint64_t>, ClusterPeer> wanted;
+  for (const auto& p : peers) {
+    wanted.emplace(std::make_pair(p.url, p.cost), p);
+  }
+  Relay& relay = home_.relay();
+  const size_t n = relay.worker_count();
+  for (auto it = links_.begin(); it != links_.end();) {
+    if (wanted.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    ClusterPeer gone{it->first.first, it->first.second};
+    RelayWorker* w = &relay.worker(it->second);
+    if (w == &home_) {
+      w->remove_cluster_link(gone);
+    } else {
+      home_.workers().post(it->second, [w, gone] { w->remove_cluster_link(gone); });
+    }
+    it = links_.erase(it);
+  }
+  size_t added = 0;
+  for (auto& [key, peer] : wanted) {
+    if (links_.count(key) != 0) {
+      continue;
+    }
+    size_t wi = next_worker_++ % n;
+    links_[key] = wi;
+    ++added;
+    RelayWorker* w = &relay.worker(wi);
+    if (w == &home_) {
+      w->add_cluster_link(peer);
+    } else {
+      home_.workers().post(wi, [w, peer = peer] { w->add_cluster_link(peer); });
+    }
+  }
+  MOQD_LOG(kInfo, "cluster: peers file %s read: %zu peers (%zu new)", path_.c_str(), links_.size(),
+           added);
 }
 
 }  // namespace moqd::relay

@@ -19,6 +19,7 @@
 // QUIC keep-alives and a short idle timeout notice a dead peer within kLinkIdleTimeout. A
 // ClusterLink lives on one worker (peer i on worker i % workers), on that worker's thread.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -37,6 +38,10 @@ class RelayWorker;
 
 // Parses a --cluster-connect URL ("http://host:port/?cost=5"): cost defaults to 0.
 Result<ClusterPeer> parse_cluster_peer(std::string_view url);
+
+// The peers of a --cluster-peers-file: one URL per line (as --cluster-connect takes it), blank
+// lines and '#' comments ignored. A line that does not parse is skipped and named in `errors`.
+std::vector<ClusterPeer> parse_peers_text(std::string_view text, std::vector<std::string>& errors);
 
 // The relay's moq-lite-04 hop id for --cluster-node `node`: FNV-1a 64 of the name, in the 62-bit
 // varint range, never 0 (0 means "not a relay").
@@ -86,6 +91,38 @@ class ClusterLink {
   Duration backoff_{};
   std::string last_error_;
   std::minstd_rand rng_;
+};
+
+// --cluster-peers-file, watched by worker 0: the file is read at start and again whenever its
+// size, modification time or inode changes (polled every kPollInterval, so an editor's
+// rename-into-place is seen too); peers added to it get a link on the next worker in turn,
+// peers gone from it lose theirs. A file that cannot be read keeps the peers it last gave.
+class PeersFileWatcher {
+ public:
+  static constexpr Duration kPollInterval = std::chrono::seconds(1);
+
+  PeersFileWatcher(RelayWorker& home, std::string path, size_t first_worker);
+  ~PeersFileWatcher();
+  PeersFileWatcher(const PeersFileWatcher&) = delete;
+  PeersFileWatcher& operator=(const PeersFileWatcher&) = delete;
+
+  void start();
+
+ private:
+  void poll();
+  void apply(const std::vector<ClusterPeer>& peers);
+
+  RelayWorker& home_;
+  std::string path_;
+  TimerId timer_ = 0;
+  bool seen_ = false;
+  bool warned_ = false;
+  int64_t mtime_ns_ = 0;
+  int64_t size_ = -1;
+  uint64_t inode_ = 0;
+  // Links this file asked for, by (URL, cost), and the worker each one lives on.
+  std::map<std::pair<std::string, uint64_t>, size_t> links_;
+  size_t next_worker_;
 };
 
 }  // namespace moqd::relay

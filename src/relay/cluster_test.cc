@@ -29,6 +29,27 @@ TEST(ClusterPeerTest, BadUrlsAndCostsAreRefused) {
   EXPECT_FALSE(parse_cluster_peer("http://relay-b:4443/?cost=2000000"));
 }
 
+TEST(ClusterPeerTest, PeersFileTakesOneUrlPerLineWithComments) {
+  std::vector<std::string> errors;
+  auto peers = parse_peers_text(
+      "# the cluster\n"
+      "http://a:4443/\n"
+      "\n"
+      "  https://b:443/?cost=3   # far away\r\n"
+      "not a url\n"
+      "http://c:4443/",
+      errors);
+  ASSERT_EQ(peers.size(), 3u);
+  EXPECT_EQ(peers[0].url, "http://a:4443/");
+  EXPECT_EQ(peers[1].url, "https://b:443/");
+  EXPECT_EQ(peers[1].cost, 3u);
+  EXPECT_EQ(peers[2].url, "http://c:4443/");
+  EXPECT_EQ(errors, std::vector<std::string>{"not a url"});
+  errors.clear();
+  EXPECT_TRUE(parse_peers_text("", errors).empty());
+  EXPECT_TRUE(errors.empty());
+}
+
 TEST(ClusterPeerTest, HopIdIsStableNonZeroAndAVarint) {
   EXPECT_EQ(hop_id_for_node("us-east-1a"), hop_id_for_node("us-east-1a"));
   EXPECT_NE(hop_id_for_node("us-east-1a"), hop_id_for_node("us-east-1b"));

@@ -27,6 +27,8 @@ struct ClusterConfig {
   std::vector<ClusterPeer> peers;  // --cluster-connect, repeatable
   std::string node;                // --cluster-node (default: the host name)
   std::string token;               // --cluster-token (presented to the peers as ?jwt=)
+  // --cluster-peers-file: more peers, one URL per line ('#' comments), re-read when it changes.
+  std::string peers_file;
   // This relay's moq-lite-04 hop id (hop_id_for_node(node)); 0 when clustering is off.
   uint64_t hop_id = 0;
 };

@@ -52,6 +52,7 @@ RelayWorker::RelayWorker(Relay& relay, size_t index, runtime::Workers& workers,
       bridge_(index, workers, origin_, bridges, bridge_limits(relay.config())) {}
 
 RelayWorker::~RelayWorker() {
+  peers_file_.reset();
   cluster_links_.clear();
   metrics_listener_.reset();
   connections_.clear();
@@ -150,6 +151,25 @@ void RelayWorker::add_cluster_link(ClusterPeer peer) {
   }
 }
 
+void RelayWorker::remove_cluster_link(const ClusterPeer& peer) {
+  for (auto it = cluster_links_.begin(); it != cluster_links_.end(); ++it) {
+    if ((*it)->peer().url == peer.url && (*it)->peer().cost == peer.cost) {
+      MOQD_LOG(kInfo, "cluster: peer %s removed", peer.url.c_str());
+      std::shared_ptr<ClusterLink> gone(std::move(*it));
+      cluster_links_.erase(it);
+      gone->stop();
+      // Its link may be inside one of its own callbacks' callers: destroyed from the loop.
+      loop_.defer([gone] {});
+      return;
+    }
+  }
+}
+
+void RelayWorker::watch_peers_file(const std::string& path, size_t first_worker) {
+  peers_file_ = std::make_unique<PeersFileWatcher>(*this, path, first_worker);
+  peers_file_->start();
+}
+
 std::string RelayWorker::route_via(const model::BroadcastSource* source) const {
   for (const auto& l : cluster_links_) {
     if (l->is_source(source)) {
@@ -205,6 +225,7 @@ void RelayWorker::remove_connection(ServerConnection* c) {
 
 void RelayWorker::drain(const std::string& goaway_url, Duration deadline, Duration hard_stop) {
   draining_ = true;
+  peers_file_.reset();
   for (auto& l : cluster_links_) {
     l->stop();
   }

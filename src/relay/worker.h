@@ -28,6 +28,7 @@ class Relay;
 class ServerConnection;
 class QuicEndpoint;
 class ClusterLink;
+class PeersFileWatcher;
 
 // What carries a session, as /health counts them.
 enum TransportClass : size_t { kWebSocket, kQuic, kWebTransport, kTransportClasses };
@@ -87,8 +88,12 @@ class RelayWorker {
   Result<uint16_t> listen_metrics(const std::string& host, uint16_t port);
   // Starts the status snapshots (worker thread, once the loop runs).
   void start_status();
-  // Worker thread: keeps a cluster link to `peer` (relay/cluster.h) until drain.
+  // Worker thread: keeps a cluster link to `peer` (relay/cluster.h) until drain, or until
+  // remove_cluster_link of the same URL and cost.
   void add_cluster_link(ClusterPeer peer);
+  void remove_cluster_link(const ClusterPeer& peer);
+  // Worker 0: watches --cluster-peers-file (relay/cluster.h PeersFileWatcher).
+  void watch_peers_file(const std::string& path, size_t first_worker);
   // Worker thread: stop accepting; sessions whose version has GOAWAY get one naming `goaway_url`
   // and may leave on their own until `deadline` (from now); the others, and those still there at
   // the deadline, are closed with going_away.
@@ -151,6 +156,7 @@ class RelayWorker {
   std::vector<std::unique_ptr<QuicEndpoint>> endpoints_;  // one per listen address
   std::list<std::unique_ptr<ServerConnection>> connections_;
   std::vector<std::unique_ptr<ClusterLink>> cluster_links_;  // destroyed first (~RelayWorker)
+  std::unique_ptr<PeersFileWatcher> peers_file_;
 };
 
 }  // namespace moqd::relay

@@ -8,6 +8,8 @@
 //   accepts stay bounded (counted with moqd_announces_total) and stop changing: no storm.
 // - A relay presenting a cluster token signed with the wrong key is refused by its peer (logged
 //   there, the link stays down), and one with a good token links up.
+// - --cluster-peers-file: peers added to the file are linked, peers removed are unlinked (with
+//   the routes learned through them), an editor's rename-into-place is seen, bad lines skipped.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
@@ -236,5 +238,42 @@ test("a bad cluster token is refused by the peer; a good one links", T, async ()
   pub.stop();
   H.closeConnection(pubConn);
   for (const r of [hub, intruder, member]) await H.stopMoqdClean(r);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test("peers from a file: links follow the file as it changes", T, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "moqd-peers-"));
+  const file = path.join(dir, "peers");
+  fs.writeFileSync(file, "# no peers yet\n");
+  const b = await relay("FB");
+  const c = await relay("FC");
+  const a = await relay("FA", ["--cluster-peers-file", file]);
+  const pubConn = await H.connect(b.url);
+  const pub = clockPublisher(pubConn, "fb/cam");
+  // A peer added to the file is dialled, and what it carries becomes reachable.
+  fs.writeFileSync(file, `# B only\n${b.url}?cost=2\n`);
+  await waitLinksUp(a, 1);
+  await H.waitFor(async () => (await clusterOf(a)).broadcasts.some((x) => x.path === "fb/cam"),
+    10_000, "FA to learn fb/cam through FB", 100);
+  let links = (await clusterOf(a)).links;
+  assert.deepEqual(links.map((l) => [l.url, l.cost]), [[b.url, 2]]);
+  // Replaced by C (written to a new file renamed into place, as editors do): B's link goes, with
+  // the routes learned through it, and C's comes up.
+  fs.writeFileSync(`${file}.new`, `${c.url}\n`);
+  fs.renameSync(`${file}.new`, file);
+  await H.waitFor(async () => {
+    const info = await clusterOf(a);
+    return info.links.length === 1 && info.links[0].url === c.url && info.links[0].state === "up" &&
+      !info.broadcasts.some((x) => x.path === "fb/cam");
+  }, 10_000, "FA's link to move from FB to FC", 100);
+  // A line that is not a URL is skipped (and logged); the others stay.
+  fs.writeFileSync(file, `${c.url}\nnonsense\n`);
+  await H.waitFor(() => /peers file .* skipping 'nonsense'/.test(a.stderrText()), 5_000,
+    "the bad line to be logged");
+  links = (await clusterOf(a)).links;
+  assert.deepEqual(links.map((l) => l.url), [c.url]);
+  pub.stop();
+  H.closeConnection(pubConn);
+  for (const r of [a, b, c]) await H.stopMoqdClean(r);
   fs.rmSync(dir, { recursive: true, force: true });
 });
