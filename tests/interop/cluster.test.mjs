@@ -10,6 +10,8 @@
 //   there, the link stays down), and one with a good token links up.
 // - --cluster-peers-file: peers added to the file are linked, peers removed are unlinked (with
 //   the routes learned through them), an editor's rename-into-place is seen, bad lines skipped.
+// - `moq sub --fallback URL`: its relay killed, it continues through the other relay (both linked
+//   to the publisher's), never writing a group twice or out of order.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
@@ -276,4 +278,50 @@ test("peers from a file: links follow the file as it changes", T, async () => {
   H.closeConnection(pubConn);
   for (const r of [a, b, c]) await H.stopMoqdClean(r);
   fs.rmSync(dir, { recursive: true, force: true });
+});
+
+// The frames `moq sub --length-prefixed` wrote, with the time each was first seen.
+function lengthPrefixedFrames(buf) {
+  const out = [];
+  for (let off = 0; off + 4 <= buf.length;) {
+    const n = buf.readUInt32BE(off);
+    if (off + 4 + n > buf.length) break;
+    out.push(buf.subarray(off + 4, off + 4 + n).toString());
+    off += 4 + n;
+  }
+  return out;
+}
+
+test("moq sub --fallback keeps receiving when its relay is killed", T, async () => {
+  const p = await relay("SP");
+  const a = await relay("SA", ["--cluster-connect", p.url]);
+  const b = await relay("SB", ["--cluster-connect", p.url]);
+  await waitLinksUp(a, 1);
+  await waitLinksUp(b, 1);
+  const pubConn = await H.connect(p.url);
+  const pub = clockPublisher(pubConn, "fo/cam");
+  const sub = H.spawnMoq(["sub", a.url, "fo/cam", "--track", "video", "--length-prefixed",
+    "--fallback", b.url]);
+  await sub.waitStdout((buf) => lengthPrefixedFrames(buf).length >= 10, 15_000, "10 frames through SA");
+  const before = lengthPrefixedFrames(sub.stdout()).length;
+  const killedAt = Date.now();
+  a.proc.kill("SIGKILL");
+  await a.exited;
+  let resumedAt = 0;
+  await sub.waitStdout((buf) => {
+    const n = lengthPrefixedFrames(buf).length;
+    if (n > before && !resumedAt) resumedAt = Date.now();
+    return n >= before + 20;
+  }, 15_000, "20 more frames through SB");
+  // The first new frame may have been written just before the kill: the bound is on the 20th.
+  console.log(`# moq sub failover: frames again ${resumedAt - killedAt} ms after SIGKILL of SA`);
+  assert.match(sub.stderrText(), /failing over to /);
+  const seqs = lengthPrefixedFrames(sub.stdout()).map((f) => Number(/^group (\d+)$/.exec(f)[1]));
+  for (let i = 1; i < seqs.length; i++) {
+    assert.ok(seqs[i] > seqs[i - 1], `frame of group ${seqs[i]} written after group ${seqs[i - 1]}`);
+  }
+  await sub.stop();
+  pub.stop();
+  H.closeConnection(pubConn);
+  for (const r of [p, b]) await H.stopMoqdClean(r);
 });
