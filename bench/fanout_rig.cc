@@ -57,7 +57,7 @@ class Handler final : public session::SessionHandler {
   explicit Handler(Worker& w) : w_(w) {}
   bool authorize(session::Action, std::string_view, std::string_view) override { return true; }
   void on_session_ready(wire::Version) override {}
-  void on_peer_announce(const std::string& path, bool active, uint64_t hops,
+  void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                         model::BroadcastSource& source) override;
   void on_session_closed(Error) override {}
 
@@ -286,14 +286,14 @@ struct Worker {
   uint64_t reached = 0;  // guarded by mu
 };
 
-void Handler::on_peer_announce(const std::string& path, bool active, uint64_t hops,
+void Handler::on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                                model::BroadcastSource& source) {
   if (active) {
     w_.origin.announce(path, &source, hops);
   } else {
     w_.origin.unannounce(path, &source);
   }
-  w_.bridge.publish_local(path, active, hops);
+  w_.bridge.publish_local(path, active, hops, 0);
 }
 
 PublisherConn::PublisherConn(Worker& w, const FanoutOptions& o)

@@ -147,7 +147,7 @@ class TrackPublisher {
  public:
   TrackPublisher(model::Origin& origin, std::string path, uint64_t group_frames)
       : origin_(origin), path_(std::move(path)), group_frames_(group_frames) {
-    origin_.announce(path_, &broadcast_, 0);
+    origin_.announce(path_, &broadcast_);
     track_ = origin_.track(path_, "data");
     track_->add_listener(&holder_);
   }

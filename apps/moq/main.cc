@@ -44,7 +44,16 @@ struct Common {
   std::string transport;  // "", "ws", "quic", "webtransport" or "wt"
   std::string versions;   // --versions: comma-separated names; empty means all
   client::TlsOptions tls;
+  // sub: more relays carrying the same broadcast (--fallback), tried in turn when one is lost.
+  std::vector<std::string> fallback;
 };
+
+// With --fallback, a relay that vanished must be noticed soon: QUIC pings after this long
+// without sending and gives up after kFailoverIdle of silence (the default idle timeout is 30 s).
+constexpr Duration kFailoverKeepAlive = std::chrono::milliseconds(500);
+constexpr Duration kFailoverIdle = std::chrono::seconds(3);
+// Connect attempts in a row that reach no relay (over all URLs) before `moq sub` gives up.
+constexpr int kFailoverRounds = 5;
 
 // The transport for http:// and https:// URLs when --transport is not given.
 constexpr client::TransportKind kHttpTransport = client::TransportKind::kQuic;
@@ -101,6 +110,10 @@ client::ConnectionOptions options_for(const Common& c, std::optional<std::string
     o.framing = c.framing;
   }
   o.discover_prefix = std::move(discover);
+  if (!c.fallback.empty()) {
+    o.quic.keep_alive = kFailoverKeepAlive;
+    o.quic.idle_timeout = kFailoverIdle;
+  }
   return o;
 }
 
@@ -181,7 +194,7 @@ class Publisher {
   Publisher(model::Origin& origin, const Common& c, const std::string& prefix)
       : origin_(origin), c_(c) {
     path_ = model::join_path(prefix, model::normalize_path(c.path));
-    origin.announce(path_, &broadcast_, 0);
+    origin.announce(path_, &broadcast_);
     track_ = origin.track(path_, c.track);
     track_->add_listener(&holder_);
   }
@@ -336,7 +349,7 @@ struct SubLeg {
   explicit SubLeg(runtime::EventLoop& loop) : origin(model::OriginConfig{}, loop, loop) {}
   struct Watch final : model::AnnounceListener {
     std::function<void(const std::string&, bool)> fn;
-    void on_announce(const std::string& p, bool active, uint64_t) override { fn(p, active); }
+    void on_announce(const std::string& p, bool active, const model::Hops&) override { fn(p, active); }
   };
   model::Origin origin;
   client::LinkPtr link;
@@ -417,7 +430,34 @@ int cmd_sub(const Common& c) {
     return (c.max_frames > 0 && frames >= c.max_frames) ||
            (timeout > Duration::zero() && loop.now() - start > timeout);
   };
+  // --fallback: the relays in turn, starting with the URL; each leg has its own session, origin
+  // and reader, and the loop sleeps in the event loop between checks (nothing spins).
+  std::vector<std::string> urls{c.url};
+  urls.insert(urls.end(), c.fallback.begin(), c.fallback.end());
+  size_t url_index = 0;
+  int failed_attempts = 0;
+  Instant retry_at{};
   for (;;) {
+    if (!next && urls.size() > 1 && leg->link->is_closed() && !done()) {
+      if (leg->delivered) {
+        failed_attempts = 0;
+        leg->delivered = false;  // counted once
+      }
+      if (failed_attempts >= kFailoverRounds * static_cast<int>(urls.size())) {
+        break;
+      }
+      if (loop.now() >= retry_at) {
+        url_index = (url_index + 1) % urls.size();
+        fprintf(stderr, "moq: lost the relay; failing over to %s\n", urls[url_index].c_str());
+        ++failed_attempts;
+        next = start_leg(urls[url_index]);
+        retry_at = loop.now() + std::chrono::milliseconds(200);
+      }
+      if (!next) {
+        loop.run_once(std::chrono::milliseconds(100));
+        continue;
+      }
+    }
     if (next && (next->delivered || leg->link->is_closed())) {
       // The new relay delivers (or the old one is gone): retire the old leg.
       std::unique_ptr<SubLeg> old = std::move(leg);
@@ -465,7 +505,7 @@ int cmd_announced(const Common& c) {
   client::Link& conn = *link;
   // Paths print relative to the URL's path whatever the transport.
   struct Print final : model::AnnounceListener {
-    void on_announce(const std::string& p, bool active, uint64_t) override {
+    void on_announce(const std::string& p, bool active, const model::Hops&) override {
       auto rest = model::strip_prefix(url_prefix, p);
       std::string shown(rest ? *rest : std::string_view(p));
       printf("%s %s\n", active ? "active" : "ended", shown.c_str());
@@ -544,6 +584,9 @@ int main(int argc, char** argv) {
   sub->add_flag("--length-prefixed", c.length_prefixed, "write 4-byte big-endian length + bytes per frame");
   sub->add_option("--frames", c.max_frames, "exit after this many frames");
   sub->add_option("--timeout", c.timeout, "exit after this many seconds (default: never)");
+  sub->add_option("--fallback", c.fallback,
+                  "another relay URL with the same broadcast (repeatable): when the relay is lost, "
+                  "continue there, without repeating frames already written");
   auto* announced = app.add_subcommand("announced", "print broadcasts announced under a prefix");
   announced->add_option("URL", c.url, "relay URL")->required();
   announced->add_option("PREFIX", c.path, "path prefix")->required();

@@ -18,6 +18,7 @@ struct TokenOptions {
   std::vector<std::string> get;
   std::string expires = "1h";
   std::string kid;
+  bool cluster = false;
 };
 
 // "90s", "15m", "1h", "2d" or bare seconds; false when malformed.
@@ -73,6 +74,7 @@ int run(const TokenOptions& o) {
   if (!o.put.empty()) c.put = o.put;
   if (!o.get.empty()) c.get = o.get;
   c.iat = now;
+  c.cluster = o.cluster;
   if (lifetime > 0) c.exp = now + lifetime;
   auto token = auth::sign_token(key, c, &why);
   if (!token) {
@@ -95,6 +97,8 @@ void add_token_command(CLI::App& app, int* rc) {
   cmd->add_option("--get", o->get, "prefix (relative to root) it may subscribe to; repeatable");
   cmd->add_option("--expires", o->expires, "lifetime: 90s, 15m, 1h, 2d, or 0 for none (default 1h)");
   cmd->add_option("--kid", o->kid, "key ID for the header (default: the key's own)");
+  cmd->add_flag("--cluster", o->cluster,
+                "a relay's token (moqd --cluster-token): claim cluster=true marks a relay link");
   cmd->callback([o, rc] { *rc = run(*o); });
 }
 

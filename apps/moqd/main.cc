@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "notify.h"
 #include "relay/auth_service.h"
+#include "relay/cluster.h"
 #include "relay/relay.h"
 #include "runtime/tcp.h"
 #include "wire/version.h"
@@ -91,6 +92,10 @@ struct Options {
   std::string drain_timeout = "10s";
   std::string stall_timeout = "30s";
   std::string upstream_linger = "5s";
+  std::vector<std::string> cluster_connect;
+  std::string cluster_node;
+  std::string cluster_token;
+  std::string cluster_peers_file;
   std::string setup_timeout = "10s";
   std::string upgrade_timeout = "10s";
   std::string max_frame_size = "16MiB";
@@ -207,6 +212,18 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--goaway-url", o.goaway_url,
                  "on SIGTERM, the URL GOAWAY sends clients to (default: none, clients reconnect "
                  "to the same URL)");
+  app.add_option("--cluster-connect", o.cluster_connect,
+                 "URL of a peer relay to link to (repeatable; ?cost=N prices the link, default 0): "
+                 "broadcasts either relay knows become reachable through the other");
+  app.add_option("--cluster-node", o.cluster_node,
+                 "this relay's stable name in the cluster; its hash is the moq-lite-04 hop id "
+                 "(default: the host name; give relays on one host different names)");
+  app.add_option("--cluster-token", o.cluster_token,
+                 "JWT this relay presents to its --cluster-connect peers (`moq token --cluster`); "
+                 "they check it like any client's token");
+  app.add_option("--cluster-peers-file", o.cluster_peers_file,
+                 "FILE of more peer URLs, one per line ('#' comments, ?cost=N), re-read when it "
+                 "changes: peers added get a link, peers removed lose theirs (default: none)");
   app.add_option("--debug-spin-per-delivery", o.debug_spin_per_delivery,
                  "benchmark falsification: busy-wait this long (e.g. 2us) per chunk handed to a "
                  "subscriber (default 0: off)");
@@ -367,6 +384,19 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   c.metrics_listen = o.metrics_listen;
   c.status_page = o.status_page;
   c.goaway_url = o.goaway_url;
+  for (const auto& url : o.cluster_connect) {
+    auto peer = moqd::relay::parse_cluster_peer(url);
+    if (!peer) return bad("--cluster-connect", url);
+    c.cluster.peers.push_back(std::move(*peer));
+  }
+  c.cluster.node = o.cluster_node;
+  if (c.cluster.node.empty()) {
+    char host[256] = {};
+    c.cluster.node = gethostname(host, sizeof host - 1) == 0 && host[0] != 0 ? host : "moqd";
+  }
+  c.cluster.hop_id = moqd::relay::hop_id_for_node(c.cluster.node);
+  c.cluster.token = o.cluster_token;
+  c.cluster.peers_file = o.cluster_peers_file;
   if (o.max_handshakes_per_second == 0) return bad("--max-handshakes-per-second", "0");
   c.max_handshakes_per_second = o.max_handshakes_per_second;
   uint64_t size = 0;
@@ -458,6 +488,9 @@ std::string effective_settings(CLI::App& app) {
     if (opt->count() == 0 && !opt->get_default_str().empty()) {
       values.push_back(opt->get_default_str());
     }
+    if (names[0] == "cluster-token" && !values.empty() && !values.back().empty()) {
+      values = {"(secret)"};  // a credential is never printed
+    }
     auto quote = [](const std::string& v) {
       std::string q = "\"";
       for (char ch : v) {
@@ -523,7 +556,8 @@ int load(int argc, char** argv, Loaded& out, std::string* check_config) {
 constexpr const char* kRestartOnly[] = {
     "listen", "workers", "versions", "metrics-listen", "status-page", "cache-budget",
     "cache-groups", "cache-bytes", "cache-age", "upstream-linger", "udp-gso", "udp-gro",
-    "quic-steering", "max-handshakes-per-second", "debug-spin-per-delivery"};
+    "quic-steering", "max-handshakes-per-second", "debug-spin-per-delivery", "cluster-connect",
+    "cluster-node", "cluster-peers-file"};
 
 std::map<std::string, std::string> settings_map(const std::string& settings) {
   std::map<std::string, std::string> m;

@@ -28,6 +28,7 @@ Grant Grant::everything(std::string source) {
   g.publish.push_back(Pattern{"", true});
   g.subscribe.push_back(Pattern{"", true});
   g.source = std::move(source);
+  g.cluster = true;
   return g;
 }
 
@@ -81,6 +82,7 @@ Result<Grant, TokenError> grant_for_claims(const Claims& claims, std::string_vie
   g.root = token_root;
   g.expires = claims.exp;
   g.source = std::move(source);
+  g.cluster = claims.cluster;
   for (const auto& p : claims.put.value_or(std::vector<std::string>{})) {
     g.publish.push_back(Pattern{model::join_path(token_root, model::normalize_path(p)), true});
   }

@@ -33,6 +33,9 @@ struct Grant {
   std::string root;
   // For logs: "open", "public", "jwt kid=..", "auth-url".
   std::string source;
+  // A relay link (a token with `cluster: true`, or an open relay, which trusts every peer): the
+  // hop lists of its announcements count for routing (relay/cluster.h).
+  bool cluster = false;
 
   static Grant everything(std::string source);
   bool may_publish(std::string_view full_path) const;

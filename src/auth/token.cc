@@ -86,6 +86,12 @@ Result<Claims, TokenError> parse_claims(std::string_view json) {
   if (!read_time(root.get(), "exp", c.exp) || !read_time(root.get(), "iat", c.iat)) {
     return refuse(Refusal::kBadClaims, "claim exp or iat is not a number");
   }
+  if (const json_t* cl = json_object_get(root.get(), "cluster"); cl != nullptr && !json_is_null(cl)) {
+    if (!json_is_boolean(cl)) {
+      return refuse(Refusal::kBadClaims, "claim cluster is not a boolean");
+    }
+    c.cluster = json_is_true(cl);
+  }
   return c;
 }
 
@@ -230,6 +236,7 @@ Result<std::string> sign_token(const Key& key, const Claims& claims, std::string
   if (claims.get) json_object_set_new(body.get(), "get", prefixes_json(*claims.get));
   if (claims.exp) json_object_set_new(body.get(), "exp", json_integer(*claims.exp));
   if (claims.iat) json_object_set_new(body.get(), "iat", json_integer(*claims.iat));
+  if (claims.cluster) json_object_set_new(body.get(), "cluster", json_true());
   CString body_text(json_dumps(body.get(), JSON_COMPACT));
   const std::string& material = key.family == KeyFamily::kHmac ? key.secret : key.private_pem;
   jwt_t* raw = nullptr;

@@ -23,6 +23,9 @@ struct Claims {
   std::optional<std::vector<std::string>> get;
   std::optional<int64_t> exp;  // unix seconds
   std::optional<int64_t> iat;  // unix seconds
+  // `cluster: true`: the token is a relay's (--cluster-token), so the session is a relay link
+  // whose announcements' hop lists are trusted for routing.
+  bool cluster = false;
 };
 
 // The keys a relay verifies with: those of --auth-key files (a token without `kid` may use the

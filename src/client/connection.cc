@@ -84,6 +84,12 @@ void Link::start_session(transport::Session& transport) {
   sc.versions = options_.versions;
   sc.root = "";
   sc.discover_prefix = options_.discover_prefix;
+  sc.hop_id = options_.hop_id;
+  if (options_.limits) {
+    sc.limits = *options_.limits;
+  }
+  sc.skips = options_.skips;
+  sc.traffic = options_.traffic;
   session_ = std::make_unique<session::Session>(transport, std::move(sc), origin_, *this, loop_,
                                                 loop_);
   session_->start();
@@ -96,8 +102,12 @@ void Link::on_session_ready(wire::Version) {
   }
 }
 
-void Link::on_peer_announce(const std::string& path, bool active, uint64_t hops,
+void Link::on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                             model::BroadcastSource& source) {
+  if (on_announce_fn) {
+    on_announce_fn(path, active, hops, source);
+    return;
+  }
   if (active) {
     origin_.announce(path, &source, hops);
   } else {

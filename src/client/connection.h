@@ -61,6 +61,12 @@ struct ConnectionOptions {
   // socket's (buffer sizes, GSO/GRO).
   transport::quic::ConnectionConfig quic;
   runtime::UdpSocket::Options udp;
+  // A relay's link to a cluster peer: its hop id (SessionConfig::hop_id), its session limits, and
+  // the worker's counters (null: not counted).
+  uint64_t hop_id = 0;
+  std::optional<session::SessionLimits> limits;
+  session::SkipCounters* skips = nullptr;
+  session::TrafficCounters* traffic = nullptr;
 };
 
 // The prefix a client joins to its broadcast paths (and discovery prefix) for `options`. WebSocket
@@ -107,11 +113,15 @@ class Link : public session::SessionHandler {
   std::function<void(Error)> on_closed;
   // The relay sent GOAWAY (lite-04): reconnect to the URL ("" = the same one).
   std::function<void(const std::string&)> on_goaway_fn;
+  // When set, the peer's announcements go here instead of into the origin (a relay's cluster
+  // link adds the link's cost and tells its other workers).
+  std::function<void(const std::string&, bool, const model::Hops&, model::BroadcastSource&)>
+      on_announce_fn;
 
   // session::SessionHandler
   bool authorize(session::Action, std::string_view, std::string_view) override { return true; }
   void on_session_ready(wire::Version version) override;
-  void on_peer_announce(const std::string& path, bool active, uint64_t hops,
+  void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                         model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
   void on_goaway(const std::string& uri) override {

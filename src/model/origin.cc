@@ -10,20 +10,52 @@ namespace moqd::model {
 struct Origin::Broadcast {
   struct Publisher {
     BroadcastSource* source;
-    uint64_t hops;
+    Hops hops;
+    uint64_t cost;
+    uint64_t order;  // announcement order: newer wins ties
   };
   std::string path;
-  // Announcement order; back() is the active publisher, the rest are backups.
+  // Every route; active() is the best of them.
   std::vector<Publisher> publishers;
   std::map<std::string, TrackPtr> tracks;  // by track name; never ended ones
+
+  // True when `a` is preferred over `b` (see the file comment in origin.h).
+  static bool better(const Publisher& a, const Publisher& b) {
+    uint64_t sa = a.hops.size() + a.cost;
+    uint64_t sb = b.hops.size() + b.cost;
+    if (sa != sb) {
+      return sa < sb;
+    }
+    if (a.hops != b.hops) {
+      return a.hops < b.hops;
+    }
+    return a.order > b.order;
+  }
+  const Publisher* active() const {
+    const Publisher* best = nullptr;
+    for (const Publisher& p : publishers) {
+      if (best == nullptr || better(p, *best)) {
+        best = &p;
+      }
+    }
+    return best;
+  }
 };
+
+namespace {
+// A track may move between two relayed routes of the same origin relay without ending: both
+// carry the same publisher's groups, so their sequences agree.
+bool same_origin_relay(const Hops& a, const Hops& b) {
+  return !a.empty() && !b.empty() && a.front() == b.front();
+}
+}  // namespace
 
 Origin::Origin(OriginConfig config, const Clock& clock, Timers& timers)
     : config_(config), clock_(clock), timers_(timers) {}
 
 Origin::~Origin() = default;
 
-void Origin::announce(const std::string& path, BroadcastSource* source, uint64_t hops) {
+void Origin::announce(const std::string& path, BroadcastSource* source, Hops hops, uint64_t cost) {
   std::string p = normalize_path(path);
   std::unique_ptr<Broadcast>& slot = broadcasts_[p];
   if (!slot) {
@@ -31,18 +63,20 @@ void Origin::announce(const std::string& path, BroadcastSource* source, uint64_t
     slot->path = p;
   }
   Broadcast& b = *slot;
-  if (!b.publishers.empty() && b.publishers.back().source == source) {
+  const Broadcast::Publisher* before = b.active();
+  if (before != nullptr && before->source == source && before->hops == hops &&
+      before->cost == cost) {
     return;
   }
+  BroadcastSource* old = before != nullptr ? before->source : nullptr;
+  Hops old_hops = before != nullptr ? before->hops : Hops{};
   std::erase_if(b.publishers, [&](const auto& pub) { return pub.source == source; });
-  bool had_active = !b.publishers.empty();
-  uint64_t old_hops = had_active ? b.publishers.back().hops : 0;
-  b.publishers.push_back({source, hops});
-  if (had_active) {
-    end_tracks(b);
-    notify(p, false, old_hops);
+  b.publishers.push_back({source, std::move(hops), cost, ++announce_order_});
+  const Broadcast::Publisher* after = b.active();
+  if (old != nullptr && after->source == old && after->hops == old_hops) {
+    return;  // a backup route: nothing changes for listeners
   }
-  notify(p, true, hops);
+  switch_active(p, old, old_hops);
 }
 
 void Origin::unannounce(const std::string& path, BroadcastSource* source) {
@@ -57,24 +91,46 @@ void Origin::unannounce(const std::string& path, BroadcastSource* source) {
   if (pub == b.publishers.end()) {
     return;
   }
-  bool was_active = pub + 1 == b.publishers.end();
-  uint64_t old_hops = pub->hops;
+  bool was_active = &*pub == b.active();
+  Hops old_hops = pub->hops;
   b.publishers.erase(pub);
   if (!was_active) {
     return;
   }
-  end_tracks(b);
-  // Callbacks may have changed the broadcast: look it up again.
-  std::optional<uint64_t> next_hops;
-  it = broadcasts_.find(p);
-  if (it != broadcasts_.end()) {
-    if (it->second->publishers.empty()) {
-      broadcasts_.erase(it);
+  switch_active(p, source, old_hops);
+}
+
+void Origin::switch_active(const std::string& p, BroadcastSource* old, const Hops& old_hops) {
+  Broadcast& b = *broadcasts_.find(p)->second;
+  const Broadcast::Publisher* next = b.active();
+  if (old != nullptr) {
+    if (next != nullptr && same_origin_relay(old_hops, next->hops)) {
+      // Re-serve through the new route: the tracks stay, their source changes.
+      BroadcastSource* src = next->source;
+      std::vector<Track*> moving;
+      for (auto& [name, t] : b.tracks) {
+        moving.push_back(t.get());
+      }
+      for (Track* t : moving) {
+        t->switch_source(&src->track_source(b.path, t->name()));
+      }
     } else {
-      next_hops = it->second->publishers.back().hops;
+      end_tracks(b);
     }
   }
-  notify(p, false, old_hops);
+  // Callbacks may have changed the broadcast: look it up again.
+  std::optional<Hops> next_hops;
+  auto it = broadcasts_.find(p);
+  if (it != broadcasts_.end()) {
+    if (const Broadcast::Publisher* a = it->second->active(); a != nullptr) {
+      next_hops = a->hops;
+    } else {
+      broadcasts_.erase(it);
+    }
+  }
+  if (old != nullptr) {
+    notify(p, false, old_hops);
+  }
   if (next_hops) {
     notify(p, true, *next_hops);
   }
@@ -90,7 +146,25 @@ BroadcastSource* Origin::active_source(const std::string& path) const {
   if (it == broadcasts_.end() || it->second->publishers.empty()) {
     return nullptr;
   }
-  return it->second->publishers.back().source;
+  return it->second->active()->source;
+}
+
+std::vector<Origin::Route> Origin::routes(const std::string& path) const {
+  std::vector<Route> out;
+  auto it = broadcasts_.find(normalize_path(path));
+  if (it == broadcasts_.end()) {
+    return out;
+  }
+  std::vector<const Broadcast::Publisher*> pubs;
+  for (const auto& pub : it->second->publishers) {
+    pubs.push_back(&pub);
+  }
+  std::sort(pubs.begin(), pubs.end(),
+            [](const auto* a, const auto* b) { return Broadcast::better(*a, *b); });
+  for (const auto* pub : pubs) {
+    out.push_back(Route{pub->source, pub->hops, pub->cost, out.empty()});
+  }
+  return out;
 }
 
 std::vector<std::string> Origin::active_paths(const std::string& prefix) const {
@@ -109,9 +183,9 @@ std::vector<std::string> Origin::active_paths(const std::string& prefix) const {
 void Origin::add_listener(const std::string& prefix, AnnounceListener* l) {
   std::string pfx = normalize_path(prefix);
   listeners_.emplace_back(pfx, l);
-  std::vector<std::pair<std::string, uint64_t>> snapshot;
+  std::vector<std::pair<std::string, Hops>> snapshot;
   for (std::string& p : active_paths(pfx)) {
-    uint64_t hops = broadcasts_.find(p)->second->publishers.back().hops;
+    Hops hops = broadcasts_.find(p)->second->active()->hops;
     snapshot.emplace_back(std::move(p), hops);
   }
   for (const auto& [p, hops] : snapshot) {
@@ -169,7 +243,7 @@ Track* Origin::create_track(Broadcast& b, const std::string& name) {
   auto t = std::make_unique<Track>(b.path, name, config_.cache, config_.upstream_linger, clock_,
                                    timers_);
   Track* raw = t.get();
-  BroadcastSource* publisher = b.publishers.back().source;
+  BroadcastSource* publisher = b.active()->source;
   raw->set_source(&publisher->track_source(b.path, name));
   raw->attach_budget(config_.budget);
   raw->attach_budget(publisher->cache_budget());
@@ -191,7 +265,7 @@ void Origin::end_tracks(Broadcast& b) {
   }
 }
 
-void Origin::notify(const std::string& path, bool active, uint64_t hops) {
+void Origin::notify(const std::string& path, bool active, const Hops& hops) {
   ++notify_depth_;
   for (size_t i = 0, n = listeners_.size(); i < n; ++i) {
     AnnounceListener* l = listeners_[i].second;

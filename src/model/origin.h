@@ -3,11 +3,18 @@
 // another worker or an upstream relay), discovery by path prefix with live updates, and the tracks
 // subscribers are reading. No I/O and no protocol. One per worker.
 //
-// Duplicate publishers: the newest announcement of a path wins. The previous publisher stays as a
-// backup; when the active one leaves, the most recent backup takes over. Every switch ends the
-// broadcast's open tracks (subscribers see their subscription end) and is reported to discovery
-// listeners as ended-then-active, so clients resubscribe to the new publisher. A publisher that
-// reconnects mid-track is such a switch: its new groups may restart at sequence 0. Ended tracks
+// Several sources of a path (routes): the best one is active, the others stay as backups. Best
+// is the lowest score, hops.size() + cost (a local publisher: 0); between equal scores, the
+// lexicographically smaller hop list, then the newest announcement. So among local publishers the
+// newest wins, as before clustering; among relayed routes the shortest, cheapest path wins with a
+// tie-break every relay computes alike. When the active source changes:
+// - between two relayed routes from the same origin relay (the same first hop id), the open
+//   tracks move to the new route (Track::switch_source): subscribers keep their subscription and
+//   see only groups newer than those they had;
+// - otherwise the broadcast's open tracks end (subscribers see their subscription end), because a
+//   different publisher may restart its group sequences at 0 (a publisher that reconnects
+//   mid-track is such a switch).
+// Either way discovery listeners hear ended-then-active, with the new route's hops. Ended tracks
 // close with ErrorCode::kClosed and their sources get stop_track synchronously (a leaving source
 // must therefore unannounce while it is still alive).
 //
@@ -36,12 +43,16 @@ class BroadcastSource {
   virtual CacheBudget* cache_budget() { return nullptr; }
 };
 
+// The relays an announcement crossed, oldest first (moq-lite-04 hop ids: the origin relay's id
+// first, the neighbour's last). Empty for a broadcast published by a local client.
+using Hops = std::vector<uint64_t>;
+
 // Discovery listener for a prefix.
 class AnnounceListener {
  public:
   virtual ~AnnounceListener() = default;
-  // `path` is the full normalised broadcast path; `hops` how many relays it crossed.
-  virtual void on_announce(const std::string& path, bool active, uint64_t hops) = 0;
+  // `path` is the full normalised broadcast path; `hops` the relays it crossed (active route's).
+  virtual void on_announce(const std::string& path, bool active, const Hops& hops) = 0;
 };
 
 struct OriginConfig {
@@ -57,14 +68,25 @@ class Origin {
   Origin(OriginConfig config, const Clock& clock, Timers& timers);
   ~Origin();
 
-  // Makes `path` (normalised) active with `source`; see the file comment for duplicates. `hops` is
-  // the number of relays the announcement crossed (0 for a local client).
-  void announce(const std::string& path, BroadcastSource* source, uint64_t hops = 0);
+  // Adds (or updates) `source` as a route to `path`; it becomes active when it is the best (see
+  // the file comment). `hops`: the relays the announcement crossed (empty for a local client);
+  // `cost`: the price of the link it came over (--cluster-connect ?cost=N), added to its score.
+  void announce(const std::string& path, BroadcastSource* source, Hops hops = {},
+                uint64_t cost = 0);
   // Withdraws `source`'s announcement of `path`; a no-op if it has none.
   void unannounce(const std::string& path, BroadcastSource* source);
   bool is_active(const std::string& path) const;
   // The publisher whose announcement of `path` is active, or null.
   BroadcastSource* active_source(const std::string& path) const;
+  // One route to a broadcast, for /cluster.
+  struct Route {
+    BroadcastSource* source = nullptr;
+    Hops hops;
+    uint64_t cost = 0;
+    bool active = false;
+  };
+  // Every route to `path`, best (the active one) first.
+  std::vector<Route> routes(const std::string& path) const;
   // Active paths under `prefix`, sorted.
   std::vector<std::string> active_paths(const std::string& prefix) const;
 
@@ -96,7 +118,10 @@ class Origin {
   Track* create_track(Broadcast& b, const std::string& name);
   // Ends every track of `b` (moved to retired_ first, so callbacks may create fresh ones).
   void end_tracks(Broadcast& b);
-  void notify(const std::string& path, bool active, uint64_t hops);
+  // The active source of `b` changed from `old` (hops `old_hops`): moves or ends the tracks and
+  // tells the listeners. `b` may be gone when this returns.
+  void switch_active(const std::string& path, BroadcastSource* old, const Hops& old_hops);
+  void notify(const std::string& path, bool active, const Hops& hops);
   void on_track_idle(Track* t);
   void for_each_track_impl(const std::function<void(const std::string&, const Track&)>& fn) const;
 
@@ -109,6 +134,7 @@ class Origin {
   // Removed listeners become null while callbacks run and are compacted after.
   std::vector<std::pair<std::string, AnnounceListener*>> listeners_;
   int notify_depth_ = 0;
+  uint64_t announce_order_ = 0;  // stamps announcements: newer wins ties
 };
 
 }  // namespace moqd::model

@@ -26,20 +26,20 @@ class OriginTest : public testing::Test {
 };
 
 TEST_F(OriginTest, ListenerGetsSnapshotThenLiveUpdatesUnderItsPrefix) {
-  origin_.announce("foo/a", &alice_, 2);
+  origin_.announce("foo/a", &alice_, distinct_hops(2));
   origin_.announce("foobar", &alice2_);
   origin_.announce("foo", &alice3_);
   {
     InSequence order;
-    EXPECT_CALL(discovery_, on_announce("foo", true, 0));
-    EXPECT_CALL(discovery_, on_announce("foo/a", true, 2));
+    EXPECT_CALL(discovery_, on_announce_n("foo", true, 0));
+    EXPECT_CALL(discovery_, on_announce_n("foo/a", true, 2));
   }
   origin_.add_listener("/foo/", &discovery_);
 
-  EXPECT_CALL(discovery_, on_announce("foo/b/c", true, 1));
-  origin_.announce("foo//b/c/", &alice_, 1);
+  EXPECT_CALL(discovery_, on_announce_n("foo/b/c", true, 1));
+  origin_.announce("foo//b/c/", &alice_, distinct_hops(1));
   origin_.announce("foobaz", &alice_);  // not under "foo"
-  EXPECT_CALL(discovery_, on_announce("foo/a", false, 2));
+  EXPECT_CALL(discovery_, on_announce_n("foo/a", false, 2));
   origin_.unannounce("/foo/a", &alice_);
 
   origin_.remove_listener(&discovery_);
@@ -84,8 +84,8 @@ TEST_F(OriginTest, TrackIsSharedAndDestroyedAfterLinger) {
 }
 
 TEST_F(OriginTest, DuplicatePublisherSwitchEndsTracksAndEmitsEndedThenActive) {
-  origin_.announce("room/alice", &alice_, 1);
-  EXPECT_CALL(discovery_, on_announce("room/alice", true, 1));
+  origin_.announce("room/alice", &alice_, distinct_hops(1));
+  EXPECT_CALL(discovery_, on_announce_n("room/alice", true, 1));
   origin_.add_listener("room", &discovery_);
   Track* old_track = origin_.track("room/alice", "video");
   StrictMock<MockTrackListener> sub;
@@ -96,8 +96,8 @@ TEST_F(OriginTest, DuplicatePublisherSwitchEndsTracksAndEmitsEndedThenActive) {
     InSequence order;
     EXPECT_CALL(sub, on_track_ended(_, make_error(ErrorCode::kClosed, "")));
     EXPECT_CALL(alice_.tracks, stop_track(testing::Ref(*old_track)));
-    EXPECT_CALL(discovery_, on_announce("room/alice", false, 1));
-    EXPECT_CALL(discovery_, on_announce("room/alice", true, 0));
+    EXPECT_CALL(discovery_, on_announce_n("room/alice", false, 1));
+    EXPECT_CALL(discovery_, on_announce_n("room/alice", true, 0));
   }
   origin_.announce("room/alice", &alice2_);
 
@@ -133,12 +133,12 @@ TEST_F(OriginTest, SubscriberMayResubscribeFromInsideTrackEnded) {
 }
 
 TEST_F(OriginTest, BackupTakesOverWhenTheActivePublisherLeaves) {
-  origin_.announce("room/alice", &alice_, 3);
-  origin_.announce("room/alice", &alice2_, 2);
-  origin_.announce("room/alice", &alice3_, 1);
+  origin_.announce("room/alice", &alice_, distinct_hops(3));
+  origin_.announce("room/alice", &alice2_, distinct_hops(2));
+  origin_.announce("room/alice", &alice3_, distinct_hops(1));
   Track* t = origin_.track("room/alice", "video");
   EXPECT_EQ(t->source(), &alice3_.tracks);
-  EXPECT_CALL(discovery_, on_announce("room/alice", true, 1));
+  EXPECT_CALL(discovery_, on_announce_n("room/alice", true, 1));
   origin_.add_listener("", &discovery_);
 
   // A backup leaving changes nothing visible.
@@ -147,8 +147,8 @@ TEST_F(OriginTest, BackupTakesOverWhenTheActivePublisherLeaves) {
 
   {
     InSequence order;
-    EXPECT_CALL(discovery_, on_announce("room/alice", false, 1));
-    EXPECT_CALL(discovery_, on_announce("room/alice", true, 3));
+    EXPECT_CALL(discovery_, on_announce_n("room/alice", false, 1));
+    EXPECT_CALL(discovery_, on_announce_n("room/alice", true, 3));
   }
   origin_.unannounce("room/alice", &alice3_);
   EXPECT_TRUE(t->is_ended());
@@ -168,7 +168,7 @@ TEST_F(OriginTest, MostRecentBackupTakesOver) {
 
 TEST_F(OriginTest, LastPublisherLeavingEndsTracksAndEmitsEnded) {
   origin_.announce("room/alice", &alice_);
-  EXPECT_CALL(discovery_, on_announce("room/alice", true, 0));
+  EXPECT_CALL(discovery_, on_announce_n("room/alice", true, 0));
   origin_.add_listener("room", &discovery_);
   Track* t = origin_.track("room/alice", "video");
   StrictMock<MockTrackListener> sub;
@@ -178,7 +178,7 @@ TEST_F(OriginTest, LastPublisherLeavingEndsTracksAndEmitsEnded) {
     InSequence order;
     EXPECT_CALL(sub, on_track_ended(_, make_error(ErrorCode::kClosed, "")));
     EXPECT_CALL(alice_.tracks, stop_track(_));
-    EXPECT_CALL(discovery_, on_announce("room/alice", false, 0)).WillOnce(Invoke([&] {
+    EXPECT_CALL(discovery_, on_announce_n("room/alice", false, 0)).WillOnce(Invoke([&] {
       EXPECT_FALSE(origin_.is_active("room/alice"));
     }));
   }
@@ -205,24 +205,130 @@ TEST_F(OriginTest, DiscoveryListenerMayRemoveItselfWhileNotified) {
   StrictMock<MockAnnounceListener> other;
   origin_.add_listener("", &discovery_);
   origin_.add_listener("", &other);
-  EXPECT_CALL(discovery_, on_announce("a", true, 0)).WillOnce(Invoke([&] {
+  EXPECT_CALL(discovery_, on_announce_n("a", true, 0)).WillOnce(Invoke([&] {
     origin_.remove_listener(&discovery_);
   }));
-  EXPECT_CALL(other, on_announce("a", true, 0));
+  EXPECT_CALL(other, on_announce_n("a", true, 0));
   origin_.announce("a", &alice_);
-  EXPECT_CALL(other, on_announce("b", true, 0));
+  EXPECT_CALL(other, on_announce_n("b", true, 0));
   origin_.announce("b", &alice_);
   origin_.remove_listener(&other);
 }
 
 TEST_F(OriginTest, ReannouncingTheActivePublisherIsANoOp) {
   origin_.announce("a", &alice_);
-  EXPECT_CALL(discovery_, on_announce("a", true, 0));
+  EXPECT_CALL(discovery_, on_announce_n("a", true, 0));
   origin_.add_listener("a", &discovery_);
   testing::Mock::VerifyAndClearExpectations(&discovery_);
   origin_.announce("a", &alice_);
   origin_.unannounce("a", &alice2_);  // never announced: a no-op
   EXPECT_TRUE(origin_.is_active("a"));
+  origin_.remove_listener(&discovery_);
+}
+
+// Routes of a cluster (relay/cluster.h): fewest hops plus cost wins, the smaller hop list on a
+// tie, whatever the announcement order; a backup route appearing changes nothing visible.
+TEST_F(OriginTest, ShortestCheapestRouteWinsWithADeterministicTieBreak) {
+  FakeBroadcastSource via_b, via_d, via_e;
+  origin_.add_listener("", &discovery_);
+  EXPECT_CALL(discovery_, on_announce_n("p", true, 3));
+  origin_.announce("p", &via_b, Hops{7, 8, 9});
+  {
+    InSequence order;
+    EXPECT_CALL(discovery_, on_announce_n("p", false, 3));
+    EXPECT_CALL(discovery_, on_announce_n("p", true, 2));
+  }
+  origin_.announce("p", &via_d, Hops{7, 5});
+  testing::Mock::VerifyAndClearExpectations(&discovery_);
+  // Same score (2) but a larger list: a backup, nothing visible changes.
+  origin_.announce("p", &via_e, Hops{7, 6});
+  EXPECT_EQ(origin_.active_source("p"), &via_d);
+  // Same score and a smaller list: it wins, whichever came first.
+  FakeBroadcastSource via_f;
+  EXPECT_CALL(discovery_, on_announce_n("p", false, 2));
+  EXPECT_CALL(discovery_, on_announce_n("p", true, 2));
+  origin_.announce("p", &via_f, Hops{7, 4});
+  EXPECT_EQ(origin_.active_source("p"), &via_f);
+  testing::Mock::VerifyAndClearExpectations(&discovery_);
+  // A cost makes a short route dearer than a long one.
+  EXPECT_CALL(discovery_, on_announce_n("p", false, 2));
+  EXPECT_CALL(discovery_, on_announce_n("p", true, 2));
+  origin_.unannounce("p", &via_f);
+  EXPECT_EQ(origin_.active_source("p"), &via_d);
+  testing::Mock::VerifyAndClearExpectations(&discovery_);
+  EXPECT_CALL(discovery_, on_announce_n(_, _, _)).Times(testing::AnyNumber());
+  origin_.announce("p", &via_d, Hops{7, 5}, 5);
+  origin_.announce("p", &via_e, Hops{7, 6}, 5);
+  EXPECT_EQ(origin_.active_source("p"), &via_b);
+  auto routes = origin_.routes("p");
+  ASSERT_EQ(routes.size(), 3u);
+  EXPECT_EQ(routes[0].source, &via_b);
+  EXPECT_TRUE(routes[0].active);
+  EXPECT_EQ(routes[1].source, &via_d);
+  EXPECT_EQ(routes[1].cost, 5u);
+  EXPECT_FALSE(routes[1].active);
+  for (auto* s : {&via_b, &via_d, &via_e}) {
+    origin_.unannounce("p", s);
+  }
+  origin_.remove_listener(&discovery_);
+}
+
+// A local publisher beats any relayed route, and among local publishers the newest still wins.
+TEST_F(OriginTest, LocalPublisherBeatsRelayedRoutes) {
+  FakeBroadcastSource via_b;
+  origin_.announce("p", &alice_);
+  origin_.announce("p", &via_b, Hops{1});
+  EXPECT_EQ(origin_.active_source("p"), &alice_);
+  origin_.announce("p", &alice2_);
+  EXPECT_EQ(origin_.active_source("p"), &alice2_);
+  origin_.unannounce("p", &alice2_);
+  origin_.unannounce("p", &alice_);
+  EXPECT_EQ(origin_.active_source("p"), &via_b);
+  origin_.unannounce("p", &via_b);
+}
+
+// When the active route dies and another route from the same origin relay remains, the track
+// is not ended: it moves to the new route (stop on the old source, start on the new), its
+// listener stays, and only groups newer than those already seen are taken from the new route.
+TEST_F(OriginTest, DeadRouteMovesTracksToAnotherRouteOfTheSameOrigin) {
+  FakeBroadcastSource via_b, via_d;
+  origin_.announce("p", &via_b, Hops{42, 2});
+  origin_.announce("p", &via_d, Hops{42, 4, 5});
+  EXPECT_CALL(discovery_, on_announce_n("p", true, 2));
+  origin_.add_listener("", &discovery_);
+  testing::Mock::VerifyAndClearExpectations(&discovery_);
+  Track* t = origin_.track("p", "video");
+  StrictMock<MockTrackListener> sub;
+  EXPECT_CALL(via_b.tracks, start_track(testing::Ref(*t)));
+  t->add_listener(&sub);
+  EXPECT_CALL(sub, on_track_data(_)).Times(testing::AnyNumber());
+  Group* g5 = t->begin_group(5);
+  t->finish_group(*t->begin_group(4));
+  t->begin_object(*g5, 3);
+  {
+    InSequence order;
+    EXPECT_CALL(via_b.tracks, stop_track(testing::Ref(*t)));
+    EXPECT_CALL(via_d.tracks, start_track(testing::Ref(*t)));
+    EXPECT_CALL(discovery_, on_announce_n("p", false, 2));
+    EXPECT_CALL(discovery_, on_announce_n("p", true, 3));
+  }
+  origin_.unannounce("p", &via_b);
+  EXPECT_FALSE(t->is_ended());
+  EXPECT_EQ(origin_.track("p", "video"), t);
+  EXPECT_EQ(t->source(), &via_d.tracks);
+  EXPECT_TRUE(g5->is_aborted());  // the group the dead route was sending
+  EXPECT_EQ(t->begin_group(5), nullptr);  // the new route's copy of it: a duplicate
+  EXPECT_EQ(t->begin_group(3), nullptr);  // older than what listeners had: out of order
+  EXPECT_NE(t->begin_group(6), nullptr);
+  // A route from another origin relay is another publisher: its switch ends the track.
+  FakeBroadcastSource other;
+  origin_.announce("p", &other, Hops{99, 1, 2, 3});  // a backup (4 hops)
+  EXPECT_CALL(sub, on_track_ended(_, _));
+  EXPECT_CALL(via_d.tracks, stop_track(_));
+  EXPECT_CALL(discovery_, on_announce_n(_, _, _)).Times(testing::AnyNumber());
+  origin_.unannounce("p", &via_d);
+  EXPECT_TRUE(t->is_ended());
+  origin_.unannounce("p", &other);
   origin_.remove_listener(&discovery_);
 }
 

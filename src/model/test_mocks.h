@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 
 #include <string>
+#include <vector>
 
 #include "model/origin.h"
 #include "model/track.h"
@@ -21,10 +22,31 @@ class MockTrackSource : public TrackSource {
   MOCK_METHOD(void, stop_track, (Track&), (override));
 };
 
+// Expectations name the hop count (on_announce_n); `seen` records the hop lists themselves.
 class MockAnnounceListener : public AnnounceListener {
  public:
-  MOCK_METHOD(void, on_announce, (const std::string&, bool, uint64_t), (override));
+  struct Seen {
+    std::string path;
+    bool active;
+    Hops hops;
+  };
+  void on_announce(const std::string& path, bool active, const Hops& hops) override {
+    seen.push_back({path, active, hops});
+    on_announce_n(path, active, hops.size());
+  }
+  MOCK_METHOD(void, on_announce_n, (const std::string&, bool, uint64_t));
+  std::vector<Seen> seen;
 };
+
+// `n` hop ids that no other call returns (so two routes never share an origin relay).
+inline Hops distinct_hops(size_t n) {
+  static uint64_t next = 1000;
+  Hops h;
+  for (size_t i = 0; i < n; ++i) {
+    h.push_back(next++);
+  }
+  return h;
+}
 
 // A broadcast whose every track is fed by one mock source.
 class FakeBroadcastSource : public BroadcastSource {

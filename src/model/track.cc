@@ -95,7 +95,7 @@ void Track::drop_oldest() {
 }
 
 Group* Track::begin_group(uint64_t sequence) {
-  if (ended_) {
+  if (ended_ || (sequence_floor_ && sequence <= *sequence_floor_)) {
     return nullptr;
   }
   for (const GroupRef& g : cache_) {
@@ -151,6 +151,28 @@ void Track::finish_group(Group& g) {
     g.finish();
   }
   notify();
+}
+
+void Track::switch_source(TrackSource* next) {
+  if (ended_) {
+    return;
+  }
+  for (const GroupRef& g : cache_) {
+    if (!g->is_done()) {
+      g->abort();
+      notify();
+    }
+  }
+  if (largest_sequence_) {
+    sequence_floor_ = largest_sequence_;
+  }
+  bool feeding = upstream_active_;
+  stop_upstream();
+  source_ = next;
+  if (feeding && source_ != nullptr) {
+    upstream_active_ = true;
+    source_->start_track(*this);
+  }
 }
 
 void Track::abort_group(Group& g) {

@@ -79,6 +79,15 @@ class Track final : private TurnWork {
   // --- producer side ---
   void set_source(TrackSource* source) { source_ = source; }
   TrackSource* source() const { return source_; }
+  // Hands the track to another producer of the same broadcast (a relay whose path to the origin
+  // died, re-served through another path) without ending it, so listeners keep reading: groups
+  // still open are aborted, the old source is stopped and the new one started (if the track was
+  // being fed), and from now on only groups newer than the newest one seen are taken
+  // (begin_group refuses the rest), so no listener sees a group twice or an older one after a
+  // newer. A no-op on an ended track.
+  void switch_source(TrackSource* next);
+  // Groups at or below this sequence are refused (set by switch_source), if any.
+  std::optional<uint64_t> sequence_floor() const { return sequence_floor_; }
   // A new group arrives (a group stream opened). Returns it, or null if a group with that sequence
   // is already cached (a duplicate; the caller drops the stream) or the track has ended. The cache
   // holds the only reference: a producer that writes to it after another group begins must hold a
@@ -190,6 +199,7 @@ class Track final : private TurnWork {
   uint64_t cached_bytes_ = 0;
   uint64_t next_arrival_ = 0;
   std::optional<uint64_t> largest_sequence_;
+  std::optional<uint64_t> sequence_floor_;
   std::optional<uint8_t> priority_;
   struct BudgetLink {
     CacheBudget* budget = nullptr;

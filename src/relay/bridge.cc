@@ -296,36 +296,75 @@ Bridge::~Bridge() {
   remote_.clear();
 }
 
-void Bridge::publish_local(const std::string& path, bool active, uint64_t hops) {
+void Bridge::publish_local(const std::string& path, bool active, const model::Hops& hops,
+                           uint64_t cost) {
   if (active) {
     ++local_publishers_[path];
   } else {
     auto it = local_publishers_.find(path);
     if (it != local_publishers_.end() && --it->second > 0) {
-      return;  // another local session still publishes it; its own switch ends the feeds
+      // Another local session still publishes it (its own switch ends or moves the feeds): the
+      // other workers now reach it through the best route left here.
+      for (const auto& r : origin_.routes(path)) {
+        if (!is_remote(r.source)) {
+          publish_route(path, r.hops, r.cost);
+          break;
+        }
+      }
+      return;
     }
     if (it != local_publishers_.end()) {
       local_publishers_.erase(it);
     }
   }
+  if (active) {
+    // The other workers reach the path through this worker's best local route.
+    for (const auto& r : origin_.routes(path)) {
+      if (!is_remote(r.source)) {
+        publish_route(path, r.hops, r.cost);
+        return;
+      }
+    }
+  }
+  post_announce(path, active, hops, cost);
+}
+
+void Bridge::publish_route(const std::string& path, const model::Hops& hops, uint64_t cost) {
+  post_announce(path, true, hops, cost);
+}
+
+void Bridge::post_announce(const std::string& path, bool active, const model::Hops& hops,
+                           uint64_t cost) {
   for (size_t i = 0; i < bridges_.size(); ++i) {
     if (i == self_) {
       continue;
     }
     Bridge* peer = bridges_[i];
     size_t home = self_;
-    post(i, [peer, path, home, active, hops] { peer->on_remote_announce(path, home, active, hops); });
+    post(i, [peer, path, home, active, hops, cost] {
+      peer->on_remote_announce(path, home, active, hops, cost);
+    });
   }
 }
 
-void Bridge::on_remote_announce(const std::string& path, size_t home, bool active, uint64_t hops) {
+bool Bridge::is_remote(const model::BroadcastSource* source) const {
+  for (const auto& [key, rb] : remote_) {
+    if (rb.get() == source) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void Bridge::on_remote_announce(const std::string& path, size_t home, bool active, model::Hops hops,
+                                uint64_t cost) {
   auto key = std::make_pair(path, home);
   auto it = remote_.find(key);
   if (active) {
     if (it == remote_.end()) {
       it = remote_.emplace(key, std::make_unique<RemoteBroadcast>(*this, home)).first;
     }
-    origin_.announce(path, it->second.get(), hops);
+    origin_.announce(path, it->second.get(), std::move(hops), cost);
     return;
   }
   if (it == remote_.end()) {

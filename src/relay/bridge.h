@@ -91,10 +91,13 @@ class Bridge {
   FeedStats feed_stats() const;
 
   // A session on this worker announced or withdrew `path`: tell the other workers.
-  void publish_local(const std::string& path, bool active, uint64_t hops);
+  void publish_local(const std::string& path, bool active, const model::Hops& hops, uint64_t cost);
 
   // --- handlers of posted tasks (run on this bridge's worker) ---
-  void on_remote_announce(const std::string& path, size_t home, bool active, uint64_t hops);
+  void on_remote_announce(const std::string& path, size_t home, bool active, model::Hops hops,
+                          uint64_t cost);
+  // True when `source` stands for another worker's broadcast here.
+  bool is_remote(const model::BroadcastSource* source) const;
   void on_open_feed(const std::string& path, const std::string& name, uint8_t priority, size_t to,
                     uint64_t id);
   void on_close_feed(size_t to, uint64_t id);
@@ -114,6 +117,9 @@ class Bridge {
   size_t feed_count() const { return feeds_.size(); }
 
  private:
+  // Tells every other worker that `path` is reachable here with `hops` and `cost` (or no more).
+  void publish_route(const std::string& path, const model::Hops& hops, uint64_t cost);
+  void post_announce(const std::string& path, bool active, const model::Hops& hops, uint64_t cost);
   struct Inbound {
     size_t home;
     model::Track* track;

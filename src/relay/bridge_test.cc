@@ -112,7 +112,7 @@ class TwoWorkers {
     run_on(0, [this] {
       Side& s = side(0);
       s.publisher = std::make_unique<TestBroadcast>(s.origin, kPath);
-      s.bridge.publish_local(kPath, true, 0);
+      s.bridge.publish_local(kPath, true, {}, 0);
     });
     ASSERT_TRUE(wait_for(1, [this] { return side(1).origin.is_active(kPath); }));
     run_on(1, [this] { ASSERT_TRUE(side(1).viewer.subscribe(side(1).origin, kPath, kTrack)); });

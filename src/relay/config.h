@@ -16,6 +16,23 @@
 
 namespace moqd::relay {
 
+// One --cluster-connect URL: the URL without its `cost` query parameter, and that cost
+// (relay/cluster.h).
+struct ClusterPeer {
+  std::string url;
+  uint64_t cost = 0;
+};
+
+struct ClusterConfig {
+  std::vector<ClusterPeer> peers;  // --cluster-connect, repeatable
+  std::string node;                // --cluster-node (default: the host name)
+  std::string token;               // --cluster-token (presented to the peers as ?jwt=)
+  // --cluster-peers-file: more peers, one URL per line ('#' comments), re-read when it changes.
+  std::string peers_file;
+  // This relay's moq-lite-04 hop id (hop_id_for_node(node)); 0 when clustering is off.
+  uint64_t hop_id = 0;
+};
+
 // The settings a SIGHUP may change for sessions that start afterwards (each worker holds an
 // immutable snapshot; see Relay::reload).
 struct LiveLimits {
@@ -71,6 +88,8 @@ struct RelayConfig {
   // and a datagram on the wrong worker is forwarded (as after a client's address changes).
   bool quic_steering = true;
   transport::quic::ConnectionConfig quic;
+  // --cluster-connect, --cluster-node, --cluster-token (relay/cluster.h).
+  ClusterConfig cluster;
 
   LiveLimits live() const { return LiveLimits{limits, decode, websocket, mux}; }
 };

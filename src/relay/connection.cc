@@ -62,6 +62,9 @@ std::optional<ws::PlainResponse> ServerConnection::on_ops_request(const ws::Http
   if (metrics && r.path == "/metrics") {
     return ws::PlainResponse{200, "text/plain; version=0.0.4; charset=utf-8", relay.metrics_text(), {}};
   }
+  if (metrics && r.path == "/cluster") {
+    return ws::PlainResponse{200, "application/json", relay.cluster_json(), {}};
+  }
   if (metrics && r.path == "/ready") {
     if (relay.is_draining()) {
       return ws::PlainResponse{503, "text/plain", "draining\n", {}};

@@ -155,6 +155,9 @@ std::string Relay::metrics_text() const {
                sum([](const RelayWorker& w) { return w.traffic().announces_closed.get(); }));
   traffic("moqd_announces_total", "counter", "Broadcast announcements accepted from publishers.",
           [](const T& t) { return t.announces_opened.get(); });
+  traffic("moqd_announces_looped_total", "counter",
+          "Announcements from cluster peers dropped because they had already crossed this relay.",
+          [](const T& t) { return t.announces_looped.get(); });
   traffic("moqd_frames_received_total", "counter", "Frames received from publishers.",
           [](const T& t) { return t.frames_in.get(); });
   traffic("moqd_payload_bytes_received_total", "counter", "Frame payload bytes received from publishers.",

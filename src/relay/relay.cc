@@ -67,7 +67,20 @@ Result<std::vector<BoundAddress>> Relay::start() {
     metrics_port_ = *port;
   }
   workers_.start();
-  if (config_.status_page) {
+  for (size_t i = 0; i < config_.cluster.peers.size(); ++i) {
+    size_t wi = i % workers_.size();
+    RelayWorker* w = relay_workers_[wi].get();
+    ClusterPeer peer = config_.cluster.peers[i];
+    workers_.loop(wi).inject([w, peer] { w->add_cluster_link(peer); });
+  }
+  if (!config_.cluster.peers_file.empty()) {
+    RelayWorker* w0 = relay_workers_[0].get();
+    std::string file = config_.cluster.peers_file;
+    size_t first = config_.cluster.peers.size() % workers_.size();
+    workers_.loop(0).inject([w0, file, first] { w0->watch_peers_file(file, first); });
+  }
+  if (config_.status_page || !config_.metrics_listen.empty() || !config_.cluster.peers.empty() ||
+      !config_.cluster.peers_file.empty()) {
     for (size_t i = 0; i < workers_.size(); ++i) {
       RelayWorker* w = relay_workers_[i].get();
       workers_.loop(i).inject([w] { w->start_status(); });

@@ -48,6 +48,10 @@ class Relay {
   // JSON for the status page (GET /status.json): broadcasts, tracks with viewers and byte
   // counters, per-worker load. Any thread.
   std::string status_json() const;
+  // JSON for GET /cluster (metrics listener): this relay's node name and hop id, its cluster links
+  // (URL, state, cost, connects, failures), and per broadcast the routes it knows (via whom, hop
+  // list, cost; the first one is the one in use). Any thread.
+  std::string cluster_json() const;
   // True once drain_and_stop() began (GET /ready answers 503).
   bool is_draining() const { return draining_.load(std::memory_order_relaxed); }
   // The metrics listener's port, once start() bound it (0: none).

@@ -79,6 +79,7 @@ void RelaySession::start(transport::Session& transport, std::string root, std::s
   sc.root = std::move(root);
   sc.query = std::move(query);
   sc.discover_prefix = std::string();
+  sc.hop_id = worker_.relay().config().cluster.hop_id;
   sc.skips = &worker_.viewer_skips();
   sc.traffic = &worker_.traffic();
   transport_class_ = transport_class(transport.kind());
@@ -213,9 +214,13 @@ void RelaySession::on_session_ready(wire::Version version) {
   worker_.metrics().sessions_started[transport_class_][metric_version_index(version)].add();
 }
 
-void RelaySession::on_peer_announce(const std::string& path, bool active, uint64_t hops,
+void RelaySession::on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                                     model::BroadcastSource& source) {
-  worker_.on_peer_announce(path, active, hops, source);
+  // Only relay links (a token with the cluster claim, or an open relay) are trusted with hops:
+  // a client's hop list could otherwise steer other relays' route choice.
+  static const model::Hops kNone;
+  bool relay_link = grant_ && grant_->cluster;
+  worker_.on_peer_announce(path, active, relay_link ? hops : kNone, 0, source);
 }
 
 void RelaySession::on_session_closed(Error reason) {

@@ -38,7 +38,7 @@ class RelaySession final : public session::SessionHandler {
   // session::SessionHandler
   bool authorize(session::Action action, std::string_view path, std::string_view query) override;
   void on_session_ready(wire::Version version) override;
-  void on_peer_announce(const std::string& path, bool active, uint64_t hops,
+  void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                         model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
   bool is_admission_pending() override { return service_call_ != nullptr; }

@@ -1,4 +1,5 @@
 // GET /status.json: the workers' status snapshots merged (relay/status.h).
+#include <algorithm>
 #include <map>
 
 #include "relay/relay.h"
@@ -79,6 +80,51 @@ std::string Relay::status_json() const {
     out += "]}";
   }
   return out + "]}\n";
+}
+
+std::string Relay::cluster_json() const {
+  const ClusterConfig& c = config_.cluster;
+  std::string links;
+  std::map<std::string, std::vector<RouteStatus>> routes;
+  for (const auto& w : relay_workers_) {
+    WorkerStatus st = w->status();
+    for (const auto& l : st.links) {
+      links += links.empty() ? "" : ",";
+      links += "{\"url\":" + json_string(l.url) + ",\"state\":" + json_string(l.state) +
+               ",\"cost\":" + std::to_string(l.cost) + ",\"connects\":" +
+               std::to_string(l.connects) + ",\"failures\":" + std::to_string(l.failures) +
+               ",\"backoff_ms\":" + std::to_string(l.backoff_ms) + ",\"worker\":" +
+               std::to_string(l.worker) + ",\"last_error\":" + json_string(l.last_error) + "}";
+    }
+    for (auto& r : st.routes) {
+      routes[r.broadcast].push_back(std::move(r));
+    }
+  }
+  std::string out = "{\"node\":" + json_string(c.node) + ",\"hop_id\":" + std::to_string(c.hop_id) +
+                    ",\"links\":[" + links + "],\"broadcasts\":[";
+  bool first = true;
+  for (auto& [path, rs] : routes) {
+    // The order every worker's Origin uses (model/origin.h): fewest hops plus cost, then the
+    // smaller hop list. (Local publishers tie on 0; the newest of them is the one in use.)
+    std::stable_sort(rs.begin(), rs.end(), [](const RouteStatus& a, const RouteStatus& b) {
+      uint64_t sa = a.hops.size() + a.cost, sb = b.hops.size() + b.cost;
+      return sa != sb ? sa < sb : a.hops < b.hops;
+    });
+    out += first ? "" : ",";
+    first = false;
+    out += "{\"path\":" + json_string(path) + ",\"routes\":[";
+    for (size_t i = 0; i < rs.size(); ++i) {
+      std::string hops;
+      for (uint64_t h : rs[i].hops) {
+        hops += (hops.empty() ? "" : ",") + std::to_string(h);
+      }
+      out += (i ? "," : "") + std::string("{\"via\":") + json_string(rs[i].via) + ",\"hops\":[" +
+             hops + "],\"cost\":" + std::to_string(rs[i].cost) + ",\"active\":" +
+             (i == 0 ? "true" : "false") + "}";
+    }
+    out += "]}";
+  }
+  return out + "]}";
 }
 
 }  // namespace moqd::relay

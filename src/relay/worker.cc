@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "relay/cluster.h"
 #include "relay/connection.h"
 #include "relay/quic_endpoint.h"
 #include "relay/relay.h"
@@ -51,6 +52,8 @@ RelayWorker::RelayWorker(Relay& relay, size_t index, runtime::Workers& workers,
       bridge_(index, workers, origin_, bridges, bridge_limits(relay.config())) {}
 
 RelayWorker::~RelayWorker() {
+  peers_file_.reset();
+  cluster_links_.clear();
   metrics_listener_.reset();
   connections_.clear();
   endpoints_.clear();
@@ -140,12 +143,62 @@ void RelayWorker::accept_metrics(int fd, std::string peer) {
 
 void RelayWorker::start_status() { refresh_status(); }
 
+void RelayWorker::add_cluster_link(ClusterPeer peer) {
+  const ClusterConfig& c = relay_.config().cluster;
+  cluster_links_.push_back(std::make_unique<ClusterLink>(*this, std::move(peer), c.token, c.hop_id));
+  if (!draining_) {
+    cluster_links_.back()->start();
+  }
+}
+
+void RelayWorker::remove_cluster_link(const ClusterPeer& peer) {
+  for (auto it = cluster_links_.begin(); it != cluster_links_.end(); ++it) {
+    if ((*it)->peer().url == peer.url && (*it)->peer().cost == peer.cost) {
+      MOQD_LOG(kInfo, "cluster: peer %s removed", peer.url.c_str());
+      std::shared_ptr<ClusterLink> gone(std::move(*it));
+      cluster_links_.erase(it);
+      gone->stop();
+      // Its link may be inside one of its own callbacks' callers: destroyed from the loop.
+      loop_.defer([gone] {});
+      return;
+    }
+  }
+}
+
+void RelayWorker::watch_peers_file(const std::string& path, size_t first_worker) {
+  peers_file_ = std::make_unique<PeersFileWatcher>(*this, path, first_worker);
+  peers_file_->start();
+}
+
+std::string RelayWorker::route_via(const model::BroadcastSource* source) const {
+  for (const auto& l : cluster_links_) {
+    if (l->is_source(source)) {
+      return l->peer().url;
+    }
+  }
+  if (const auto* s = dynamic_cast<const session::Session*>(source); s != nullptr) {
+    return "inbound " + std::string(const_cast<session::Session*>(s)->transport().peer());
+  }
+  return "local";
+}
+
 void RelayWorker::refresh_status() {
   WorkerStatus st;
   st.broadcasts = origin_.active_paths("");
   origin_.for_each_track([&st](const std::string& path, const model::Track& t) {
     st.tracks.push_back({path, t.name(), t.viewer_count(), t.bytes_in(), t.bytes_out()});
   });
+  for (const auto& l : cluster_links_) {
+    st.links.push_back(l->status());
+  }
+  for (const auto& path : st.broadcasts) {
+    for (const auto& r : origin_.routes(path)) {
+      if (bridge_.is_remote(r.source)) {
+        continue;  // another worker's route; that worker lists it
+      }
+      st.routes.push_back({path, r.hops.empty() ? "local" : route_via(r.source), r.hops, r.cost});
+    }
+  }
   {
     MutexLock lock(status_mu_);
     status_ = std::move(st);
@@ -172,6 +225,10 @@ void RelayWorker::remove_connection(ServerConnection* c) {
 
 void RelayWorker::drain(const std::string& goaway_url, Duration deadline, Duration hard_stop) {
   draining_ = true;
+  peers_file_.reset();
+  for (auto& l : cluster_links_) {
+    l->stop();
+  }
   listeners_.clear();
   for (auto& ep : endpoints_) {
     ep->drain(goaway_url);
@@ -202,14 +259,14 @@ void RelayWorker::drain(const std::string& goaway_url, Duration deadline, Durati
   });
 }
 
-void RelayWorker::on_peer_announce(const std::string& path, bool active, uint64_t hops,
-                                   model::BroadcastSource& source) {
+void RelayWorker::on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
+                                   uint64_t cost, model::BroadcastSource& source) {
   if (active) {
-    origin_.announce(path, &source, hops);
+    origin_.announce(path, &source, hops, cost);
   } else {
     origin_.unannounce(path, &source);
   }
-  bridge_.publish_local(path, active, hops);
+  bridge_.publish_local(path, active, hops, cost);
 }
 
 }  // namespace moqd::relay

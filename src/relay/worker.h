@@ -27,6 +27,8 @@ namespace moqd::relay {
 class Relay;
 class ServerConnection;
 class QuicEndpoint;
+class ClusterLink;
+class PeersFileWatcher;
 
 // What carries a session, as /health counts them.
 enum TransportClass : size_t { kWebSocket, kQuic, kWebTransport, kTransportClasses };
@@ -86,13 +88,20 @@ class RelayWorker {
   Result<uint16_t> listen_metrics(const std::string& host, uint16_t port);
   // Starts the status snapshots (worker thread, once the loop runs).
   void start_status();
+  // Worker thread: keeps a cluster link to `peer` (relay/cluster.h) until drain, or until
+  // remove_cluster_link of the same URL and cost.
+  void add_cluster_link(ClusterPeer peer);
+  void remove_cluster_link(const ClusterPeer& peer);
+  // Worker 0: watches --cluster-peers-file (relay/cluster.h PeersFileWatcher).
+  void watch_peers_file(const std::string& path, size_t first_worker);
   // Worker thread: stop accepting; sessions whose version has GOAWAY get one naming `goaway_url`
   // and may leave on their own until `deadline` (from now); the others, and those still there at
   // the deadline, are closed with going_away.
   void drain(const std::string& goaway_url, Duration deadline, Duration hard_stop);
 
   // From connections (worker thread).
-  void on_peer_announce(const std::string& path, bool active, uint64_t hops,
+  // `hops`: the route's hop list; `cost`: the link's price (--cluster-connect ?cost=N).
+  void on_peer_announce(const std::string& path, bool active, const model::Hops& hops, uint64_t cost,
                         model::BroadcastSource& source);
   void remove_connection(ServerConnection* c);
 
@@ -118,6 +127,9 @@ class RelayWorker {
  private:
   void accept(int fd, std::string peer);
   void accept_metrics(int fd, std::string peer);
+  // What /cluster names a route's source by: a cluster link's URL, "inbound PEER" for another
+  // session (a relay that dialled us, or a client), or "local".
+  std::string route_via(const model::BroadcastSource* source) const;
   // Rebuilds the status snapshot and schedules the next rebuild.
   void refresh_status();
   // Worker 0 only: replaces a generated certificate that needs renewal, on every worker.
@@ -143,6 +155,8 @@ class RelayWorker {
   std::unique_ptr<runtime::TcpListener> metrics_listener_;  // kept while draining (/ready)
   std::vector<std::unique_ptr<QuicEndpoint>> endpoints_;  // one per listen address
   std::list<std::unique_ptr<ServerConnection>> connections_;
+  std::vector<std::unique_ptr<ClusterLink>> cluster_links_;  // destroyed first (~RelayWorker)
+  std::unique_ptr<PeersFileWatcher> peers_file_;
 };
 
 }  // namespace moqd::relay

@@ -1,4 +1,6 @@
 // Announce streams in both directions.
+#include <algorithm>
+
 #include "base/log.h"
 #include "model/path.h"
 #include "session/handlers.h"
@@ -54,6 +56,7 @@ void AnnounceResponder::on_readable() {
     }
     session_.set_announce_stream_count(session_.announce_stream_count() + 1);
     full_prefix_ = full;
+    exclude_hop_ = please->exclude_hop;
     collecting_init_ = !wire::is_lite03_plus(*session_.version());
     listening_ = true;
     session_.origin().add_listener(full, this);
@@ -77,7 +80,7 @@ void AnnounceResponder::on_readable() {
   }
 }
 
-void AnnounceResponder::on_announce(const std::string& path, bool active, uint64_t hops) {
+void AnnounceResponder::on_announce(const std::string& path, bool active, const model::Hops& hops) {
   if (stream_ == nullptr || !full_prefix_) {
     return;
   }
@@ -93,6 +96,12 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, uint64
   // publisher arrives as ended-then-active, so the check on active is enough.)
   if (active && session_.origin().active_source(path) == &session_) {
     return;
+  }
+  // A route that already crossed the peer would be a loop there: the peer asked not to get it
+  // (lite-04 exclude_hop), and withdrawing it, if it was sent, is what it must hear instead.
+  if (active && exclude_hop_ != 0 &&
+      std::find(hops.begin(), hops.end(), exclude_hop_) != hops.end()) {
+    active = false;
   }
   // Each path alternates active/ended on the wire.
   if (active == (active_.count(path) != 0)) {
@@ -112,7 +121,10 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, uint64
   wire::Announce m;
   m.active = active;
   m.suffix = std::string(*suffix);
-  m.hops.assign(hops, 0);
+  m.hops = hops;
+  if (session_.config().hop_id != 0) {
+    m.hops.push_back(session_.config().hop_id);
+  }
   std::vector<uint8_t> out;
   wire::encode(*session_.version(), m, out);
   write_bytes(std::move(out));
@@ -123,7 +135,7 @@ AnnounceRequester::AnnounceRequester(Session& s, transport::Stream& stream, std:
   attach(stream);
   std::vector<uint8_t> out;
   out.push_back(static_cast<uint8_t>(wire::BidiType::kAnnounce));
-  wire::encode(*s.version(), wire::AnnouncePlease{prefix_, 0}, out);
+  wire::encode(*s.version(), wire::AnnouncePlease{prefix_, s.config().hop_id}, out);
   write_bytes(std::move(out));
 }
 
@@ -144,7 +156,7 @@ void AnnounceRequester::on_readable() {
       }
       got_init_ = true;
       for (const auto& suffix : init->suffixes) {
-        apply(suffix, true, 0);
+        apply(suffix, true, {});
       }
       continue;
     }
@@ -154,7 +166,7 @@ void AnnounceRequester::on_readable() {
     if (!m) {
       return;
     }
-    apply(m->suffix, m->active, m->hops.size());
+    apply(m->suffix, m->active, std::move(m->hops));
   }
   if (stream_ != nullptr && stream_->is_fin_received()) {
     withdraw_all();
@@ -163,8 +175,19 @@ void AnnounceRequester::on_readable() {
   }
 }
 
-void AnnounceRequester::apply(const std::string& suffix, bool active, uint64_t hops) {
+void AnnounceRequester::apply(const std::string& suffix, bool active, model::Hops hops) {
   std::string full = session_.to_full(model::join_path(prefix_, suffix));
+  // A route that already crossed this relay is a loop: it is not a way to the broadcast, so it
+  // counts as withdrawn (if it replaced a good route, that one was withdrawn first).
+  const uint64_t self = session_.config().hop_id;
+  if (active && self != 0 && std::find(hops.begin(), hops.end(), self) != hops.end()) {
+    MOQD_LOG(kDebug, "session %llu loop: announcement of %s already crossed this relay",
+             static_cast<unsigned long long>(session_.id()), full.c_str());
+    if (session_.config().traffic != nullptr) {
+      session_.config().traffic->announces_looped.add();
+    }
+    active = false;
+  }
   MOQD_LOG(kDebug, "session %llu peer announced %s %s", static_cast<unsigned long long>(session_.id()),
            active ? "active" : "ended", full.c_str());
   if (active && !session_.handler().authorize(Action::kPublish, full, session_.config().query)) {
@@ -178,14 +201,14 @@ void AnnounceRequester::apply(const std::string& suffix, bool active, uint64_t h
   } else if (active_.erase(full) == 0) {
     return;
   }
-  session_.announce_from_peer(full, active, hops + 1);
+  session_.announce_from_peer(full, active, hops);
 }
 
 void AnnounceRequester::withdraw_all() {
   auto active = std::move(active_);
   active_.clear();
   for (const auto& full : active) {
-    session_.announce_from_peer(full, false, 0);
+    session_.announce_from_peer(full, false, {});
   }
 }
 

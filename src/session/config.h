@@ -57,6 +57,8 @@ struct TrafficCounters {
   Counter frames_in, bytes_in, frames_out, bytes_out;
   Counter subscriptions_opened, subscriptions_closed;
   Counter announces_opened, announces_closed;
+  // Announcements from a relay peer whose hop list already held this relay's id (loops, dropped).
+  Counter announces_looped;
   LatencyHistogram delivery_latency;
 };
 
@@ -72,6 +74,10 @@ struct SessionConfig {
   // When set, right after setup the session opens an Announce stream asking the peer for
   // broadcasts under this prefix (relative to root) and publishes what it learns into the origin.
   std::optional<std::string> discover_prefix = std::string();
+  // This relay's moq-lite-04 hop id (from --cluster-node); 0: not a relay. A relay appends it to
+  // the hop list of every broadcast it announces, drops announcements whose hops already hold it
+  // (a loop), and asks its peers (ANNOUNCE_PLEASE exclude_hop) not to send those.
+  uint64_t hop_id = 0;
   // Priority used for SUBSCRIBE sent upstream.
   uint8_t upstream_priority = 128;
   // Where this session's subscriptions count their skip-ahead (the worker's counters, which
@@ -95,7 +101,7 @@ class SessionHandler {
   virtual void on_session_ready(wire::Version version) = 0;
   // The peer announced or withdrew `path` (full). The default puts it into the origin; the relay
   // also tells its other workers.
-  virtual void on_peer_announce(const std::string& path, bool active, uint64_t hops,
+  virtual void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                                 model::BroadcastSource& source) = 0;
   // The peer (a relay, lite-04) sent GOAWAY: reconnect to `uri` ("" means the same URL) and close
   // this session once moved. The default ignores it.

@@ -77,13 +77,14 @@ class AnnounceResponder final : public StreamHandler, public model::AnnounceList
   AnnounceResponder(Session& s, transport::Stream& stream);
   ~AnnounceResponder() override;
   void on_readable() override;
-  void on_announce(const std::string& path, bool active, uint64_t hops) override;
+  void on_announce(const std::string& path, bool active, const model::Hops& hops) override;
   void on_session_closed() override;
 
  private:
   void stop();
 
   std::optional<std::string> full_prefix_;
+  uint64_t exclude_hop_ = 0;  // the peer's hop id (lite-04 ANNOUNCE_PLEASE): routes through it are not sent
   bool collecting_init_ = false;
   std::vector<std::string> init_suffixes_;
   std::set<std::string> active_;
@@ -100,7 +101,7 @@ class AnnounceRequester final : public StreamHandler {
   void on_session_closed() override;
 
  private:
-  void apply(const std::string& suffix, bool active, uint64_t hops);
+  void apply(const std::string& suffix, bool active, model::Hops hops);
   void withdraw_all();
 
   std::string prefix_;

@@ -62,7 +62,7 @@ void Session::withdraw_peer_announcements() {
     if (config_.traffic != nullptr) {
       config_.traffic->announces_closed.add();
     }
-    handler_.on_peer_announce(path, false, 0, *this);
+    handler_.on_peer_announce(path, false, {}, *this);
   }
 }
 
@@ -306,7 +306,7 @@ model::TrackSource& Session::track_source(const std::string& path, const std::st
   return *it->second;
 }
 
-void Session::announce_from_peer(const std::string& full, bool active, uint64_t hops) {
+void Session::announce_from_peer(const std::string& full, bool active, const model::Hops& hops) {
   auto it = std::find(peer_announced_.begin(), peer_announced_.end(), full);
   if (active) {
     if (it != peer_announced_.end()) {

@@ -91,7 +91,7 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   size_t subscription_count() const { return subscriptions_.size(); }
   void add_subscription(Subscription* s);
   void register_upstream(uint64_t id, UpstreamTrack* u) { upstreams_[id] = u; }
-  void announce_from_peer(const std::string& full, bool active, uint64_t hops);
+  void announce_from_peer(const std::string& full, bool active, const model::Hops& hops);
   size_t announce_stream_count() const { return announce_streams_; }
   void set_announce_stream_count(size_t n) { announce_streams_ = n; }
   template <class H, class... Args>

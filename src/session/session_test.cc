@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 
 class AnnounceRecorder final : public model::AnnounceListener {
  public:
-  void on_announce(const std::string& path, bool active, uint64_t) override {
+  void on_announce(const std::string& path, bool active, const model::Hops&) override {
     events.push_back((active ? "+" : "-") + path);
   }
   std::vector<std::string> events;

@@ -28,7 +28,7 @@ bool RecordingHandler::authorize(session::Action action, std::string_view path,
   return false;
 }
 
-void RecordingHandler::on_peer_announce(const std::string& path, bool active, uint64_t hops,
+void RecordingHandler::on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                                         model::BroadcastSource& source) {
   announces.push_back({path, active, hops});
   if (active) {

@@ -37,14 +37,14 @@ class RecordingHandler final : public session::SessionHandler {
   struct PeerAnnounce {
     std::string path;
     bool active;
-    uint64_t hops;
+    model::Hops hops;
   };
 
   explicit RecordingHandler(model::Origin& origin) : origin_(origin) {}
 
   bool authorize(session::Action action, std::string_view path, std::string_view query) override;
   void on_session_ready(wire::Version version) override { ready_version = version; }
-  void on_peer_announce(const std::string& path, bool active, uint64_t hops,
+  void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                         model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
   void on_goaway(const std::string& uri) override { goaways.push_back(uri); }

@@ -267,6 +267,9 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ngtcp2_path& path,
     return moqd::fail(ErrorCode::kTransport, "ngtcp2_conn_client_new failed");
   }
   ngtcp2_conn_set_tls_native_handle(c->conn_, c->tls_.get());
+  if (c->config_.keep_alive > Duration::zero()) {
+    ngtcp2_conn_set_keep_alive_timeout(c->conn_, to_ngtcp2(c->config_.keep_alive));
+  }
   c->schedule_flush();  // the Initial goes out from the loop
   return c;
 }

@@ -92,6 +92,9 @@ struct ConnectionConfig {
   uint64_t max_streams_bidi = 100;   // peer-initiated bidi streams open at once
   uint64_t max_streams_uni = 1000;   // peer-initiated uni streams open at once
   Duration idle_timeout = std::chrono::seconds(30);
+  // A PING after this long without sending, so an idle connection stays up and a dead peer is
+  // noticed within idle_timeout (relay links, relay/cluster.h); zero: none (ngtcp2's default).
+  Duration keep_alive = Duration::zero();
   Duration handshake_timeout = std::chrono::seconds(10);
   // Unsent bytes one stream queues before write_capacity() reaches 0 (256 KiB); on_writable()
   // fires once it drains below half of it.

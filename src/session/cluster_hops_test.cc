@@ -1,0 +1,108 @@
+// moq-lite-04 hop ids between relays (relay/cluster.h): a relay appends its hop id to what it
+// announces, asks its peer (ANNOUNCE_PLEASE exclude_hop) not to send routes through itself, and
+// drops an announcement whose hops already hold its id.
+#include <gtest/gtest.h>
+
+#include "testing/session_fixture.h"
+
+namespace moqd::session {
+namespace {
+
+using moqd::testing::SessionPair;
+using moqd::testing::SessionPairOptions;
+using moqd::testing::TestBroadcast;
+
+constexpr uint64_t kServerHop = 11;
+constexpr uint64_t kClientHop = 22;
+
+SessionPairOptions relay_pair(TrafficCounters* server = nullptr, TrafficCounters* client = nullptr) {
+  SessionPairOptions o;
+  o.server.traffic = server;
+  o.client.traffic = client;
+  o.protocol = "moq-lite-04";
+  o.server.hop_id = kServerHop;
+  o.client.hop_id = kClientHop;
+  return o;
+}
+
+// A broadcast of someone else's origin, with the route it came by.
+class RelayedBroadcast final : public model::BroadcastSource {
+ public:
+  model::TrackSource& track_source(const std::string&, const std::string&) override {
+    return feed;
+  }
+  TestBroadcast::Feed feed;
+};
+
+const testing::RecordingHandler::PeerAnnounce* find(const testing::RecordingHandler& h,
+                                                    const std::string& path) {
+  for (const auto& a : h.announces) {
+    if (a.path == path && a.active) {
+      return &a;
+    }
+  }
+  return nullptr;
+}
+
+TEST(ClusterHopsTest, RelayAppendsItsHopIdAndPeersSkipRoutesThroughThemselves) {
+  TrafficCounters server_traffic;
+  SessionPair p(relay_pair(&server_traffic));
+  TestBroadcast local(p.client_origin(), "local");
+  RelayedBroadcast far, loop;
+  p.client_origin().announce("far", &far, model::Hops{77});
+  // A route that already crossed the server: sending it there would be a loop.
+  p.client_origin().announce("loop", &loop, model::Hops{77, kServerHop});
+  p.start();
+  p.pump();
+
+  const auto* l = find(p.server_handler(), "local");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->hops, (model::Hops{kClientHop}));
+  const auto* f = find(p.server_handler(), "far");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->hops, (model::Hops{77, kClientHop}));
+  EXPECT_EQ(find(p.server_handler(), "loop"), nullptr);
+  EXPECT_FALSE(p.server_origin().is_active("loop"));
+  // The client did not even send it (exclude_hop): the server had no loop to drop.
+  EXPECT_EQ(server_traffic.announces_looped.get(), 0u);
+
+  // A route that becomes a loop later is withdrawn from the peer.
+  p.client_origin().announce("far", &far, model::Hops{77, kServerHop});
+  p.pump();
+  EXPECT_FALSE(p.server_origin().is_active("far"));
+  p.client_origin().unannounce("far", &far);
+  p.client_origin().unannounce("loop", &loop);
+  p.pump();
+}
+
+// The receiving side drops a looped announcement itself, whatever the sender excluded: here the
+// peer has the same hop id as the client (two relays given one --cluster-node), so what it sends
+// holds the client's id once it appended its own, and the client takes none of it.
+TEST(ClusterHopsTest, AnnouncementHoldingOwnHopIdIsALoopAndDropped) {
+  TrafficCounters client_traffic;
+  SessionPairOptions o = relay_pair(nullptr, &client_traffic);
+  o.server.hop_id = kClientHop;
+  SessionPair p(std::move(o));
+  RelayedBroadcast via;
+  p.server_origin().announce("looped", &via, model::Hops{5, 6});
+  p.start();
+  p.pump();
+  EXPECT_FALSE(p.client_origin().is_active("looped"));
+  EXPECT_EQ(find(p.client_handler(), "looped"), nullptr);
+  EXPECT_EQ(client_traffic.announces_looped.get(), 1u);
+  // Without the clash the same announcement is taken, with the sender's id appended.
+  SessionPair q(relay_pair());
+  RelayedBroadcast via2;
+  q.server_origin().announce("looped", &via2, model::Hops{5, 6});
+  q.start();
+  q.pump();
+  ASSERT_TRUE(q.client_origin().is_active("looped"));
+  EXPECT_EQ(q.client_origin().routes("looped").at(0).hops, (model::Hops{5, 6, kServerHop}));
+  p.server_origin().unannounce("looped", &via);
+  q.server_origin().unannounce("looped", &via2);
+  p.pump();
+  q.pump();
+}
+
+}  // namespace
+}  // namespace moqd::session
