@@ -17,6 +17,7 @@
 #include <time.h>
 #include <valgrind/callgrind.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -95,10 +96,15 @@ struct Packet {
 // The relay's send batch: packets written in place, moved to the viewers when flushed.
 class RelaySink final : public quic::PacketSink {
  public:
-  RelaySink() : batch_(1 << 20) {}
+  // Room for what one 1 ms step writes: a frame to every viewer and then some. A writer refused
+  // room would wait for a wake-up this rig never gives (it drains once per step), so running out
+  // is this rig's error, reported, not a loss to recover from.
+  explicit RelaySink(size_t viewers) : batch_(std::max<size_t>(1 << 20, viewers * 16 * 1024)) {}
   std::span<uint8_t> packet_buffer(size_t len) override {
     if (used_ + len > batch_.size()) {
-      return {};  // never hit: the driver drains it every step
+      std::fprintf(stderr, "moqd_bench_quic: the relay's send batch (%zu bytes) is full\n",
+                   batch_.size());
+      std::exit(1);
     }
     return {batch_.data() + used_, len};
   }
@@ -413,7 +419,7 @@ class Rig {
   quic::ConnectionConfig viewer_config_;
   SteppedLoop relay_clock_;
   SteppedLoop viewer_clock_;
-  RelaySink relay_sink_;
+  RelaySink relay_sink_{o_.viewers};
   ViewerSink viewer_sink_;
   NullVisitor relay_visitor_;
   std::vector<Viewer> viewers_;
