@@ -127,6 +127,12 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, const 
   }
   std::vector<uint8_t> out;
   wire::encode(*session_.version(), m, out);
+  // A listener that stops reading would make us queue every change for it.
+  if (stream_->buffered() + out.size() > session_.config().limits.max_announce_buffer) {
+    session_.fail_soon(make_error(ErrorCode::kBoundsExceeded,
+                                  "discovery listener not reading: announce stream over --max-announce-buffer"));
+    return;
+  }
   write_bytes(std::move(out));
 }
 
