@@ -34,8 +34,7 @@ struct SessionLimits {
   // 0: no limit. Applies to the server role.
   uint64_t max_announce_rate = 1000;
   // Bytes of announcements queued unsent on one discovery stream (--max-announce-buffer); a
-  // listener that lets more pile up is not reading, and its session is closed with
-  // bounds_exceeded.
+  // listener that lets more pile up is not reading: that stream is reset with bounds_exceeded.
   uint64_t max_announce_buffer = 1ull << 20;
   // Broadcasts a client-role session may hear of from its peer (a relay announcing everyone's
   // broadcasts under the discovery prefix), kept in a hash set.

@@ -37,7 +37,6 @@ Session::Session(transport::Session& transport, SessionConfig config, model::Ori
 Session::~Session() {
   timers_.cancel(setup_timer_);
   timers_.cancel(stall_timer_);
-  timers_.cancel(fail_timer_);
   timers_.cancel(sweep_timer_);
   if (!closed_) {
     transport_.set_visitor(nullptr);
@@ -200,16 +199,6 @@ void Session::close(Error reason) {
 }
 
 void Session::fail(Error e) { close(e); }
-
-void Session::fail_soon(Error e) {
-  if (fail_timer_ != 0 || closing_) {
-    return;
-  }
-  fail_timer_ = timers_.schedule(Duration::zero(), [this, e] {
-    fail_timer_ = 0;
-    fail(e);
-  });
-}
 
 void Session::on_incoming_stream(transport::Stream& stream) {
   if (closed_) {

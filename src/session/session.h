@@ -80,8 +80,6 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   void on_setup_complete(wire::Version version);
   // Closes the session because of the peer (logged with the code).
   void fail(Error e);
-  // The same from the loop, for callers that may not close now (inside an origin notification).
-  void fail_soon(Error e);
   // Destroys `h` from the loop, after the current callback returns.
   void retire(StreamHandler* h);
   // A subscription that could not open a stream waits for on_streams_available.
@@ -133,7 +131,6 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   TimerId setup_timer_ = 0;
   TimerId stall_timer_ = 0;
   TimerId sweep_timer_ = 0;
-  TimerId fail_timer_ = 0;
   std::vector<std::unique_ptr<StreamHandler>> handlers_;
   std::vector<StreamHandler*> retired_;
   std::vector<Subscription*> subscriptions_;
