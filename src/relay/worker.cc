@@ -1,5 +1,7 @@
 #include "relay/worker.h"
 
+#include <malloc.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -141,7 +143,30 @@ void RelayWorker::accept_metrics(int fd, std::string peer) {
       *this, fd, std::move(peer), ServerConnection::Listener::kMetrics));
 }
 
-void RelayWorker::start_status() { refresh_status(); }
+void RelayWorker::start_status() {
+  refresh_status();
+  if (index_ == 0) {
+    loop_.schedule(kTrimInterval, [this] { trim_memory(); });
+  }
+}
+
+void RelayWorker::trim_memory() {
+  loop_.schedule(kTrimInterval, [this] { trim_memory(); });
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  struct mallinfo2 mi = mallinfo2();
+  if (mi.fordblks < kTrimThreshold) {
+    return;
+  }
+  SystemClock clock;
+  Instant start = clock.now();
+  malloc_trim(0);
+  struct mallinfo2 after = mallinfo2();
+  MOQD_LOG(kInfo, "memory: returned freed memory to the system (allocator free bytes %zu MiB -> "
+           "%zu MiB, heap %zu MiB) in %lld us",
+           mi.fordblks >> 20, after.fordblks >> 20, (after.arena + after.hblkhd) >> 20,
+           static_cast<long long>((clock.now() - start).count()));
+#endif
+}
 
 void RelayWorker::add_cluster_link(ClusterPeer peer) {
   const ClusterConfig& c = relay_.config().cluster;
@@ -216,7 +241,34 @@ void RelayWorker::accept(int fd, std::string peer) {
     ::close(fd);
     return;
   }
-  connections_.push_back(std::make_unique<ServerConnection>(*this, fd, std::move(peer)));
+  auto verdict = relay_.admit_connection(peer_address(peer), true);
+  if (verdict == Relay::Admission::kRefuseAddress || verdict == Relay::Admission::kRefuseTotal) {
+    static constexpr std::string_view kBusy =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    (void)::send(fd, kBusy.data(), kBusy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::close(fd);
+    note_refused(peer, verdict == Relay::Admission::kRefuseAddress ? "max-connections-per-address"
+                                                                   : "max-connections");
+    return;
+  }
+  connections_.push_back(std::make_unique<ServerConnection>(
+      *this, fd, std::move(peer), ServerConnection::Listener::kPublic, true,
+      verdict == Relay::Admission::kOpsOnly));
+}
+
+void RelayWorker::note_refused(std::string_view peer, const char* reason) {
+  metrics_.connections_refused.add();
+  size_t k = std::string_view(reason) == "max-connections" ? 1 : 0;
+  ++refused_since_log_[k];
+  Instant now = loop_.now();
+  if (refused_logged_at_[k] && now - *refused_logged_at_[k] < std::chrono::seconds(1)) {
+    return;
+  }
+  MOQD_LOG(kWarn, "connection refused peer=%.*s reason=%s limit (%llu refused on worker %zu since the last line)",
+           static_cast<int>(peer.size()), peer.data(), reason,
+           static_cast<unsigned long long>(refused_since_log_[k]), index_);
+  refused_since_log_[k] = 0;
+  refused_logged_at_[k] = now;
 }
 
 void RelayWorker::remove_connection(ServerConnection* c) {

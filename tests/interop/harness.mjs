@@ -170,9 +170,12 @@ const READY_RE = /^moqd ready url=(http:\/\/([^\s/]+):(\d+)\/)$/;
 
 // Starts moqd on 127.0.0.1 port 0 with 2 workers (plus `args`) and resolves once it printed
 // its ready line. stop() sends SIGTERM and resolves with {code, signal}.
-export async function startMoqd(args = [], { readyMs = 10_000, bin = MOQD_BIN } = {}) {
+// `wrap` runs moqd through another command that execs it (e.g. ["prlimit", "--nofile=1024:4096"]).
+export async function startMoqd(args = [], { readyMs = 10_000, bin = MOQD_BIN, wrap = [] } = {}) {
   const argv = ["--listen", "127.0.0.1:0", "--workers", "2", ...args];
-  const proc = spawn(bin, argv, { stdio: ["ignore", "pipe", "pipe"] });
+  const proc = wrap.length
+    ? spawn(wrap[0], [...wrap.slice(1), bin, ...argv], { stdio: ["ignore", "pipe", "pipe"] })
+    : spawn(bin, argv, { stdio: ["ignore", "pipe", "pipe"] });
   const exited = watchExit(proc);
   const stderr = collect(proc.stderr);
   const stdoutLines = [];
