@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "base/log.h"
 #include "relay/cluster.h"
@@ -150,20 +151,47 @@ void RelayWorker::start_status() {
   }
 }
 
+namespace {
+// Resident bytes of this process (/proc/self/statm), 0 when unknown.
+uint64_t resident_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) {
+    return 0;
+  }
+  unsigned long long size = 0, resident = 0;
+  int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+}  // namespace
+
 void RelayWorker::trim_memory() {
   loop_.schedule(kTrimInterval, [this] { trim_memory(); });
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // Resident memory the allocator does not use for live blocks is what a burst freed and glibc
+  // kept (free bytes it already returned count in fordblks but not in RSS, so compare with RSS).
+  // The gap between them also holds what is resident but not heap (code, stacks): the smallest
+  // gap seen, or the one a trim left, is the floor, and a trim runs once the gap passes it by
+  // kTrimThreshold (so memory a trim cannot return does not trigger one every second).
   struct mallinfo2 mi = mallinfo2();
-  if (mi.fordblks < kTrimThreshold) {
+  uint64_t in_use = mi.uordblks + mi.hblkhd;
+  uint64_t rss = resident_bytes();
+  uint64_t gap = rss > in_use ? rss - in_use : 0;
+  trim_floor_ = std::min(trim_floor_, gap);
+  if (gap < trim_floor_ + kTrimThreshold) {
     return;
   }
   SystemClock clock;
   Instant start = clock.now();
   malloc_trim(0);
-  struct mallinfo2 after = mallinfo2();
-  MOQD_LOG(kInfo, "memory: returned freed memory to the system (allocator free bytes %zu MiB -> "
-           "%zu MiB, heap %zu MiB) in %lld us",
-           mi.fordblks >> 20, after.fordblks >> 20, (after.arena + after.hblkhd) >> 20,
+  uint64_t after = resident_bytes();
+  struct mallinfo2 mi_after = mallinfo2();
+  uint64_t in_use_after = mi_after.uordblks + mi_after.hblkhd;
+  trim_floor_ = after > in_use_after ? after - in_use_after : 0;
+  MOQD_LOG(kInfo, "memory: returned freed memory to the system: resident %llu MiB -> %llu MiB, "
+           "allocated %llu MiB (malloc_trim, %lld us)",
+           static_cast<unsigned long long>(rss >> 20), static_cast<unsigned long long>(after >> 20),
+           static_cast<unsigned long long>(in_use_after >> 20),
            static_cast<long long>((clock.now() - start).count()));
 #endif
 }

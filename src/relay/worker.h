@@ -4,6 +4,7 @@
 // tracks) and its Bridge to the other workers. Everything here runs on the worker's thread,
 // except the atomic counters read by /health.
 #include <atomic>
+#include <cstdint>
 #include <list>
 #include <memory>
 #include <optional>
@@ -96,11 +97,11 @@ class RelayWorker {
   void remove_cluster_link(const ClusterPeer& peer);
   // Worker 0: watches --cluster-peers-file (relay/cluster.h PeersFileWatcher).
   void watch_peers_file(const std::string& path, size_t first_worker);
-  // How often worker 0 asks the allocator how much freed memory it holds, and the free bytes
-  // above which it gives them back (malloc_trim): glibc keeps what a burst freed (an attack, a
-  // crowd leaving) at the process's peak otherwise.
+  // How often worker 0 compares the process's resident memory with what the allocator has
+  // allocated, and the difference above which it gives the freed memory back (malloc_trim):
+  // glibc keeps what a burst freed (an attack, a crowd leaving) at the process's peak otherwise.
   static constexpr Duration kTrimInterval = std::chrono::seconds(1);
-  static constexpr size_t kTrimThreshold = 32u << 20;
+  static constexpr size_t kTrimThreshold = 16u << 20;
   // Worker thread: stop accepting; sessions whose version has GOAWAY get one naming `goaway_url`
   // and may leave on their own until `deadline` (from now); the others, and those still there at
   // the deadline, are closed with going_away.
@@ -144,7 +145,7 @@ class RelayWorker {
   void refresh_status();
   // Worker 0 only: replaces a generated certificate that needs renewal, on every worker.
   void check_certificate();
-  // Worker 0: malloc_trim when the allocator holds more than kTrimThreshold free bytes.
+  // Worker 0: malloc_trim when resident memory exceeds allocated memory by kTrimThreshold.
   void trim_memory();
 
   Relay& relay_;
@@ -164,6 +165,7 @@ class RelayWorker {
   Bridge bridge_;
   bool draining_ = false;
   // Per reason (0: per address, 1: total): refusals since the last line, and when it was written.
+  uint64_t trim_floor_ = UINT64_MAX;  // trim_memory: resident minus allocated, at its lowest
   uint64_t refused_since_log_[2] = {};
   std::optional<Instant> refused_logged_at_[2];
   std::vector<std::unique_ptr<runtime::TcpListener>> listeners_;

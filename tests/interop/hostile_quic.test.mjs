@@ -10,7 +10,7 @@ import dgram from "node:dgram";
 import { readFileSync } from "node:fs";
 import { after, test } from "node:test";
 
-import { TEST_TIMEOUT_MS, moqdStopsCleanly, pace, spawnMoq, startBystander, useMoqd, waitFor } from "./harness.mjs";
+import { TEST_TIMEOUT_MS, moqdStopsCleanly, pace, spawnMoq, startBystander, startMoqd, stopMoqdClean, useMoqd, waitFor } from "./harness.mjs";
 
 // The flood test's bounds: handshakes from unproven addresses held per worker, and how long.
 const MAX_PENDING = 64;
@@ -63,13 +63,13 @@ async function checkBystanders() {
 // ---------------------------------------------------------------------------------------------
 // Raw UDP
 
-async function udpPeer() {
+async function udpPeer(port = ctx.moqd.port) {
   const sock = dgram.createSocket({ type: "udp4", recvBufferSize: 8 << 20 });
   const received = [];
   sock.on("message", (msg) => received.push({ at: Date.now(), msg }));
   await new Promise((resolve) => sock.bind(0, "127.0.0.1", resolve));
   const send = (buf) =>
-    new Promise((resolve, reject) => sock.send(buf, ctx.moqd.port, "127.0.0.1", (err) => (err ? reject(err) : resolve())));
+    new Promise((resolve, reject) => sock.send(buf, port, "127.0.0.1", (err) => (err ? reject(err) : resolve())));
   return { sock, received, send, close: () => sock.close() };
 }
 
@@ -387,7 +387,7 @@ test("a client that sends one Initial and goes silent: moqd answers, then drops 
   }
 });
 
-const rssMb = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${ctx.moqd.proc.pid}/status`, "utf8"))[1]) / 1024;
+const rssMb = (pid = ctx.moqd.proc.pid) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))[1]) / 1024;
 
 test("a flood of valid Initials holds at most --max-pending-handshakes per worker; the rest get a Retry", { timeout: 60_000 }, async () => {
   await bystanders();
@@ -448,6 +448,35 @@ test("a flood of valid Initials holds at most --max-pending-handshakes per worke
     }
   } finally {
     peer.close();
+  }
+});
+
+// Memory given back: a moqd without the pending cap takes the same flood (every handshake held,
+// RSS up by tens of MB); once they time out, the freed memory is trimmed and RSS comes back.
+test("after a flood of held handshakes times out, moqd's RSS returns to within 16 MB of its baseline", { timeout: 60_000 }, async () => {
+  const RSS_MARGIN_MB = 16;
+  const open = await startMoqd(["--max-pending-handshakes", "100000", "--handshake-timeout", "2s"]);
+  const peer = await udpPeer(open.port);
+  try {
+    const pid = open.proc.pid;
+    const baseline = rssMb(pid);
+    const packets = [];
+    for (let i = 0; i < 1_500; i++) {
+      const scid = crypto.randomBytes(8);
+      packets.push(initialPacket({ dcid: crypto.randomBytes(8), scid, payload: cryptoFrame(clientHello(scid)) }));
+    }
+    await sendAll(peer, packets, 100);
+    let peak = baseline;
+    await waitFor(() => (peak = Math.max(peak, rssMb(pid))) > baseline + RSS_MARGIN_MB * 2, 10_000,
+      () => `the flood to raise RSS (${rssMb(pid).toFixed(1)} MB from ${baseline.toFixed(1)} MB)`, 20);
+    const highAt = Date.now();
+    await waitFor(() => rssMb(pid) < baseline + RSS_MARGIN_MB, 10_000,
+      () => `RSS ${rssMb(pid).toFixed(1)} MB to return within ${RSS_MARGIN_MB} MB of ${baseline.toFixed(1)} MB`, 50);
+    console.log(`# RSS ${baseline.toFixed(1)} MB -> ${peak.toFixed(1)} MB -> ${rssMb(pid).toFixed(1)} MB, back ${Date.now() - highAt} ms after the peak was seen`);
+    assert.match(open.stderrText(), /memory: returned freed memory to the system/);
+  } finally {
+    peer.close();
+    await stopMoqdClean(open);
   }
 });
 
