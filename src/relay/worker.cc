@@ -151,6 +151,16 @@ void RelayWorker::start_status() {
   }
 }
 
+// The sanitizers bring their own allocator: nothing for glibc's trim to do.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MOQD_NO_TRIM 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MOQD_NO_TRIM 1
+#endif
+#endif
+
+#if defined(__GLIBC__) && !defined(MOQD_NO_TRIM)
 namespace {
 // Resident bytes of this process (/proc/self/statm), 0 when unknown.
 uint64_t resident_bytes() {
@@ -164,10 +174,11 @@ uint64_t resident_bytes() {
   return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
 }
 }  // namespace
+#endif
 
 void RelayWorker::trim_memory() {
   loop_.schedule(kTrimInterval, [this] { trim_memory(); });
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__GLIBC__) && !defined(MOQD_NO_TRIM)
   // Resident memory the allocator does not use for live blocks is what a burst freed and glibc
   // kept (free bytes it already returned count in fordblks but not in RSS, so compare with RSS).
   // The gap between them also holds what is resident but not heap (code, stacks): the smallest
@@ -193,6 +204,8 @@ void RelayWorker::trim_memory() {
            static_cast<unsigned long long>(rss >> 20), static_cast<unsigned long long>(after >> 20),
            static_cast<unsigned long long>(in_use_after >> 20),
            static_cast<long long>((clock.now() - start).count()));
+#else
+  (void)trim_floor_;
 #endif
 }
 
