@@ -6,6 +6,7 @@ import "./polyfill.mjs";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import fs from "node:fs";
 import path from "node:path";
 import readline from "node:readline";
 import { after, before, test } from "node:test";
@@ -17,6 +18,16 @@ export { Moq };
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const MOQD_BIN = path.resolve(process.env.MOQD_BIN ?? path.join(here, "../../build/bin/moqd"));
 export const MOQ_BIN = path.resolve(process.env.MOQ_BIN ?? path.join(here, "../../build/bin/moq"));
+// True when MOQD_BIN is built with ASan or TSan: their allocators keep freed memory (quarantine)
+// and moqd does not trim under them, so RSS bounds and RSS recovery are not checked there.
+export const MOQD_SANITIZED = (() => {
+  try {
+    const bin = fs.readFileSync(MOQD_BIN);
+    return bin.includes("__asan_init") || bin.includes("__tsan_init");
+  } catch {
+    return false;
+  }
+})();
 
 // Per-test bound, for `test(name, { timeout: TEST_TIMEOUT_MS }, fn)`.
 export const TEST_TIMEOUT_MS = 30_000;
