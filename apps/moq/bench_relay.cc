@@ -76,7 +76,10 @@ bool RelayUnderTest::start(const RelayTarget& target, const std::vector<int>& cp
     std::string bin = target.moqd.empty() ? self_dir() + "/moqd" : target.moqd;
     std::vector<std::string> argv = {bin, "--listen", "127.0.0.1:0", "--workers",
                                      std::to_string(cpus.size()), "--log-level", "warn",
-                                     "--max-publisher-rate", "0"};
+                                     "--max-publisher-rate", "0",
+                                     // every generator connection comes from 127.0.0.1
+                                     "--max-connections-per-address", "1000000",
+                                     "--max-connections", "1000000"};
     argv.insert(argv.end(), target.args.begin(), target.args.end());
     child_ = Child::spawn(argv, cpus);
     if (!child_) {

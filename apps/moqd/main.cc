@@ -1,6 +1,7 @@
 // moqd: the relay. Flags and TOML config keys share names (see `moqd --help`); parsing here is the
 // only place that may use exceptions (CLI11, toml++).
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -89,6 +90,11 @@ struct Options {
   std::string tls_cert;
   std::string tls_key;
   uint32_t max_handshakes_per_second = 1000;
+  size_t max_pending_handshakes = 256;
+  std::string handshake_timeout = "4s";
+  size_t max_connections = 10000;
+  size_t max_connections_per_address = 256;
+  std::string idle_timeout = "60s";
   std::string drain_timeout = "10s";
   std::string stall_timeout = "30s";
   std::string upstream_linger = "5s";
@@ -104,6 +110,8 @@ struct Options {
   size_t max_subscriptions = 1024;
   size_t max_announce_streams = 64;
   size_t max_announced_paths = 4096;
+  uint64_t max_announce_rate = 1000;
+  std::string max_announce_buffer = "1MiB";
   std::string max_backlog_bytes = "8MiB";
   std::string max_backlog_age = "10s";
   size_t cache_groups = 8;
@@ -144,6 +152,20 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--max-handshakes-per-second", o.max_handshakes_per_second,
                  "QUIC handshakes accepted per second per worker; above it Initials without a "
                  "token get a Retry (default 1000)");
+  app.add_option("--max-pending-handshakes", o.max_pending_handshakes,
+                 "QUIC handshakes from unproven addresses in progress at once per worker; past it "
+                 "every Initial without a token gets a Retry (default 256)");
+  app.add_option("--handshake-timeout", o.handshake_timeout,
+                 "QUIC handshakes not complete within this are dropped (default 4s)");
+  app.add_option("--max-connections", o.max_connections,
+                 "connections (TCP and QUIC) over the whole relay; past it a new TCP connection "
+                 "is only answered plain HTTP (/health) and others are refused; lowered at start "
+                 "to fit the open-file limit (default 10000)");
+  app.add_option("--max-connections-per-address", o.max_connections_per_address,
+                 "TCP connections from one source address; past it refused (default 256)");
+  app.add_option("--idle-timeout", o.idle_timeout,
+                 "close a session with no announcement, subscription, discovery request or "
+                 "traffic for this long; 0 for never (default 60s)");
   app.add_option("--drain-timeout", o.drain_timeout,
                  "on SIGTERM/SIGINT, time allowed for sessions to close (default 10s)");
   app.add_option("--stall-timeout", o.stall_timeout,
@@ -162,6 +184,13 @@ void add_flags(CLI::App& app, Options& o) {
                  "announce streams per session (default 64)");
   app.add_option("--max-announced-paths", o.max_announced_paths,
                  "broadcasts one session may publish (default 4096)");
+  app.add_option("--max-announce-rate", o.max_announce_rate,
+                 "announcement changes (active or ended) per second one publishing session may "
+                 "make, with a burst of one second plus --max-announced-paths; past it the session "
+                 "is closed with bounds_exceeded; 0 for no limit (default 1000)");
+  app.add_option("--max-announce-buffer", o.max_announce_buffer,
+                 "announcement bytes queued unsent to one discovery listener; past it that "
+                 "announce stream is reset with bounds_exceeded (default 1MiB)");
   app.add_option("--max-backlog-bytes", o.max_backlog_bytes,
                  "per subscription: past this backlog the oldest groups are dropped (default 8MiB)");
   app.add_option("--max-backlog-age", o.max_backlog_age,
@@ -399,6 +428,17 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   c.cluster.peers_file = o.cluster_peers_file;
   if (o.max_handshakes_per_second == 0) return bad("--max-handshakes-per-second", "0");
   c.max_handshakes_per_second = o.max_handshakes_per_second;
+  if (o.max_pending_handshakes == 0) return bad("--max-pending-handshakes", "0");
+  c.max_pending_handshakes = o.max_pending_handshakes;
+  if (!parse_duration(o.handshake_timeout, c.quic.handshake_timeout) ||
+      c.quic.handshake_timeout <= moqd::Duration::zero()) {
+    return bad("--handshake-timeout", o.handshake_timeout);
+  }
+  if (o.max_connections == 0) return bad("--max-connections", "0");
+  c.max_connections = o.max_connections;
+  if (o.max_connections_per_address == 0) return bad("--max-connections-per-address", "0");
+  c.max_connections_per_address = o.max_connections_per_address;
+  if (!parse_duration(o.idle_timeout, c.limits.idle_timeout)) return bad("--idle-timeout", o.idle_timeout);
   uint64_t size = 0;
   if (!parse_duration(o.drain_timeout, c.drain_timeout)) return bad("--drain-timeout", o.drain_timeout);
   if (!parse_duration(o.stall_timeout, c.limits.stall_timeout)) return bad("--stall-timeout", o.stall_timeout);
@@ -444,6 +484,10 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   c.limits.max_subscriptions = o.max_subscriptions;
   c.limits.max_announce_streams = o.max_announce_streams;
   c.limits.max_announced_paths = o.max_announced_paths;
+  c.limits.max_announce_rate = o.max_announce_rate;
+  if (!parse_size(o.max_announce_buffer, c.limits.max_announce_buffer) || c.limits.max_announce_buffer == 0) {
+    return bad("--max-announce-buffer", o.max_announce_buffer);
+  }
   c.origin.cache.max_groups = o.cache_groups == 0 ? 1 : o.cache_groups;
   if (o.log_level == "debug") {
     moqd::log::set_level(moqd::log::Level::kDebug);
@@ -557,7 +601,8 @@ constexpr const char* kRestartOnly[] = {
     "listen", "workers", "versions", "metrics-listen", "status-page", "cache-budget",
     "cache-groups", "cache-bytes", "cache-age", "upstream-linger", "udp-gso", "udp-gro",
     "quic-steering", "max-handshakes-per-second", "debug-spin-per-delivery", "cluster-connect",
-    "cluster-node", "cluster-peers-file"};
+    "cluster-node", "cluster-peers-file", "max-pending-handshakes", "handshake-timeout",
+    "max-connections", "max-connections-per-address"};
 
 std::map<std::string, std::string> settings_map(const std::string& settings) {
   std::map<std::string, std::string> m;
@@ -602,6 +647,37 @@ void reload(int argc, char** argv, moqd::relay::Relay& relay, std::string& setti
   notify_systemd("READY=1");
 }
 
+// Raises the soft open-file limit to the hard one, and lowers --max-connections so that every
+// admitted connection (one fd each over TCP), the relay's own fds and a reserve for plain-HTTP
+// answers (/health) and the metrics listener fit under it: accept() then never fails for lack of
+// fds while a listener still needs one.
+void fit_fd_limit(moqd::relay::RelayConfig& c) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) {
+    return;
+  }
+  rlim_t before = r.rlim_cur;
+  if (r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &r) != 0) {
+      r.rlim_cur = before;
+    }
+  }
+  // Per worker: epoll, eventfds, timers and a TCP and a UDP socket per listen address.
+  const uint64_t own = 32 + c.workers * (8 + 2 * c.listen.size()) + 2 * c.workers * c.workers;
+  const uint64_t reserve = moqd::relay::Relay::kOpsReserve + 16;  // plain HTTP, metrics, logs
+  uint64_t fit = r.rlim_cur > own + reserve + 1 ? r.rlim_cur - own - reserve : 1;
+  MOQD_LOG(kInfo, "open-file limit %llu (soft was %llu, hard %llu)",
+           static_cast<unsigned long long>(r.rlim_cur), static_cast<unsigned long long>(before),
+           static_cast<unsigned long long>(r.rlim_max));
+  if (c.max_connections > fit) {
+    MOQD_LOG(kWarn, "--max-connections %zu does not fit the open-file limit %llu: using %llu",
+             c.max_connections, static_cast<unsigned long long>(r.rlim_cur),
+             static_cast<unsigned long long>(fit));
+    c.max_connections = static_cast<size_t>(fit);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -630,6 +706,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   moqd::relay::RelayConfig& config = loaded.config;
+  fit_fd_limit(config);
 
   moqd::relay::Relay relay(config);
   auto bound = relay.start();

@@ -288,6 +288,9 @@ FeedStats Bridge::feed_stats() const {
 }
 
 Bridge::~Bridge() {
+  if (flush_timer_ != 0) {
+    workers_.loop(self_).cancel(flush_timer_);
+  }
   feeds_.clear();
   for (auto& [key, rb] : remote_) {
     rb->close_all();
@@ -335,15 +338,50 @@ void Bridge::publish_route(const std::string& path, const model::Hops& hops, uin
 
 void Bridge::post_announce(const std::string& path, bool active, const model::Hops& hops,
                            uint64_t cost) {
-  for (size_t i = 0; i < bridges_.size(); ++i) {
-    if (i == self_) {
-      continue;
-    }
-    Bridge* peer = bridges_[i];
-    size_t home = self_;
-    post(i, [peer, path, home, active, hops, cost] {
-      peer->on_remote_announce(path, home, active, hops, cost);
+  if (bridges_.size() < 2) {
+    return;
+  }
+  pending_announces_[path] = PendingAnnounce{active, hops, cost};
+  if (flush_timer_ == 0) {
+    flush_timer_ = workers_.loop(self_).schedule(Duration::zero(), [this] {
+      flush_timer_ = 0;
+      flush_announces();
     });
+  }
+}
+
+void Bridge::flush_announces() {
+  auto pending = std::move(pending_announces_);
+  pending_announces_.clear();
+  for (auto& entry : pending) {
+    const std::string& path = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const PendingAnnounce& p = entry.second;
+    auto told = posted_active_.find(path);
+    bool same = p.active ? told != posted_active_.end() && told->second.first == p.hops &&
+                               told->second.second == p.cost
+                         : told == posted_active_.end();
+    if (same) {
+      continue;  // the other workers already believe this
+    }
+    if (p.active) {
+      posted_active_[path] = {p.hops, p.cost};
+    } else {
+      posted_active_.erase(told);
+    }
+    bool active = p.active;
+    model::Hops hops = p.hops;
+    uint64_t cost = p.cost;
+    for (size_t i = 0; i < bridges_.size(); ++i) {
+      if (i == self_) {
+        continue;
+      }
+      Bridge* peer = bridges_[i];
+      size_t home = self_;
+      ++announce_posts_;
+      post(i, [peer, path, home, active, hops, cost] {
+        peer->on_remote_announce(path, home, active, hops, cost);
+      });
+    }
   }
 }
 

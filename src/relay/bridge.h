@@ -17,6 +17,7 @@
 // group A's viewers get.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,8 +91,14 @@ class Bridge {
   // Worker thread.
   FeedStats feed_stats() const;
 
-  // A session on this worker announced or withdrew `path`: tell the other workers.
+  // A session on this worker announced or withdrew `path`: tell the other workers. Changes are
+  // coalesced per path until the loop runs again (post_announce), and only a change of what the
+  // other workers were last told crosses (so a path flipped between active and ended many times
+  // in one turn costs them at most one task).
   void publish_local(const std::string& path, bool active, const model::Hops& hops, uint64_t cost);
+  // Announcement changes waiting for the flush, and tasks they cost so far (for tests).
+  size_t pending_announces() const { return pending_announces_.size(); }
+  uint64_t announce_posts() const { return announce_posts_; }
 
   // --- handlers of posted tasks (run on this bridge's worker) ---
   void on_remote_announce(const std::string& path, size_t home, bool active, model::Hops hops,
@@ -140,6 +147,18 @@ class Bridge {
   std::map<uint64_t, Inbound> inbound_;
   // Local sessions announcing each path: the other workers hear "ended" when the last one leaves.
   std::map<std::string, size_t> local_publishers_;
+  // publish_local's coalescing: the newest state of each changed path (active: its hops), what
+  // the other workers were last told is active (with its hops), and the flush timer.
+  void flush_announces();
+  struct PendingAnnounce {
+    bool active;
+    model::Hops hops;
+    uint64_t cost;
+  };
+  std::map<std::string, PendingAnnounce> pending_announces_;
+  std::map<std::string, std::pair<model::Hops, uint64_t>> posted_active_;
+  TimerId flush_timer_ = 0;
+  uint64_t announce_posts_ = 0;
   uint64_t next_feed_id_ = 1;
 };
 

@@ -169,6 +169,32 @@ bool same_groups(const FrameCollector& a, const FrameCollector& b) {
   return true;
 }
 
+// A path flipped between active and ended 100,000 times inside one task (a publisher's
+// announce flip-flops read in one loop turn) costs the other worker one task per net change, not
+// one per flip; the other worker ends up with the last state.
+TEST(BridgeTest, AnnounceFlipFlopsAreCoalescedBeforeTheyCross) {
+  TwoWorkers w(BridgeLimits{});
+  w.run_on(0, [&] {
+    for (int i = 0; i < 100'000; ++i) {
+      w.side(0).bridge.publish_local(kPath, true, {}, 0);
+      w.side(0).bridge.publish_local(kPath, false, {}, 0);
+    }
+    w.side(0).bridge.publish_local(kPath, true, {}, 0);
+    EXPECT_EQ(w.side(0).bridge.pending_announces(), 1u);
+  });
+  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).origin.is_active(kPath); }));
+  w.run_on(0, [&] {
+    EXPECT_EQ(w.side(0).bridge.announce_posts(), 1u);
+    // Back and forth again within one task: the other worker already believes "active".
+    w.side(0).bridge.publish_local(kPath, false, {}, 0);
+    w.side(0).bridge.publish_local(kPath, true, {}, 0);
+  });
+  w.run_on(0, [&] { EXPECT_EQ(w.side(0).bridge.announce_posts(), 1u); });
+  w.run_on(0, [&] { w.side(0).bridge.publish_local(kPath, false, {}, 0); });
+  ASSERT_TRUE(w.wait_for(1, [&] { return !w.side(1).origin.is_active(kPath); }));
+  w.run_on(0, [&] { EXPECT_EQ(w.side(0).bridge.announce_posts(), 2u); });
+}
+
 // The track ends right after a burst larger than the credit window: the remote viewer gets every
 // group the local viewer gets, byte for byte, before it sees the end.
 TEST(BridgeTest, TrackEndingAfterBurstOverCreditReachesRemoteViewerWhole) {

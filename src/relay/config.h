@@ -79,6 +79,17 @@ struct RelayConfig {
   // an Initial without a token is answered with a Retry, so only clients that prove their address
   // get a connection.
   uint32_t max_handshakes_per_second = 1000;
+  // QUIC handshakes from unproven addresses (no Retry token) in progress at once per worker
+  // (--max-pending-handshakes); past it every Initial without a token gets a Retry, so a flood
+  // of spoofed Initials holds at most this many connections' state. --handshake-timeout
+  // (quic.handshake_timeout) bounds how long each is held.
+  size_t max_pending_handshakes = 256;
+  // Connections (TCP and QUIC) over the whole relay (--max-connections). Past it a TCP connection
+  // is still served plain HTTP (/health, /stats) within kOpsReserve more, but its upgrade gets 503;
+  // beyond that, and for QUIC, new connections are refused. main() lowers it to fit the fd limit.
+  size_t max_connections = 10000;
+  // Connections from one source address (--max-connections-per-address); past it refused.
+  size_t max_connections_per_address = 256;
   // UDP segmentation offload on send and receive (--udp-gso, --udp-gro); on by default, with a
   // fallback where the kernel lacks them. Off is for measuring what they are worth.
   bool udp_gso = true;

@@ -10,11 +10,18 @@ namespace moqd::relay {
 
 namespace ws = transport::websocket;
 
+std::string_view peer_address(std::string_view peer) {
+  size_t colon = peer.rfind(':');
+  return colon == std::string_view::npos ? peer : peer.substr(0, colon);
+}
+
 ServerConnection::ServerConnection(RelayWorker& worker, int fd, std::string peer,
-                                   Listener listener)
+                                   Listener listener, bool counted, bool ops_only)
     : worker_(worker),
       peer_(std::move(peer)),
       listener_(listener),
+      counted_(counted),
+      ops_only_(ops_only),
       tcp_(worker.loop(), fd, peer_),
       session_(worker) {
   make_ws(tcp_);
@@ -54,6 +61,9 @@ bool ServerConnection::start_tls() {
 
 ServerConnection::~ServerConnection() {
   worker_.connections.fetch_sub(1, std::memory_order_relaxed);
+  if (counted_) {
+    worker_.relay().release_connection(peer_address(peer_));
+  }
 }
 
 std::optional<ws::PlainResponse> ServerConnection::on_ops_request(const ws::HttpRequest& r) {
@@ -86,6 +96,10 @@ ws::RequestDecision ServerConnection::on_request(const ws::HttpRequest& r) {
   if (r.header("upgrade")) {
     if (listener_ == Listener::kMetrics) {
       return ws::PlainResponse{404, "text/plain", "no MoQ on the metrics listener\n", {}};
+    }
+    if (ops_only_) {
+      worker_.note_refused(peer_, "max-connections");
+      return ws::PlainResponse{503, "text/plain", "connection limit reached\n", {}};
     }
     auto acceptable = session::websocket_subprotocols(worker_.relay().config().versions);
     auto decision = ws::decide_upgrade(r, acceptable);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "runtime/tcp.h"
 #include "relay/relay_session.h"
@@ -16,13 +17,19 @@ namespace moqd::relay {
 
 class RelayWorker;
 
+// "1.2.3.4:5" -> "1.2.3.4", "[::1]:5" -> "[::1]": what --max-connections-per-address counts.
+std::string_view peer_address(std::string_view peer);
+
 class ServerConnection final : public transport::PipeHandler {
  public:
   // The public listener serves MoQ over WebSocket and the public GETs; the metrics listener
   // (--metrics-listen) serves /metrics, /health, /ready and the status page, and no WebSocket.
   enum class Listener { kPublic, kMetrics };
+  // `counted`: admitted by Relay::admit_connection (released at destruction); `ops_only`: past
+  // --max-connections, so plain HTTP is answered but an upgrade gets 503.
   ServerConnection(RelayWorker& worker, int fd, std::string peer,
-                   Listener listener = Listener::kPublic);
+                   Listener listener = Listener::kPublic, bool counted = false,
+                   bool ops_only = false);
   ~ServerConnection() override;
 
   // Closes the session (if any) with `reason`, or the socket.
@@ -52,6 +59,8 @@ class ServerConnection final : public transport::PipeHandler {
   RelayWorker& worker_;
   std::string peer_;
   Listener listener_;
+  bool counted_;
+  bool ops_only_;
   runtime::TcpConnection tcp_;
   bool first_data_ = true;
   std::unique_ptr<transport::tls::ServerPipe> tls_;  // when the client spoke TLS

@@ -41,6 +41,8 @@ struct WorkerMetrics {
   // QUIC: Initials accepted as new connections, handshakes completed, Retry packets sent (over
   // --max-handshakes-per-second), Initials with an invalid Retry token.
   Counter quic_handshakes_started, quic_handshakes_completed, quic_retries, quic_invalid_tokens;
+  // Connections refused by --max-connections or --max-connections-per-address.
+  Counter connections_refused;
 };
 
 }  // namespace moqd::relay

@@ -201,6 +201,9 @@ std::string Relay::metrics_text() const {
   e.sample("moqd_quic_retries_total", "", sum([](const RelayWorker& w) { return w.metrics().quic_retries.get(); }));
   e.family("moqd_quic_invalid_tokens_total", "counter", "Initials with an invalid Retry token.");
   e.sample("moqd_quic_invalid_tokens_total", "", sum([](const RelayWorker& w) { return w.metrics().quic_invalid_tokens.get(); }));
+  e.family("moqd_connections_refused_total", "counter",
+           "Connections refused by --max-connections or --max-connections-per-address.");
+  e.sample("moqd_connections_refused_total", "", sum([](const RelayWorker& w) { return w.metrics().connections_refused.get(); }));
   e.family("moqd_quic_missteered_datagrams_total", "counter",
            "QUIC datagrams that reached a worker other than their connection's and were forwarded.");
   e.sample("moqd_quic_missteered_datagrams_total", "", sum([](const RelayWorker& w) { return w.quic_forwarded(); }));

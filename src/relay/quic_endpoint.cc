@@ -52,6 +52,19 @@ class QuicServerSession final : public quic::ConnectionObserver, public wt::Serv
   }
   ~QuicServerSession() override {
     worker_.connections.fetch_sub(1, std::memory_order_relaxed);
+    validated();
+  }
+
+  // Accepted without a Retry token: counted as a pending unvalidated handshake until it completes
+  // or goes away.
+  void set_unvalidated() {
+    unvalidated_ = true;
+  }
+  void validated() {
+    if (unvalidated_) {
+      unvalidated_ = false;
+      endpoint_.on_unvalidated_done();
+    }
   }
 
   const quic::Certificate& certificate() const { return *cert_; }
@@ -79,6 +92,7 @@ class QuicServerSession final : public quic::ConnectionObserver, public wt::Serv
   // quic::ConnectionObserver
   void on_handshake_completed(quic::Connection& conn) override {
     worker_.metrics().quic_handshakes_completed.add();
+    validated();
     if (conn.protocol() == kH3Alpn) {
       wt::ServerConfig c;
       c.protocols = moq_protocols(worker_.relay().config().versions);
@@ -123,6 +137,7 @@ class QuicServerSession final : public quic::ConnectionObserver, public wt::Serv
   std::unique_ptr<wt::Server> h3_;  // ALPN h3 only; destroyed before conn_
   RelaySession session_;            // destroyed before h3_ and conn_
   std::vector<CidKey> cids_;        // every CID routed to us, until we are done
+  bool unvalidated_ = false;
 };
 
 Result<std::unique_ptr<QuicEndpoint>> QuicEndpoint::open(RelayWorker& worker, size_t index,
@@ -222,11 +237,21 @@ void QuicEndpoint::roll_window() {
     handshakes_in_window_ = 0;
     resets_in_window_ = 0;
     logged_handshake_limit_ = false;
+    logged_pending_limit_ = false;
+    logged_connection_limit_ = false;
   }
 }
 
 bool QuicEndpoint::allow_handshake() {
   roll_window();
+  if (pending_unvalidated_ >= worker_.relay().config().max_pending_handshakes) {
+    if (!logged_pending_limit_) {
+      MOQD_LOG(kWarn, "quic: %zu handshakes pending on worker %zu (--max-pending-handshakes); "
+               "answering every Initial with Retry", pending_unvalidated_, worker_.index());
+      logged_pending_limit_ = true;
+    }
+    return false;
+  }
   if (handshakes_in_window_ >= worker_.relay().config().max_handshakes_per_second) {
     if (!logged_handshake_limit_) {
       MOQD_LOG(kWarn, "quic: over --max-handshakes-per-second on worker %zu; answering with Retry",
@@ -257,6 +282,16 @@ void QuicEndpoint::accept(const ngtcp2_path& path, std::span<const uint8_t> data
     send_retry(path, hd);
     return;
   }
+  if (static_cast<size_t>(std::max<int64_t>(0, worker_.relay().connection_count())) >=
+      worker_.relay().config().max_connections) {
+    worker_.metrics().connections_refused.add();
+    if (!logged_connection_limit_) {
+      MOQD_LOG(kWarn, "quic: connection refused on worker %zu: --max-connections %zu reached",
+               worker_.index(), worker_.relay().config().max_connections);
+      logged_connection_limit_ = true;
+    }
+    return;
+  }
   auto owned = std::make_unique<QuicServerSession>(*this, cert);
   QuicServerSession* s = owned.get();
   std::vector<std::string> alpns = quic_alpns(worker_.relay().config().versions);
@@ -279,6 +314,10 @@ void QuicEndpoint::accept(const ngtcp2_path& path, std::span<const uint8_t> data
   by_cid_[CidKey(*dcid)] = s;  // the client keeps its chosen DCID until our Initial arrives
   s->cids().push_back(CidKey(*dcid));
   s->set_connection(std::move(*c));
+  if (!retry) {
+    ++pending_unvalidated_;
+    s->set_unvalidated();
+  }
   sessions_.push_back(std::move(owned));
   worker_.metrics().quic_handshakes_started.add();
   (void)s->connection()->on_packet(path, datagram);

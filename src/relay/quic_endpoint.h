@@ -15,7 +15,8 @@
 //
 // An unknown short-header DCID gets a stateless reset (RFC 9000 §10.3): at most one per received
 // packet, always smaller than it, at most kMaxResetsPerSecond. Beyond --max-handshakes-per-second,
-// an Initial without a token gets a stateless Retry (RFC 9000 §8.1.2) instead of a connection;
+// or while --max-pending-handshakes handshakes from unproven addresses are in progress on this
+// worker, an Initial without a token gets a stateless Retry (RFC 9000 §8.1.2) instead of a connection;
 // an Initial with a valid Retry token is accepted whatever the rate, since its address is
 // proven, and one with an invalid Retry token gets CONNECTION_CLOSE INVALID_TOKEN. Both answers
 // are smaller than the 1200-byte Initial that triggers them, so they cannot amplify.
@@ -114,6 +115,10 @@ class QuicEndpoint final : public transport::quic::PacketSink {
   RelayWorker& worker() { return worker_; }
   void on_cid_issued(QuicServerSession* s, const ngtcp2_cid& cid);
   void remove(QuicServerSession* s);
+  // A connection accepted without a Retry token finished its handshake or went away.
+  void on_unvalidated_done() { --pending_unvalidated_; }
+  // Handshakes from unproven addresses in progress (--max-pending-handshakes).
+  size_t pending_handshakes() const { return pending_unvalidated_; }
 
  private:
   QuicEndpoint(RelayWorker& worker, size_t index, std::unique_ptr<runtime::UdpSocket> socket);
@@ -142,6 +147,9 @@ class QuicEndpoint final : public transport::quic::PacketSink {
   uint32_t handshakes_in_window_ = 0;
   uint32_t resets_in_window_ = 0;
   bool logged_handshake_limit_ = false;
+  bool logged_pending_limit_ = false;
+  bool logged_connection_limit_ = false;
+  size_t pending_unvalidated_ = 0;
 };
 
 }  // namespace moqd::relay

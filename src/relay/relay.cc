@@ -1,5 +1,6 @@
 #include "relay/relay.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "base/log.h"
@@ -162,6 +163,44 @@ int64_t Relay::session_count() const {
     n += w->sessions.load(std::memory_order_relaxed);
   }
   return n;
+}
+
+int64_t Relay::connection_count() const {
+  int64_t n = 0;
+  for (auto& w : relay_workers_) {
+    n += w->connections.load(std::memory_order_relaxed);
+  }
+  return n;
+}
+
+Relay::Admission Relay::admit_connection(std::string_view address, bool ops_allowed) {
+  auto total = static_cast<size_t>(std::max<int64_t>(0, connection_count()));
+  Admission verdict = Admission::kAdmit;
+  if (total >= config_.max_connections) {
+    verdict = ops_allowed && total < config_.max_connections + kOpsReserve ? Admission::kOpsOnly
+                                                                            : Admission::kRefuseTotal;
+  }
+  if (verdict == Admission::kRefuseTotal) {
+    return verdict;
+  }
+  MutexLock lock(addresses_mu_);
+  size_t& n = connections_by_address_[std::string(address)];
+  if (n >= config_.max_connections_per_address) {
+    if (n == 0) {
+      connections_by_address_.erase(std::string(address));
+    }
+    return Admission::kRefuseAddress;
+  }
+  ++n;
+  return verdict;
+}
+
+void Relay::release_connection(std::string_view address) {
+  MutexLock lock(addresses_mu_);
+  auto it = connections_by_address_.find(std::string(address));
+  if (it != connections_by_address_.end() && --it->second == 0) {
+    connections_by_address_.erase(it);
+  }
 }
 
 std::string Relay::health_json() const {

@@ -4,8 +4,11 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "relay/config.h"
 #include "runtime/workers.h"
 
@@ -59,6 +62,18 @@ class Relay {
   // Prometheus text for GET /metrics (relay/prometheus.cc). Any thread.
   std::string metrics_text() const;
   int64_t session_count() const;
+  // Open connections over every worker (TCP and QUIC). Any thread.
+  int64_t connection_count() const;
+
+  // Connection admission (--max-connections, --max-connections-per-address). kAdmit and kOpsOnly
+  // count the connection against `address` until release_connection(address); kOpsOnly may be
+  // answered plain HTTP (/health) but not upgraded. Any worker thread (a mutex, taken per
+  // connection accepted and closed, never per frame).
+  enum class Admission { kAdmit, kOpsOnly, kRefuseAddress, kRefuseTotal };
+  // Plain-HTTP connections allowed past --max-connections, so /health and /stats still answer.
+  static constexpr size_t kOpsReserve = 16;
+  Admission admit_connection(std::string_view address, bool ops_allowed);
+  void release_connection(std::string_view address);
   size_t worker_count() const { return relay_workers_.size(); }
   // Worker `i`; touch it only from its own thread (post there first).
   RelayWorker& worker(size_t i) { return *relay_workers_[i]; }
@@ -75,6 +90,8 @@ class Relay {
   bool started_ = false;
   std::atomic<bool> draining_{false};
   uint16_t metrics_port_ = 0;
+  mutable Mutex addresses_mu_;
+  std::unordered_map<std::string, size_t> connections_by_address_;  // guarded by addresses_mu_
 };
 
 }  // namespace moqd::relay

@@ -75,6 +75,13 @@ void RelaySession::start(transport::Session& transport, std::string root, std::s
   sc.role = session::Role::kServer;
   sc.versions = worker_.relay().config().versions;
   sc.limits = live.limits;
+  if (grant_ && grant_->cluster && !worker_.auth_policy()->is_open()) {
+    // A relay link (a token with the cluster claim) carries a whole cluster's announcements and
+    // is never idle by design: the per-client budgets (--max-announce-rate, --idle-timeout) are
+    // not for it. (An open relay counts every session as a relay link, so there they apply.)
+    sc.limits.max_announce_rate = 0;
+    sc.limits.idle_timeout = Duration::zero();
+  }
   sc.decode = live.decode;
   sc.root = std::move(root);
   sc.query = std::move(query);

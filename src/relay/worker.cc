@@ -1,8 +1,11 @@
 #include "relay/worker.h"
 
+#include <malloc.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "base/log.h"
 #include "relay/cluster.h"
@@ -141,7 +144,70 @@ void RelayWorker::accept_metrics(int fd, std::string peer) {
       *this, fd, std::move(peer), ServerConnection::Listener::kMetrics));
 }
 
-void RelayWorker::start_status() { refresh_status(); }
+void RelayWorker::start_status() {
+  refresh_status();
+  if (index_ == 0) {
+    loop_.schedule(kTrimInterval, [this] { trim_memory(); });
+  }
+}
+
+// The sanitizers bring their own allocator: nothing for glibc's trim to do.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MOQD_NO_TRIM 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MOQD_NO_TRIM 1
+#endif
+#endif
+
+#if defined(__GLIBC__) && !defined(MOQD_NO_TRIM)
+namespace {
+// Resident bytes of this process (/proc/self/statm), 0 when unknown.
+uint64_t resident_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) {
+    return 0;
+  }
+  unsigned long long size = 0, resident = 0;
+  int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+}  // namespace
+#endif
+
+void RelayWorker::trim_memory() {
+  loop_.schedule(kTrimInterval, [this] { trim_memory(); });
+#if defined(__GLIBC__) && !defined(MOQD_NO_TRIM)
+  // Resident memory the allocator does not use for live blocks is what a burst freed and glibc
+  // kept (free bytes it already returned count in fordblks but not in RSS, so compare with RSS).
+  // The gap between them also holds what is resident but not heap (code, stacks): the smallest
+  // gap seen, or the one a trim left, is the floor, and a trim runs once the gap passes it by
+  // kTrimThreshold (so memory a trim cannot return does not trigger one every second).
+  struct mallinfo2 mi = mallinfo2();
+  uint64_t in_use = mi.uordblks + mi.hblkhd;
+  uint64_t rss = resident_bytes();
+  uint64_t gap = rss > in_use ? rss - in_use : 0;
+  trim_floor_ = std::min(trim_floor_, gap);
+  if (gap < trim_floor_ + kTrimThreshold) {
+    return;
+  }
+  SystemClock clock;
+  Instant start = clock.now();
+  malloc_trim(0);
+  uint64_t after = resident_bytes();
+  struct mallinfo2 mi_after = mallinfo2();
+  uint64_t in_use_after = mi_after.uordblks + mi_after.hblkhd;
+  trim_floor_ = after > in_use_after ? after - in_use_after : 0;
+  MOQD_LOG(kInfo, "memory: returned freed memory to the system: resident %llu MiB -> %llu MiB, "
+           "allocated %llu MiB (malloc_trim, %lld us)",
+           static_cast<unsigned long long>(rss >> 20), static_cast<unsigned long long>(after >> 20),
+           static_cast<unsigned long long>(in_use_after >> 20),
+           static_cast<long long>((clock.now() - start).count()));
+#else
+  (void)trim_floor_;
+#endif
+}
 
 void RelayWorker::add_cluster_link(ClusterPeer peer) {
   const ClusterConfig& c = relay_.config().cluster;
@@ -216,7 +282,34 @@ void RelayWorker::accept(int fd, std::string peer) {
     ::close(fd);
     return;
   }
-  connections_.push_back(std::make_unique<ServerConnection>(*this, fd, std::move(peer)));
+  auto verdict = relay_.admit_connection(peer_address(peer), true);
+  if (verdict == Relay::Admission::kRefuseAddress || verdict == Relay::Admission::kRefuseTotal) {
+    static constexpr std::string_view kBusy =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    (void)::send(fd, kBusy.data(), kBusy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::close(fd);
+    note_refused(peer, verdict == Relay::Admission::kRefuseAddress ? "max-connections-per-address"
+                                                                   : "max-connections");
+    return;
+  }
+  connections_.push_back(std::make_unique<ServerConnection>(
+      *this, fd, std::move(peer), ServerConnection::Listener::kPublic, true,
+      verdict == Relay::Admission::kOpsOnly));
+}
+
+void RelayWorker::note_refused(std::string_view peer, const char* reason) {
+  metrics_.connections_refused.add();
+  size_t k = std::string_view(reason) == "max-connections" ? 1 : 0;
+  ++refused_since_log_[k];
+  Instant now = loop_.now();
+  if (refused_logged_at_[k] && now - *refused_logged_at_[k] < std::chrono::seconds(1)) {
+    return;
+  }
+  MOQD_LOG(kWarn, "connection refused peer=%.*s reason=%s limit (%llu refused on worker %zu since the last line)",
+           static_cast<int>(peer.size()), peer.data(), reason,
+           static_cast<unsigned long long>(refused_since_log_[k]), index_);
+  refused_since_log_[k] = 0;
+  refused_logged_at_[k] = now;
 }
 
 void RelayWorker::remove_connection(ServerConnection* c) {

@@ -4,8 +4,10 @@
 // tracks) and its Bridge to the other workers. Everything here runs on the worker's thread,
 // except the atomic counters read by /health.
 #include <atomic>
+#include <cstdint>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,7 +88,8 @@ class RelayWorker {
   Status listen(const std::string& host, uint16_t port);
   // Worker 0: serves /metrics, /health, /ready and the status page on host:port (TCP).
   Result<uint16_t> listen_metrics(const std::string& host, uint16_t port);
-  // Starts the status snapshots (worker thread, once the loop runs).
+  // Starts the status snapshots (worker thread, once the loop runs), and on worker 0 the memory
+  // trim check.
   void start_status();
   // Worker thread: keeps a cluster link to `peer` (relay/cluster.h) until drain, or until
   // remove_cluster_link of the same URL and cost.
@@ -94,6 +97,11 @@ class RelayWorker {
   void remove_cluster_link(const ClusterPeer& peer);
   // Worker 0: watches --cluster-peers-file (relay/cluster.h PeersFileWatcher).
   void watch_peers_file(const std::string& path, size_t first_worker);
+  // How often worker 0 compares the process's resident memory with what the allocator has
+  // allocated, and the difference above which it gives the freed memory back (malloc_trim):
+  // glibc keeps what a burst freed (an attack, a crowd leaving) at the process's peak otherwise.
+  static constexpr Duration kTrimInterval = std::chrono::seconds(1);
+  static constexpr size_t kTrimThreshold = 16u << 20;
   // Worker thread: stop accepting; sessions whose version has GOAWAY get one naming `goaway_url`
   // and may leave on their own until `deadline` (from now); the others, and those still there at
   // the deadline, are closed with going_away.
@@ -104,6 +112,9 @@ class RelayWorker {
   void on_peer_announce(const std::string& path, bool active, const model::Hops& hops, uint64_t cost,
                         model::BroadcastSource& source);
   void remove_connection(ServerConnection* c);
+  // A connection refused by a connection cap (`reason` names the flag): counted and logged at
+  // most once a second per worker, with the count since the last line.
+  void note_refused(std::string_view peer, const char* reason);
 
   // Counters of the worker's QUIC sockets and its loop. Any thread: the sockets and the loop
   // live as long as the worker, and their counters are relaxed atomics.
@@ -134,6 +145,8 @@ class RelayWorker {
   void refresh_status();
   // Worker 0 only: replaces a generated certificate that needs renewal, on every worker.
   void check_certificate();
+  // Worker 0: malloc_trim when resident memory exceeds allocated memory by kTrimThreshold.
+  void trim_memory();
 
   Relay& relay_;
   size_t index_;
@@ -151,6 +164,10 @@ class RelayWorker {
   model::Origin origin_;
   Bridge bridge_;
   bool draining_ = false;
+  // Per reason (0: per address, 1: total): refusals since the last line, and when it was written.
+  uint64_t trim_floor_ = UINT64_MAX;  // trim_memory: resident minus allocated, at its lowest
+  uint64_t refused_since_log_[2] = {};
+  std::optional<Instant> refused_logged_at_[2];
   std::vector<std::unique_ptr<runtime::TcpListener>> listeners_;
   std::unique_ptr<runtime::TcpListener> metrics_listener_;  // kept while draining (/ready)
   std::vector<std::unique_ptr<QuicEndpoint>> endpoints_;  // one per listen address

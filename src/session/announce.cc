@@ -127,6 +127,18 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, const 
   }
   std::vector<uint8_t> out;
   wire::encode(*session_.version(), m, out);
+  // A listener that stops reading would make us queue every change for it: past the bound its
+  // stream is reset and no longer listens. (The session goes on: @moq/lite 0.2.2 leaves the
+  // stream of a closed announced() open and unread, so a viewer may hold one without fault.)
+  if (stream_->buffered() + out.size() > session_.config().limits.max_announce_buffer) {
+    MOQD_LOG(kInfo, "session %llu announce stream reset prefix=%s code=%u (listener not reading: "
+             "over --max-announce-buffer)", static_cast<unsigned long long>(session_.id()),
+             full_prefix_->c_str(), static_cast<unsigned>(ErrorCode::kBoundsExceeded));
+    stop();
+    stream_->reset(static_cast<uint64_t>(ErrorCode::kBoundsExceeded));
+    finish();
+    return;
+  }
   write_bytes(std::move(out));
 }
 

@@ -28,10 +28,24 @@ struct SessionLimits {
   size_t max_subscriptions = 1024;              // open downstream subscriptions per session
   size_t max_announce_streams = 64;             // open ANNOUNCE_PLEASE streams per session
   size_t max_announced_paths = 4096;            // broadcasts one session may publish
+  // Announcement changes (active or ended) per second a publishing peer may make
+  // (--max-announce-rate), in a token bucket holding one second plus max_announced_paths (a
+  // publisher announcing everything at once); past it the session is closed with bounds_exceeded.
+  // 0: no limit. Applies to the server role.
+  uint64_t max_announce_rate = 1000;
+  // Bytes of announcements queued unsent on one discovery stream (--max-announce-buffer); a
+  // listener that lets more pile up is not reading: that stream is reset with bounds_exceeded.
+  uint64_t max_announce_buffer = 1ull << 20;
+  // Broadcasts a client-role session may hear of from its peer (a relay announcing everyone's
+  // broadcasts under the discovery prefix), kept in a hash set.
+  size_t max_received_announced_paths = 1 << 20;
   uint64_t max_backlog_bytes = 8ull << 20;      // per subscription, before oldest groups drop
   Duration max_backlog_age = std::chrono::seconds(10);  // idem, by the oldest group's age
   Duration stall_timeout = std::chrono::seconds(30);    // no progress with data queued: close
   Duration setup_timeout = std::chrono::seconds(10);    // SETUP must complete within this
+  // A ready session with no announcement, subscription, discovery request, upstream track, new
+  // stream or byte sent for this long is closed with timeout (--idle-timeout); zero: never.
+  Duration idle_timeout = Duration::zero();
   uint64_t max_publisher_cache = 256ull << 20;  // cached bytes of one publisher's tracks
   uint64_t max_publisher_rate = 256ull << 20;   // payload bytes/s a publisher may send; 0: no limit
   // Benchmark falsification only (--debug-spin-per-delivery): busy-waits this long each time a

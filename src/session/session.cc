@@ -29,6 +29,8 @@ Session::Session(transport::Session& transport, SessionConfig config, model::Ori
   config_.root = model::normalize_path(config_.root);
   ingress_tokens_ = static_cast<double>(config_.limits.max_publisher_rate);
   ingress_refilled_ = clock_.now();
+  announce_tokens_ = announce_capacity();
+  announce_refilled_ = ingress_refilled_;
   transport_.set_visitor(this);
 }
 
@@ -158,6 +160,7 @@ void Session::on_setup_complete(wire::Version version) {
            std::string(transport_.kind()).c_str(), wire::version_name(version),
            config_.root.c_str());
   progress_at_ = clock_.now();
+  active_at_ = progress_at_;
   stall_timer_ = timers_.schedule(Duration::zero(), [this] { check_stalls(); });
   if (config_.discover_prefix) {
     open_discovery();
@@ -201,6 +204,7 @@ void Session::on_incoming_stream(transport::Stream& stream) {
   if (closed_) {
     return;
   }
+  ++peer_streams_;
   adopt<PendingStream>(stream);
 }
 
@@ -306,25 +310,52 @@ model::TrackSource& Session::track_source(const std::string& path, const std::st
   return *it->second;
 }
 
+double Session::announce_capacity() const {
+  return static_cast<double>(config_.limits.max_announce_rate) +
+         static_cast<double>(config_.limits.max_announced_paths);
+}
+
+bool Session::admit_announce_change() {
+  const uint64_t rate = config_.limits.max_announce_rate;
+  if (rate == 0 || config_.role != Role::kServer) {
+    return true;
+  }
+  Instant now = clock_.now();
+  double elapsed = std::chrono::duration<double>(now - announce_refilled_).count();
+  announce_refilled_ = now;
+  announce_tokens_ = std::min(announce_capacity(), announce_tokens_ + elapsed * static_cast<double>(rate));
+  announce_tokens_ -= 1;
+  if (announce_tokens_ >= 0) {
+    return true;
+  }
+  fail(make_error(ErrorCode::kBoundsExceeded, "announce changes over --max-announce-rate"));
+  return false;
+}
+
 void Session::announce_from_peer(const std::string& full, bool active, const model::Hops& hops) {
-  auto it = std::find(peer_announced_.begin(), peer_announced_.end(), full);
+  if (closing_ || !admit_announce_change()) {
+    return;
+  }
   if (active) {
-    if (it != peer_announced_.end()) {
+    if (peer_announced_.contains(full)) {
       return;
     }
-    if (peer_announced_.size() >= config_.limits.max_announced_paths) {
-      fail(make_error(ErrorCode::kBoundsExceeded, "too many announced broadcasts"));
+    size_t bound = config_.role == Role::kServer ? config_.limits.max_announced_paths
+                                                 : config_.limits.max_received_announced_paths;
+    if (peer_announced_.size() >= bound) {
+      fail(make_error(ErrorCode::kBoundsExceeded, config_.role == Role::kServer
+                                                      ? "too many announced broadcasts"
+                                                      : "too many broadcasts received"));
       return;
     }
-    peer_announced_.push_back(full);
+    peer_announced_.insert(full);
     if (config_.traffic != nullptr) {
       config_.traffic->announces_opened.add();
     }
   } else {
-    if (it == peer_announced_.end()) {
+    if (peer_announced_.erase(full) == 0) {
       return;
     }
-    peer_announced_.erase(it);
     if (config_.traffic != nullptr) {
       config_.traffic->announces_closed.add();
     }
@@ -371,8 +402,30 @@ void Session::check_stalls() {
     fail(make_error(ErrorCode::kTimeout, "subscriber made no progress within stall timeout"));
     return;
   }
-  Duration period = std::max<Duration>(config_.limits.stall_timeout / 8, std::chrono::milliseconds(25));
+  Duration idle = config_.limits.idle_timeout;
+  if (idle > Duration::zero()) {
+    if (is_active(sent)) {
+      active_at_ = now;
+    } else if (now - active_at_ >= idle) {
+      fail(make_error(ErrorCode::kTimeout,
+                      "idle: no announce, subscription or traffic within idle timeout"));
+      return;
+    }
+  }
+  Duration period = config_.limits.stall_timeout / 8;
+  if (idle > Duration::zero()) {
+    period = std::min<Duration>(period, idle / 4);
+  }
+  period = std::max<Duration>(period, std::chrono::milliseconds(25));
   stall_timer_ = timers_.schedule(period, [this] { check_stalls(); });
+}
+
+bool Session::is_active(uint64_t sent) {
+  bool active = !subscriptions_.empty() || !upstream_tracks_.empty() || !peer_announced_.empty() ||
+                announce_streams_ > 0 || sent != idle_sent_ || peer_streams_ != idle_streams_;
+  idle_sent_ = sent;
+  idle_streams_ = peer_streams_;
+  return active;
 }
 
 // --- StreamHandler ---

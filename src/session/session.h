@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "base/clock.h"
@@ -106,6 +107,12 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   void open_setup_stream();
   void continue_start();
   void check_stalls();
+  // Counts one announcement change of the peer against max_announce_rate; false (and the session
+  // closing) past it.
+  bool admit_announce_change();
+  double announce_capacity() const;
+  // True when the session has something to do or did something since the last check.
+  bool is_active(uint64_t sent);
   void sweep();
 
   transport::Session& transport_;
@@ -132,13 +139,24 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   std::map<uint64_t, UpstreamTrack*> upstreams_;
   // One UpstreamTrack per (path, track), owned here, created on demand by track_source().
   std::map<std::pair<std::string, std::string>, std::unique_ptr<UpstreamTrack>> upstream_tracks_;
-  std::vector<std::string> peer_announced_;
+  // Paths the peer announced and has not withdrawn. A server bounds it by max_announced_paths (what
+  // one publisher may announce), a client by max_received_announced_paths (everyone's broadcasts
+  // under its discovery prefix).
+  std::unordered_set<std::string> peer_announced_;
   uint64_t next_upstream_id_ = 0;
   size_t announce_streams_ = 0;
   model::CacheBudget publisher_budget_;
   uint64_t progress_sent_ = 0;  // transport bytes_sent() at the last sign of progress
+  // Idle detection (SessionLimits::idle_timeout): streams the peer opened, and bytes_sent() and
+  // that count at the last sign of activity.
+  uint64_t peer_streams_ = 0;
+  uint64_t idle_sent_ = 0;
+  uint64_t idle_streams_ = 0;
+  Instant active_at_{};
   Instant progress_at_{};
   double ingress_tokens_ = 0;
+  double announce_tokens_ = 0;  // max_announce_rate's bucket
+  Instant announce_refilled_{};
   Instant ingress_refilled_{};
 };
 

@@ -6,6 +6,7 @@ import "./polyfill.mjs";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import fs from "node:fs";
 import path from "node:path";
 import readline from "node:readline";
 import { after, before, test } from "node:test";
@@ -17,6 +18,16 @@ export { Moq };
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const MOQD_BIN = path.resolve(process.env.MOQD_BIN ?? path.join(here, "../../build/bin/moqd"));
 export const MOQ_BIN = path.resolve(process.env.MOQ_BIN ?? path.join(here, "../../build/bin/moq"));
+// True when MOQD_BIN is built with ASan or TSan: their allocators keep freed memory (quarantine)
+// and moqd does not trim under them, so RSS bounds and RSS recovery are not checked there.
+export const MOQD_SANITIZED = (() => {
+  try {
+    const bin = fs.readFileSync(MOQD_BIN);
+    return bin.includes("__asan_init") || bin.includes("__tsan_init");
+  } catch {
+    return false;
+  }
+})();
 
 // Per-test bound, for `test(name, { timeout: TEST_TIMEOUT_MS }, fn)`.
 export const TEST_TIMEOUT_MS = 30_000;
@@ -170,9 +181,12 @@ const READY_RE = /^moqd ready url=(http:\/\/([^\s/]+):(\d+)\/)$/;
 
 // Starts moqd on 127.0.0.1 port 0 with 2 workers (plus `args`) and resolves once it printed
 // its ready line. stop() sends SIGTERM and resolves with {code, signal}.
-export async function startMoqd(args = [], { readyMs = 10_000, bin = MOQD_BIN } = {}) {
+// `wrap` runs moqd through another command that execs it (e.g. ["prlimit", "--nofile=1024:4096"]).
+export async function startMoqd(args = [], { readyMs = 10_000, bin = MOQD_BIN, wrap = [] } = {}) {
   const argv = ["--listen", "127.0.0.1:0", "--workers", "2", ...args];
-  const proc = spawn(bin, argv, { stdio: ["ignore", "pipe", "pipe"] });
+  const proc = wrap.length
+    ? spawn(wrap[0], [...wrap.slice(1), bin, ...argv], { stdio: ["ignore", "pipe", "pipe"] })
+    : spawn(bin, argv, { stdio: ["ignore", "pipe", "pipe"] });
   const exited = watchExit(proc);
   const stderr = collect(proc.stderr);
   const stdoutLines = [];

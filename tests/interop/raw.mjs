@@ -68,8 +68,9 @@ async function poll(cond, ms, what) {
 // A plain TCP connection. `received()` is everything read so far; `ended` tells how the peer
 // finished: {how: "fin" | "reset" | "error", code} once the socket is closed.
 export class RawTcp {
-  static async connect(host, port, ms = 5_000) {
-    const socket = net.connect({ host, port });
+  // `localAddress` binds the client end (another loopback address, 127.0.0.2, is another source).
+  static async connect(host, port, ms = 5_000, localAddress = undefined) {
+    const socket = net.connect({ host, port, ...(localAddress ? { localAddress } : {}) });
     const raw = new RawTcp(socket);
     await poll(() => raw.connected || raw.ended, ms, `TCP connect to ${host}:${port}`);
     if (!raw.connected) throw new Error(`TCP connect to ${host}:${port} failed: ${JSON.stringify(raw.ended)}`);
@@ -221,8 +222,8 @@ export function wsFrame(opcode, payload = Buffer.alloc(0), { mask = true, fin = 
 // server; `closeFrame` the server's close frame {code, reason}; `onMessage(fn)` taps messages.
 export class RawWs {
   // Opens TCP, sends the upgrade offering `protocols`, and checks the 101 and its accept key.
-  static async connect(moqd, { protocols = ["qmux-00"], path = "/", ms = 5_000 } = {}) {
-    const tcp = await RawTcp.connect(moqd.host, moqd.port, ms);
+  static async connect(moqd, { protocols = ["qmux-00"], path = "/", ms = 5_000, localAddress } = {}) {
+    const tcp = await RawTcp.connect(moqd.host, moqd.port, ms, localAddress);
     const key = randomBytes(16).toString("base64");
     tcp.write(upgradeRequest({ host: `${moqd.host}:${moqd.port}`, path, key, protocols }));
     const resp = await tcp.waitData((b) => parseHttpResponse(b), ms, "the upgrade response");

@@ -95,6 +95,39 @@ Result<HttpHeaders> parse_fields(std::span<const std::string_view> lines) {
   return headers;
 }
 
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// RFC 9112 §6.3: no body is read, but a request whose framing a proxy in front of moqd could read
+// differently (Content-Length values that disagree or are not digits, or Content-Length with
+// Transfer-Encoding) is refused rather than answered.
+Status check_body_framing(const HttpHeaders& headers) {
+  bool has_length = false;
+  std::string_view length;
+  for (const auto& h : headers) {
+    if (!iequals(h.name, "Content-Length")) {
+      continue;
+    }
+    // A list ("5, 5") counts element by element; an empty value is malformed.
+    std::string_view rest = h.value;
+    do {
+      size_t comma = rest.find(',');
+      std::string_view item = trim(rest.substr(0, comma));
+      if (!all_digits(item) || (has_length && item != length)) {
+        return fail(ErrorCode::kDecode, "conflicting or malformed http content-length");
+      }
+      has_length = true;
+      length = item;
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    } while (!rest.empty());
+  }
+  if (has_length && find_header(headers, "Transfer-Encoding")) {
+    return fail(ErrorCode::kDecode, "http content-length with transfer-encoding");
+  }
+  return {};
+}
+
 Status parse_request_line(std::string_view line, HttpRequest& req) {
   size_t sp1 = line.find(' ');
   size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
@@ -139,6 +172,14 @@ template <class T>
 ParseResult<T> parse_prefix(std::span<const uint8_t> data, Result<T> (*parse)(std::string_view)) {
   std::string_view text(reinterpret_cast<const char*>(data.data()), data.size());
   size_t end = text.find(kHeadEnd);
+  // A bare LF before the end (or anywhere, while there is none) is refused at once, as
+  // HttpHeadReader does, instead of waiting for a CRLFCRLF that an LF-only client never sends.
+  size_t scan = std::min(text.size(), end == std::string_view::npos ? text.size() : end + 2);
+  for (size_t lf = text.find('\n'); lf < scan; lf = text.find('\n', lf + 1)) {
+    if (lf == 0 || text[lf - 1] != '\r') {
+      return tl::unexpected(Error{ErrorCode::kDecode, "bare LF in http head"});
+    }
+  }
   if (end == std::string_view::npos) {
     if (text.size() >= kMaxHttpHeadBytes) {
       return tl::unexpected(Error{ErrorCode::kBoundsExceeded, "http head too large"});
@@ -218,6 +259,9 @@ Result<HttpRequest> parse_http_request_head(std::string_view head) {
   if (!headers) {
     return tl::unexpected(headers.error());
   }
+  if (auto framing = check_body_framing(*headers); !framing) {
+    return tl::unexpected(framing.error());
+  }
   req.headers = std::move(*headers);
   return req;
 }
@@ -253,7 +297,11 @@ Result<size_t> HttpHeadReader::feed(std::span<const uint8_t> data) {
     if (head_.size() >= kMaxHttpHeadBytes) {
       return fail(ErrorCode::kBoundsExceeded, "http head too large");
     }
-    head_.push_back(static_cast<char>(data[taken++]));
+    char c = static_cast<char>(data[taken++]);
+    if (c == '\n' && (head_.empty() || head_.back() != '\r')) {
+      return fail(ErrorCode::kDecode, "bare LF in http head");
+    }
+    head_.push_back(c);
     complete_ = head_.size() >= kHeadEnd.size() &&
                 std::string_view(head_).substr(head_.size() - kHeadEnd.size()) == kHeadEnd;
   }

@@ -64,13 +64,15 @@ struct HttpResponse {
 
 // Parses one complete head, `head` ending in "\r\n\r\n". Errors (ErrorCode::kDecode, or
 // kBoundsExceeded for too many headers) on anything malformed: bad start line, bare LF, obsolete
-// line folding, whitespace before a colon, control characters.
+// line folding, whitespace before a colon, control characters; for requests, Content-Length values
+// that are not digits or disagree, and Content-Length with Transfer-Encoding (RFC 9112 §6.3).
 Result<HttpRequest> parse_http_request_head(std::string_view head);
 Result<HttpResponse> parse_http_response_head(std::string_view head);
 
 // The same from the front of a byte buffer: nullopt until "\r\n\r\n" has arrived, then the
 // message and the head's length. More than kMaxHttpHeadBytes without the end is an error
-// (kBoundsExceeded). Rescans from the start on each call; stream users want HttpHeadReader.
+// (kBoundsExceeded); a bare LF is an error (kDecode) as soon as it is seen. Rescans from the start
+// on each call; stream users want HttpHeadReader.
 ParseResult<HttpRequest> parse_http_request(std::span<const uint8_t> data);
 ParseResult<HttpResponse> parse_http_response(std::span<const uint8_t> data);
 
@@ -79,7 +81,8 @@ ParseResult<HttpResponse> parse_http_response(std::span<const uint8_t> data);
 class HttpHeadReader {
  public:
   // Consumes bytes from the front of `data`; returns how many it took. Error (kBoundsExceeded)
-  // once the head passes kMaxHttpHeadBytes without ending. A no-op once complete.
+  // once the head passes kMaxHttpHeadBytes without ending, (kDecode) at a bare LF, so an LF-only
+  // client is answered at once. A no-op once complete.
   Result<size_t> feed(std::span<const uint8_t> data);
   bool is_complete() const { return complete_; }
   // The head so far; when complete, including the final "\r\n\r\n".

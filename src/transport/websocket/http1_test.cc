@@ -97,6 +97,50 @@ TEST(HttpRequestTest, RejectsGarbage) {
   }
 }
 
+// RFC 9112 §6.3: Content-Length values that disagree, or Content-Length alongside
+// Transfer-Encoding, are framing a proxy in front could read differently (request smuggling).
+TEST(HttpRequestTest, RejectsConflictingBodyFraming) {
+  for (const char* head : {
+           "GET /health HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+           "GET /health HTTP/1.1\r\nContent-Length: 5, 6\r\n\r\n",
+           "GET /health HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+           "GET /health HTTP/1.1\r\nContent-Length: 0x10\r\n\r\n",
+           "GET /health HTTP/1.1\r\nContent-Length:\r\n\r\n",
+           "GET /health HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+           "GET /health HTTP/1.1\r\ncontent-length: 0\r\ntransfer-encoding: chunked\r\n\r\n",
+       }) {
+    auto r = parse_http_request_head(head);
+    ASSERT_FALSE(r.has_value()) << head;
+    EXPECT_EQ(r.error().code, ErrorCode::kDecode) << head;
+  }
+  // The same length repeated is one length (RFC 9110 §8.6).
+  EXPECT_TRUE(parse_http_request_head("GET / HTTP/1.1\r\nContent-Length: 5\r\n"
+                                      "Content-Length: 5\r\n\r\n")
+                  .has_value());
+  EXPECT_TRUE(parse_http_request_head("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n").has_value());
+}
+
+// A bare LF ends nothing we parse, so it is refused where it arrives rather than waiting for a
+// CRLFCRLF that an LF-only client never sends.
+TEST(HttpRequestTest, BareLfIsRefusedAtOnce) {
+  constexpr std::string_view kLfOnly = "GET /health HTTP/1.1\nHost: x\n\n";
+  auto whole = parse_http_request(as_span(kLfOnly));
+  ASSERT_FALSE(whole.has_value());
+  EXPECT_EQ(whole.error().code, ErrorCode::kDecode);
+  // Even before any blank line: the request line alone.
+  auto first = parse_http_request(as_span("GET /health HTTP/1.1\n"));
+  ASSERT_FALSE(first.has_value());
+  HttpHeadReader reader;
+  auto r = reader.feed(as_span("GET /health HTTP/1.1\n"));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kDecode);
+  // CRLF split across feeds is not a bare LF.
+  HttpHeadReader split;
+  ASSERT_TRUE(split.feed(as_span("GET / HTTP/1.1\r")).has_value());
+  ASSERT_TRUE(split.feed(as_span("\n\r\n")).has_value());
+  EXPECT_TRUE(split.is_complete());
+}
+
 TEST(HttpRequestTest, LimitsHeaderCount) {
   std::string head = "GET / HTTP/1.1\r\n";
   for (size_t i = 0; i < kMaxHttpHeaders; ++i) {

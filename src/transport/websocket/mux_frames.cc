@@ -84,7 +84,7 @@ Result<MuxFrame> decode_qmux_stream(Reader& r, uint64_t type) {
   f.stream_id = r.varint().value_or(0);
   if ((type & kStreamOff) != 0) {
     f.has_offset = true;
-    f.value = r.varint().value_or(0);  // data is appended in order; the offset is not used
+    f.value = r.varint().value_or(0);  // MuxSession checks it continues the stream
   }
   if ((type & kStreamLen) != 0) {
     uint64_t len = r.varint().value_or(0);

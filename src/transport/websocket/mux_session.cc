@@ -242,6 +242,12 @@ Status MuxSession::on_stream_frame(const MuxFrame& f) {
   if (is_qmux() && s->recv_.received() + len > s->recv_credit_.limit()) {
     return moqd::fail(ErrorCode::kBoundsExceeded, "flow control error");
   }
+  // Over an ordered WebSocket a frame can only continue its stream: a repeated or skipped offset
+  // would corrupt it silently. Without OFF a frame continues the stream (moqd and @moq/qmux 0.2
+  // omit OFF; 0.3.3 sends it).
+  if (f.has_offset && f.value != s->recv_.received()) {
+    return moqd::fail(ErrorCode::kProtocolViolation, "stream frame offset does not continue the stream");
+  }
   conn_received_ += len;
   if (s->stop_sent_ || s->released_) {
     s->recv_.discard(len);

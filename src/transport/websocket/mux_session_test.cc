@@ -683,6 +683,31 @@ TEST_P(MuxServerTest, UndecodableFrameIsProtocolError) {
   expect_protocol_close();
 }
 
+// A STREAM frame that carries OFF must continue its stream exactly: a repeated or skipped offset
+// would otherwise corrupt the stream silently. (Every qmux-00 writer, moqd and @moq/qmux, omits
+// OFF and sends in order, so a frame without it continues the stream.)
+TEST_P(MuxServerQmuxTest, StreamFrameOffsetMustContinueTheStream) {
+  start();
+  feed_hex("0e 00 00 02 61 62");  // OFF|LEN, stream 0, offset 0, "ab"
+  feed_hex("0e 00 02 01 63");     // offset 2, "c": continues
+  feed_hex("0a 00 01 64");        // no OFF, "d": continues
+  ASSERT_EQ(visitor_.incoming.size(), 1u);
+  EXPECT_EQ(visitor_.incoming[0]->data, "abcd");
+  EXPECT_EQ(visitor_.closed, 0);
+  feed_hex("0e 00 02 01 63");  // offset 2 again: a repeat
+  expect_protocol_close();
+  EXPECT_EQ(visitor_.incoming[0]->data, "abcd");
+}
+
+TEST_P(MuxServerQmuxTest, StreamFrameSkippingAheadIsProtocolError) {
+  start();
+  feed_hex("0e 00 00 02 61 62");
+  feed_hex("0e 00 05 01 63");  // offset 5: three bytes skipped
+  expect_protocol_close();
+  ASSERT_EQ(visitor_.incoming.size(), 1u);
+  EXPECT_EQ(visitor_.incoming[0]->data, "ab");
+}
+
 TEST_P(MuxServerQmuxTest, DataPastStreamCreditClosesSession) {
   MuxConfig config;
   config.max_stream_data = 100;

@@ -329,7 +329,9 @@ WsServerConnection::WsServerConnection(transport::Pipe& pipe, Timers& timers, co
 std::span<const uint8_t> WsServerConnection::on_handshake_data(std::span<const uint8_t> data) {
   auto taken = head_.feed(data);
   if (!taken) {
-    respond_and_close(refusal(431, "request head too large"), taken.error().detail);
+    bool too_large = taken.error().code == ErrorCode::kBoundsExceeded;
+    respond_and_close(too_large ? refusal(431, "request head too large") : refusal(400, "bad request"),
+                      taken.error().detail);
     return {};
   }
   if (head_.is_complete()) {

@@ -204,6 +204,26 @@ TEST_F(WsServerConnectionTest, GarbageRequestGets400AndCloses) {
   EXPECT_EQ(handler_.closed.size(), 1u);
 }
 
+TEST_F(WsServerConnectionTest, LfOnlyRequestGets400AtOnce) {
+  client_send("GET /health HTTP/1.1\nHost: x\n\n"sv);
+  EXPECT_THAT(response(), HasSubstr("HTTP/1.1 400 "));
+  EXPECT_TRUE(peer_.is_closed());
+  EXPECT_EQ(requests_, 0);
+}
+
+TEST_F(WsServerConnectionTest, ConflictingContentLengthGets400) {
+  client_send("GET /health HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"sv);
+  EXPECT_THAT(response(), HasSubstr("HTTP/1.1 400 "));
+  EXPECT_EQ(requests_, 0);
+}
+
+TEST_F(WsServerConnectionTest, ChunkedWithContentLengthGets400) {
+  client_send(
+      "GET /health HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n"sv);
+  EXPECT_THAT(response(), HasSubstr("HTTP/1.1 400 "));
+  EXPECT_EQ(requests_, 0);
+}
+
 TEST_F(WsServerConnectionTest, OversizedHeadGets431AndCloses) {
   client_send("GET / HTTP/1.1\r\nX: " + std::string(kMaxHttpHeadBytes, 'a'));
   EXPECT_THAT(response(), HasSubstr("HTTP/1.1 431 "));

@@ -1,0 +1,149 @@
+// Connection exhaustion: moqd under `prlimit --nofile=1024:4096` with --workers 2. An attacker
+// opens silent WebSocket sessions (lite-04, so each is a ready session that never says anything)
+// until moqd refuses it, first from one source address (--max-connections-per-address), then
+// from two more until --max-connections is reached. Meanwhile /health answers, a new viewer from
+// another address is served while only the per-address cap holds, the silent sessions are
+// closed by --idle-timeout, after which a new viewer is served again, and a bystander
+// publisher/subscriber pair loses no frame and sees no gap over a stated bound.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import {
+  TEST_TIMEOUT_MS,
+  closeAllConnections,
+  collectTrack,
+  connect,
+  httpGet,
+  startBystander,
+  startMoqd,
+  stopMoqdClean,
+  waitFor,
+} from "./harness.mjs";
+import { RawTcp, parseHttpResponse, upgradeRequest, waitLog } from "./raw.mjs";
+
+const PER_ADDRESS = 120;
+const MAX_CONNECTIONS = 200;
+const IDLE_TIMEOUT_S = 4;
+// The bystander sends a frame every 20 ms; the longest time between two frames it receives must
+// stay under this while the attack goes on.
+const MAX_GAP_MS = 500;
+
+let moqd;
+let bystander;
+const attackers = [];
+let gapTimer;
+const gap = { last: 0, count: 0, max: 0 };
+
+before(async () => {
+  moqd = await startMoqd(
+    [
+      "--max-connections", String(MAX_CONNECTIONS),
+      "--max-connections-per-address", String(PER_ADDRESS),
+      "--idle-timeout", `${IDLE_TIMEOUT_S}s`,
+    ],
+    { wrap: ["prlimit", "--nofile=1024:4096"] },
+  );
+  bystander = await startBystander(moqd.url);
+  gap.last = Date.now();
+  gap.count = bystander.sub.frameCount();
+  gapTimer = setInterval(() => {
+    const n = bystander.sub.frameCount();
+    const now = Date.now();
+    if (n !== gap.count) {
+      gap.max = Math.max(gap.max, now - gap.last);
+      gap.count = n;
+      gap.last = now;
+    }
+  }, 5);
+});
+
+after(async () => {
+  clearInterval(gapTimer);
+  for (const a of attackers) a.destroy();
+  bystander?.stop();
+  closeAllConnections();
+  if (moqd && moqd.proc.exitCode === null && moqd.proc.signalCode === null) await moqd.stop().catch(() => {});
+});
+
+// One silent session from `localAddress`: the TCP connection and how the upgrade went:
+// "open" (101), "refused" (any other status, or closed without one).
+async function silentSession(localAddress) {
+  const tcp = await RawTcp.connect(moqd.host, moqd.port, 5_000, localAddress);
+  tcp.write(upgradeRequest({ host: `${moqd.host}:${moqd.port}`, protocols: ["qmux-00.moq-lite-04"] }));
+  await waitFor(() => parseHttpResponse(tcp.received()) || tcp.ended, 5_000, "the upgrade answer");
+  const resp = parseHttpResponse(tcp.received());
+  const outcome = resp?.status === 101 ? "open" : "refused";
+  if (outcome === "open") attackers.push(tcp);
+  else tcp.destroy();
+  return { outcome, status: resp?.status };
+}
+
+// Opens silent sessions from `localAddress` until one is refused (at most `limit` tries).
+async function openUntilRefused(localAddress, limit) {
+  let opened = 0;
+  for (let i = 0; i < limit; i++) {
+    const r = await silentSession(localAddress);
+    if (r.outcome === "refused") return { opened, refusedWith: r.status };
+    opened++;
+  }
+  return { opened, refusedWith: undefined };
+}
+
+async function health() {
+  const res = await httpGet(new URL("/health", moqd.url));
+  assert.equal(res.status, 200, `GET /health answered ${res.status}`);
+  return res.json();
+}
+
+test("the soft open-file limit is raised to the hard one at start", { timeout: TEST_TIMEOUT_MS }, async () => {
+  await waitLog(moqd, /open-file limit 4096 \(soft was 1024, hard 4096\)/);
+});
+
+test("one address is refused at --max-connections-per-address; /health and a viewer from elsewhere are served", { timeout: 60_000 }, async () => {
+  const r = await openUntilRefused("127.0.0.2", PER_ADDRESS + 20);
+  assert.equal(r.opened, PER_ADDRESS, `opened ${r.opened} sessions from one address`);
+  await waitLog(moqd, /connection refused peer=127\.0\.0\.2:\d+ reason=max-connections-per-address limit/);
+  const h = await health();
+  assert.ok(h.sessions >= PER_ADDRESS, `health sessions ${h.sessions}`);
+  const viewer = await connect(moqd.url);
+  const groups = await collectTrack(viewer, "bystander", "t", { frames: 5 });
+  assert.ok(groups.length > 0);
+});
+
+test("past --max-connections the attacker is refused, /health still answers, and idle sessions are closed", { timeout: 60_000 }, async () => {
+  // From further addresses until the total cap answers 503 (sessions from 127.0.0.2 may be gone
+  // to the idle timeout by now, so how many addresses it takes varies).
+  let refused;
+  for (let host = 3; host < 10 && refused === undefined; host++) {
+    const r = await openUntilRefused(`127.0.0.${host}`, PER_ADDRESS);
+    if (r.refusedWith === 503 && r.opened < PER_ADDRESS) refused = host;
+  }
+  assert.ok(refused !== undefined, "the total cap never refused");
+  const open = attackers.filter((t) => !t.ended && !t.finReceived).length;
+  assert.ok(open <= MAX_CONNECTIONS, `${open} silent sessions over --max-connections`);
+  await waitLog(moqd, new RegExp(`connection refused peer=127\\.0\\.0\\.${refused}:\\d+ reason=max-connections limit`));
+  // Plain HTTP is still answered from the reserve.
+  const h = await health();
+  assert.ok(h.sessions >= MAX_CONNECTIONS - 10, `health sessions ${h.sessions} at the cap ${MAX_CONNECTIONS}`);
+  // --idle-timeout closes every silent session, with its reason in the log.
+  await waitLog(moqd, /session \d+ closing peer=127\.0\.0\.[234]:\d+ .*code=3 \(timeout\) detail=idle/, 10_000);
+  await waitFor(() => attackers.every((t) => t.ended || t.finReceived), 15_000, "moqd to close the silent sessions");
+  const after = await health();
+  assert.ok(after.sessions < 10, `health sessions ${after.sessions} after the idle timeout`);
+  const viewer = await connect(moqd.url);
+  const groups = await collectTrack(viewer, "bystander", "t", { frames: 5 });
+  assert.ok(groups.length > 0);
+});
+
+test("the bystander lost no frame and its largest gap stayed under the bound", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const frames = await bystander.check();
+  assert.ok(frames > 50, `bystander received ${frames} frames`);
+  assert.ok(gap.max < MAX_GAP_MS, `bystander gap ${gap.max} ms (bound ${MAX_GAP_MS} ms)`);
+});
+
+test("moqd exits 0 on SIGTERM", { timeout: TEST_TIMEOUT_MS }, async () => {
+  clearInterval(gapTimer);
+  bystander.stop();
+  closeAllConnections();
+  await stopMoqdClean(moqd);
+});
