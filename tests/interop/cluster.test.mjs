@@ -20,6 +20,9 @@ import { after, test } from "node:test";
 import * as Token from "@moq/token";
 import * as H from "./harness.mjs";
 
+// Relays die mid-stream here: frames still in flight reach closed @moq/qmux streams.
+H.useTeardownGuards();
+
 const T = { timeout: 60_000 };
 // SIGKILL leaves C's QUIC link to B open until its idle timeout (3 s, kept alive every 0.5 s:
 // ClusterLink::kLinkIdleTimeout); then C moves the track to D, which subscribes to A.

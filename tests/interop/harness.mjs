@@ -575,6 +575,12 @@ export const pace = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Declares one moqd for the calling test file: started before the first test; the last test
 // of the file should be moqdStopsCleanly(ctx). Anything left running is killed after.
+// For a file that starts its own moqd processes instead of useMoqd(): the same guards against
+// @moq/qmux's teardown noise, installed once node:test's listeners are in place.
+export function useTeardownGuards() {
+  before(() => installGuards());
+}
+
 export function useMoqd(args = []) {
   const ctx = { moqd: undefined };
   before(async () => {
