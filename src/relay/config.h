@@ -29,7 +29,7 @@ struct ClusterConfig {
   std::string token;               // --cluster-token (presented to the peers as ?jwt=)
   // --cluster-peers-file: more peers, one URL per line ('#' comments), re-read when it changes.
   std::string peers_file;
-  // This relay's moq-lite-04 hop id (hop_id_for_node(node)); 0 when clustering is off.
+  // This relay's moq-lite-04 hop id: hop_id_for_node(node), below 2^53 (set whether or not it has peers).
   uint64_t hop_id = 0;
 };
 
