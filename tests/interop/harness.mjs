@@ -616,6 +616,25 @@ export function bystanderFrame(n, size = 64) {
   return b;
 }
 
+// The largest wait, in ms, between two arrivals at a bystander's subscriber (`sub.frameCount()`),
+// sampled every `everyMs` from now until stop(): how long an attack froze the bystander.
+export function watchGaps(sub, everyMs = 5) {
+  const gaps = { max: 0 };
+  let count = sub.frameCount();
+  let last = Date.now();
+  const timer = setInterval(() => {
+    const n = sub.frameCount();
+    const now = Date.now();
+    if (n !== count) {
+      gaps.max = Math.max(gaps.max, now - last);
+      count = n;
+      last = now;
+    }
+  }, everyMs);
+  gaps.stop = () => clearInterval(timer);
+  return gaps;
+}
+
 // A JS publisher and a JS subscriber on their own connections that keep a live track flowing
 // while a test attacks moqd: `track` gets a frame every `everyMs` (groups of `framesPerGroup`),
 // frame n in group floor(n / framesPerGroup). check() waits until the subscriber has every frame

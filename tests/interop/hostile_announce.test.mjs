@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, test } from "node:test";
 
-import { MOQD_SANITIZED, TEST_TIMEOUT_MS, closeAllConnections, startBystander, startMoqd, stopMoqdClean, waitFor } from "./harness.mjs";
+import { MOQD_SANITIZED, TEST_TIMEOUT_MS, closeAllConnections, startBystander, startMoqd, stopMoqdClean, waitFor, watchGaps } from "./harness.mjs";
 import { RawLite, RawMux, lite, waitLog } from "./raw.mjs";
 
 // RSS moqd may reach during the flood (before the fix a flood took it past 1.5 GB in 6 s).
@@ -23,7 +23,7 @@ let moqd;
 let bystander;
 let sampler;
 const rss = { baseline: 0, peak: 0 };
-const gap = { last: 0, count: 0, max: 0 };
+let gap;
 
 function rssMb() {
   const status = readFileSync(`/proc/${moqd.proc.pid}/status`, "utf8");
@@ -37,22 +37,15 @@ before(async () => {
   bystander = await startBystander(moqd.url, { path: "bystander/live" });
   await bystander.sub.waitFrames(20, 10_000);
   rss.baseline = rssMb();
-  gap.last = Date.now();
-  gap.count = bystander.sub.frameCount();
+  gap = watchGaps(bystander.sub);
   sampler = setInterval(() => {
     rss.peak = Math.max(rss.peak, rssMb());
-    const n = bystander.sub.frameCount();
-    const now = Date.now();
-    if (n !== gap.count) {
-      gap.max = Math.max(gap.max, now - gap.last);
-      gap.count = n;
-      gap.last = now;
-    }
   }, 5);
 });
 
 after(async () => {
   clearInterval(sampler);
+  gap?.stop();
   bystander?.stop();
   closeAllConnections();
   if (moqd && moqd.proc.exitCode === null && moqd.proc.signalCode === null) await moqd.stop().catch(() => {});
@@ -131,6 +124,7 @@ test("moqd's memory stayed bounded and came back; the bystander lost nothing", {
 
 test("moqd exits 0 on SIGTERM", { timeout: TEST_TIMEOUT_MS }, async () => {
   clearInterval(sampler);
+  gap.stop();
   bystander.stop();
   closeAllConnections();
   await stopMoqdClean(moqd);

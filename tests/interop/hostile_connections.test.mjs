@@ -18,6 +18,7 @@ import {
   startMoqd,
   stopMoqdClean,
   waitFor,
+  watchGaps,
 } from "./harness.mjs";
 import { RawTcp, parseHttpResponse, upgradeRequest, waitLog } from "./raw.mjs";
 
@@ -31,8 +32,7 @@ const MAX_GAP_MS = 500;
 let moqd;
 let bystander;
 const attackers = [];
-let gapTimer;
-const gap = { last: 0, count: 0, max: 0 };
+let gap;
 
 before(async () => {
   moqd = await startMoqd(
@@ -44,21 +44,11 @@ before(async () => {
     { wrap: ["prlimit", "--nofile=1024:4096"] },
   );
   bystander = await startBystander(moqd.url);
-  gap.last = Date.now();
-  gap.count = bystander.sub.frameCount();
-  gapTimer = setInterval(() => {
-    const n = bystander.sub.frameCount();
-    const now = Date.now();
-    if (n !== gap.count) {
-      gap.max = Math.max(gap.max, now - gap.last);
-      gap.count = n;
-      gap.last = now;
-    }
-  }, 5);
+  gap = watchGaps(bystander.sub);
 });
 
 after(async () => {
-  clearInterval(gapTimer);
+  gap?.stop();
   for (const a of attackers) a.destroy();
   bystander?.stop();
   closeAllConnections();
@@ -142,7 +132,7 @@ test("the bystander lost no frame and its largest gap stayed under the bound", {
 });
 
 test("moqd exits 0 on SIGTERM", { timeout: TEST_TIMEOUT_MS }, async () => {
-  clearInterval(gapTimer);
+  gap.stop();
   bystander.stop();
   closeAllConnections();
   await stopMoqdClean(moqd);
