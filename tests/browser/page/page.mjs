@@ -1,25 +1,8 @@
 // The browser side of the tests: @moq/lite 0.2.2 running in Chromium. esbuild bundles this file
 // at test time; the test calls the window.* functions below with page.evaluate. Frames cross the
 // page.evaluate boundary as base64 strings. Every function gives up by itself after `ms`.
+import { webtransports } from "./record_webtransport.mjs";
 import * as Moq from "@moq/lite";
-
-// Each WebTransport the page opens, with how its `ready` ended, so that a test can tell which
-// transport @moq/lite used (the library does not expose it).
-const webtransports = [];
-if (globalThis.WebTransport) {
-  const Native = globalThis.WebTransport;
-  globalThis.WebTransport = class RecordingWebTransport extends Native {
-    constructor(url, options) {
-      super(url, options);
-      const entry = { url: String(url), protocols: options?.protocols ?? [], ready: "pending" };
-      webtransports.push(entry);
-      this.ready.then(
-        () => (entry.ready = "ok"),
-        (err) => (entry.ready = `failed: ${err?.message ?? err}`),
-      );
-    }
-  };
-}
 
 const connections = [];
 

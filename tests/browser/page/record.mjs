@@ -3,26 +3,8 @@
 // used (they do not expose it). Imported first by player.mjs: ES modules run in import order, so
 // the wrappers are installed before @moq/* load. @moq/qmux uses WebSocketStream where Chromium
 // has it, a WebSocket ponyfill otherwise.
-export const webtransports = [];
+export { webtransports } from "./record_webtransport.mjs";
 export const websockets = [];
-
-if (globalThis.WebTransport) {
-  const Native = globalThis.WebTransport;
-  globalThis.WebTransport = class RecordingWebTransport extends Native {
-    constructor(url, options) {
-      super(url, options);
-      const entry = { url: String(url), protocols: options?.protocols ?? [], ready: "pending" };
-      webtransports.push(entry);
-      this.ready.then(
-        () => {
-          entry.ready = "ok";
-          entry.protocol = this.protocol;
-        },
-        (err) => (entry.ready = `failed: ${err?.message ?? err}`),
-      );
-    }
-  };
-}
 
 if (globalThis.WebSocketStream) {
   const Native = globalThis.WebSocketStream;
