@@ -626,7 +626,10 @@ export function watchGaps(sub, everyMs = 5) {
     const n = sub.frameCount();
     const now = Date.now();
     if (n !== count) {
-      gaps.max = Math.max(gaps.max, now - last);
+      if (now - last > gaps.max) {
+        gaps.max = now - last;
+        gaps.at = new Date(now).toISOString();
+      }
       count = n;
       last = now;
     }
@@ -761,6 +764,54 @@ export async function startBystander(url, {
       for (const t of state.timers) clearInterval(t);
       closeConnection(subConn);
       closeConnection(pubConn);
+    },
+  };
+}
+
+// startBystander() on a worker thread of its own, for tests whose main thread is busy attacking
+// moqd: a flood written from this thread delays this thread's timers and reads by hundreds of
+// milliseconds on a loaded machine, and a bystander sharing the thread would report that delay as
+// moqd's. The same checks, as promises: waitFrames(n, ms), watchGaps() then gaps() -> {max, at}
+// (the longest time in ms between two frames arriving, and when it ended), check(ms), stop().
+export async function startBystanderThread(url, options = {}) {
+  const { Worker } = await import("node:worker_threads");
+  const worker = new Worker(new URL("./bystander_thread.mjs", import.meta.url), { workerData: { url, options } });
+  const pending = new Map();
+  let nextId = 0;
+  let failed = null;
+  const ready = new Promise((resolve, reject) => {
+    worker.on("message", (m) => {
+      if (m.ready) return resolve();
+      const p = pending.get(m.id);
+      pending.delete(m.id);
+      if (m.ok) p.resolve(m.value);
+      else p.reject(new Error(`bystander thread: ${m.error}`));
+    });
+    worker.on("error", (err) => {
+      failed = err;
+      reject(err);
+      for (const p of pending.values()) p.reject(err);
+      pending.clear();
+    });
+  });
+  await ready;
+  const call = (op, ...args) => {
+    if (failed) return Promise.reject(failed);
+    return new Promise((resolve, reject) => {
+      const id = nextId++;
+      pending.set(id, { resolve, reject });
+      worker.postMessage({ id, op, args });
+    });
+  };
+  return {
+    waitFrames: (n, ms = 10_000) => call("waitFrames", n, ms),
+    watchGaps: () => call("watchGaps"),
+    gaps: () => call("gaps"),
+    check: (ms = 10_000) => call("check", ms),
+    async stop() {
+      if (failed) return;
+      await call("stop").catch(() => {});
+      await worker.terminate();
     },
   };
 }
