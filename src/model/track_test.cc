@@ -337,5 +337,34 @@ TEST_F(TrackTest, DestroyingAnActiveTrackStopsItsSource) {
   EXPECT_EQ(clock_.pending_timers(), 0u);
 }
 
+// A relay whose upstream path died moves the track to another path (cluster failover): the groups
+// still open from the old path can never finish and are aborted, and whatever the new path sends
+// at or below the newest sequence the old one delivered is refused, so no viewer gets a group twice
+// or sees one replayed.
+TEST_F(TrackTest, SwitchSourceAbortsOpenGroupsAndRefusesWhatTheNewPathReplays) {
+  testing::NiceMock<MockTrackListener> viewer;
+  StrictMock<MockTrackSource> next;
+  EXPECT_CALL(source_, start_track(_));
+  track_->add_listener(&viewer);
+  ASSERT_NE(add_group(1, "a"), nullptr);
+  Group* open = add_group(2, "b", /*finish=*/false);
+  ASSERT_NE(open, nullptr);
+
+  EXPECT_CALL(source_, stop_track(_));
+  EXPECT_CALL(next, start_track(testing::Ref(*track_)));
+  track_->switch_source(&next);
+  testing::Mock::VerifyAndClearExpectations(&source_);
+  EXPECT_TRUE(open->is_aborted());
+  EXPECT_EQ(track_->begin_group(2), nullptr);
+  EXPECT_EQ(track_->begin_group(1), nullptr);
+  EXPECT_EQ(track_->begin_group(0), nullptr);
+  EXPECT_NE(add_group(3, "c"), nullptr);
+  EXPECT_EQ(cached_sequences(), (std::vector<uint64_t>{1, 2, 3}));
+
+  track_->remove_listener(&viewer);
+  EXPECT_CALL(next, stop_track(_));
+  track_.reset();
+}
+
 }  // namespace
 }  // namespace moqd::model

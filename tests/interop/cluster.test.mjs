@@ -116,11 +116,20 @@ function recordGroups(conn, p, name) {
   return { arrivals, state, close: () => track.close() };
 }
 
-function assertInOrderNoDuplicates(arrivals, what) {
-  for (let i = 1; i < arrivals.length; i++) {
-    assert.ok(arrivals[i].seq > arrivals[i - 1].seq,
-      `${what}: group ${arrivals[i].seq} arrived after ${arrivals[i - 1].seq} (duplicate or out of order)`);
+// moq-lite sends a viewer that falls behind its newer groups first (src/session/subscription.cc,
+// send_order), so on a loaded machine a group can arrive after a newer one: that is not a fault
+// (@moq/lite documents recvGroup() as arrival order for that reason). What a path change must
+// never do is deliver a group twice: the relay drops what the new path sends at or below the
+// newest group it had (model::Track::switch_source), and a group it had already sent the viewer
+// would arrive again.
+function assertNoDuplicates(arrivals, what) {
+  const seen = new Set();
+  for (const x of arrivals) {
+    assert.ok(!seen.has(x.seq), `${what}: group ${x.seq} arrived twice: ${arrivals.map((a) => a.seq).join(" ")}`);
+    seen.add(x.seq);
   }
+  const late = arrivals.filter((x, i) => i > 0 && x.seq < arrivals[i - 1].seq).length;
+  if (late) console.log(`# ${what}: ${late} group(s) arrived after a newer one`);
 }
 
 test("diamond: killing the relay in use moves the viewer to the other path within the bound", T, async () => {
@@ -160,11 +169,14 @@ test("diamond: killing the relay in use moves the viewer to the other path withi
   await H.waitFor(() => view.arrivals.length >= before + 20 || view.state.ended, 15_000,
     "20 more groups through D");
   assert.ok(!view.state.ended, `the viewer's subscription ended (${view.state.error})`);
-  const firstAfter = view.arrivals.find((x, i) => i >= before && x.at > killedAt);
+  // The first group newer than any before the kill: a late one still queued at C would say
+  // nothing about the new path.
+  const newestBefore = Math.max(...view.arrivals.slice(0, before).map((x) => x.seq));
+  const firstAfter = view.arrivals.find((x, i) => i >= before && x.at > killedAt && x.seq > newestBefore);
   const gap = firstAfter.at - killedAt;
   console.log(`# failover: first group after SIGKILL of B in ${gap} ms (bound ${FAILOVER_BOUND_MS} ms)`);
   assert.ok(gap <= FAILOVER_BOUND_MS, `failover took ${gap} ms`);
-  assertInOrderNoDuplicates(view.arrivals, "viewer on C");
+  assertNoDuplicates(view.arrivals, "viewer on C");
 
   const after = (await clusterOf(c)).broadcasts.find((x) => x.path === "live/cam").routes;
   assert.equal(after.length, 1, JSON.stringify(after));
@@ -191,7 +203,7 @@ test("ring of five: a broadcast crosses it with a bounded number of announcement
   await H.waitActive(viewConn, "ring/cam", { ms: 10_000 });
   const view = recordGroups(viewConn, "ring/cam", "video");
   await H.waitFor(() => view.arrivals.length >= 10, 10_000, "10 groups two hops away");
-  assertInOrderNoDuplicates(view.arrivals, "viewer on R2");
+  assertNoDuplicates(view.arrivals, "viewer on R2");
   // Every relay hears of the broadcast. /cluster is a snapshot each worker rebuilds every 500 ms
   // (src/relay/status.h), so a relay that learned it a moment ago may not list it yet: wait.
   for (const r of rs) {
