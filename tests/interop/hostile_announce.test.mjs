@@ -119,7 +119,8 @@ test("moqd's memory stayed bounded and came back; the bystander lost nothing", {
   const frames = await bystander.check();
   assert.ok(frames >= 20, `bystander received ${frames} frames`);
   const gap = await bystander.gaps();
-  assert.ok(gap.max < MAX_GAP_MS, `bystander gap ${gap.max} ms ending at ${gap.at} (bound ${MAX_GAP_MS} ms)`);
+  // Not under a sanitizer: see MOQD_SANITIZED.
+  if (!MOQD_SANITIZED) assert.ok(gap.max < MAX_GAP_MS, `bystander gap ${gap.max} ms ending at ${gap.at} (bound ${MAX_GAP_MS} ms)`);
   console.log(`# rss baseline ${rss.baseline.toFixed(1)} MB, peak ${rss.peak.toFixed(1)} MB, now ${rssMb().toFixed(1)} MB; bystander gap ${gap.max} ms`);
 });
 
