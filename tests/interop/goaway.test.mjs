@@ -73,7 +73,8 @@ test("SIGTERM with --goaway-url moves a live moq sub to a second moqd, losing at
   await sub.waitStdout((out) => parse(out.toString()).length >= 10, 10_000, "10 frames through moqd A");
   const atSigterm = pub.current();
   const stopped = a.stop({ ms: 10_000 });
-  await H.waitFor(() => /goaway sent uri=http:\/\/127\.0\.0\.1:\d+\//.test(a.stderrText()), 5_000, "A's GOAWAY");
+  await H.waitFor(() => /goaway sent uri=http:\/\/127\.0\.0\.1:\d+\//.test(a.stderrText()), 5_000,
+    () => `A's GOAWAY: ${a.describe()}`);
   await H.waitFor(() => /moq: relay sent GOAWAY; moving to http:\/\/127\.0\.0\.1/.test(sub.stderrText()), 5_000,
     "moq sub to follow the GOAWAY");
   assert.deepEqual(await stopped, { code: 0, signal: null }, a.describe());
