@@ -56,12 +56,12 @@ interop() {  # dir [test files...]
     local files=("$@")
     [[ ${#files[@]} -gt 0 ]] || files=(./*.test.mjs)
     MOQD_BIN="$PWD/../../$dir/bin/moqd" MOQ_BIN="$PWD/../../$dir/bin/moq" \
-      node --test --test-concurrency=1 "${files[@]}"
+      node --test --test-concurrency=1 --test-force-exit "${files[@]}"
   )
 }
 browser() {  # dir
   local dir=$1
-  (cd tests/browser && MOQD_BIN="$PWD/../../$dir/bin/moqd" node --test --test-concurrency=1 ./*.test.mjs)
+  (cd tests/browser && MOQD_BIN="$PWD/../../$dir/bin/moqd" node --test --test-concurrency=1 --test-force-exit ./*.test.mjs)
 }
 
 bench_smoke() {  # dir

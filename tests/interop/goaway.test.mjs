@@ -9,7 +9,9 @@ import * as H from "./harness.mjs";
 
 const T = { timeout: 40_000 };
 const started = [];
+const publishers = [];
 after(async () => {
+  for (const p of publishers) p.stop();  // a test that failed midway left its timer running
   H.closeAllConnections();
   for (const m of started) {
     if (m.proc.exitCode === null && m.proc.signalCode === null) await m.stop().catch(() => {});
@@ -53,7 +55,9 @@ function publishEverywhere(conns, p) {
     }
     n++;
   }, 100);
-  return { stop: () => clearInterval(timer), current: () => n };
+  const publisher = { stop: () => clearInterval(timer), current: () => n };
+  publishers.push(publisher);
+  return publisher;
 }
 
 const parse = (text) =>
