@@ -1,6 +1,7 @@
 // Round-trip fuzzer for the IETF MoQ Transport codecs (src/wire/ietf.h). The first input byte
 // picks the draft (bits 0-1: 14, 15, 16, 16) and the decoder (bit 2: control message or a
-// SUBGROUP stream: header then objects with their payloads). Whatever decodes must re-encode to
+// SUBGROUP stream: header then objects with their payloads; bit 3: varints back to back in the
+// leading-ones form instead). Whatever decodes must re-encode to
 // bytes that decode to the same value and re-encode identically; a mismatch aborts (a codec bug).
 // Anything else must come back as need-more or an error, never a crash or a sanitizer report.
 #include <cstdio>
@@ -66,13 +67,13 @@ void subgroup(Version v, std::span<const uint8_t> in) {
   auto rest = in.subspan((*h)->consumed);
   std::optional<uint64_t> id;
   while (!rest.empty()) {
-    auto o = decode_object(header, rest, limits);
+    auto o = decode_object(v, header, rest, limits);
     if (!o || !o->has_value()) {
       return;
     }
     std::vector<uint8_t> obj;
-    encode_object(header, (*o)->value, obj);
-    auto o2 = decode_object(header, std::span<const uint8_t>(obj), limits);
+    encode_object(v, header, (*o)->value, obj);
+    auto o2 = decode_object(v, header, std::span<const uint8_t>(obj), limits);
     if (!o2 || !o2->has_value() || !((*o2)->value == (*o)->value) ||
         (*o2)->consumed != obj.size()) {
       bug("object header does not round-trip");
@@ -89,6 +90,23 @@ void subgroup(Version v, std::span<const uint8_t> in) {
   }
 }
 
+void varints(std::span<const uint8_t> in) {
+  while (!in.empty()) {
+    auto v = read_varint(VarintForm::kLeadingOnes, in);
+    if (!v || !v->has_value()) {
+      return;
+    }
+    std::vector<uint8_t> out;
+    write_varint(VarintForm::kLeadingOnes, (*v)->value, out);
+    auto again = read_varint(VarintForm::kLeadingOnes, std::span<const uint8_t>(out));
+    if (!again || !again->has_value() || (*again)->value != (*v)->value ||
+        (*again)->consumed != out.size() || out.size() > (*v)->consumed) {
+      bug("leading-ones varint does not round-trip minimally");
+    }
+    in = in.subspan((*v)->consumed);
+  }
+}
+
 }  // namespace
 }  // namespace moqd::wire::ietf
 
@@ -98,7 +116,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const moqd::wire::Version v = moqd::wire::ietf::kDrafts[data[0] & 3];
   std::span<const uint8_t> in(data + 1, size - 1);
-  if ((data[0] & 4) == 0) {
+  if ((data[0] & 8) != 0) {
+    moqd::wire::ietf::varints(in);
+  } else if ((data[0] & 4) == 0) {
     moqd::wire::ietf::control(v, in);
   } else {
     moqd::wire::ietf::subgroup(v, in);

@@ -1,6 +1,7 @@
 #include "wire/ietf.h"
 
 #include <algorithm>
+#include <bit>
 #include <iterator>
 #include <utility>
 
@@ -22,16 +23,16 @@ using Span = std::span<const uint8_t>;
 constexpr size_t kMaxBody = 0xffff;  // u16 Message Length (§9)
 
 constexpr Draft kDrafts[] = {
-    // version, number, setup_versions, delta_types, subscribe_params, request_ok,
+    // version, number, varint_form, setup_versions, delta_types, subscribe_params, request_ok,
     // retry_interval, namespace_messages, done_by_request_id, subscribe_options,
     // unknown_params_fatal, track_extensions, empty_field_fatal
-    {Version::kTransport14, 14, true, false, false, false, false, false, false, false, false,
+    {Version::kTransport14, 14, VarintForm::kQuic, true, false, false, false, false, false, false, false, false,
      false, false},
     // JS: @moq/net sends NAMESPACE (0x08) / NAMESPACE_DONE (0x0E) in d15; the d15 text has
     // neither (it answers SUBSCRIBE_NAMESPACE with PUBLISH_NAMESPACE). Both are accepted.
-    {Version::kTransport15, 15, false, false, true, true, false, true, false, false, false,
+    {Version::kTransport15, 15, VarintForm::kQuic, false, false, true, true, false, true, false, false, false,
      false, false},
-    {Version::kTransport16, 16, false, true, true, true, true, true, true, true, true, true,
+    {Version::kTransport16, 16, VarintForm::kQuic, false, true, true, true, true, true, true, true, true, true,
      true},
 };
 
@@ -81,6 +82,103 @@ bool is_known_setup_param(uint64_t type) {
          type == 0x04 || type == kSetupAuthority || type == kSetupImplementation;
 }
 
+// --- Varint forms. FormReader and FormWriter are base's Reader and Writer with the draft's
+// varint form: every varint, and every length in front of a string, goes through it.
+
+constexpr uint64_t kLoLimit[] = {uint64_t{1} << 7,  uint64_t{1} << 14, uint64_t{1} << 21,
+                                 uint64_t{1} << 28, uint64_t{1} << 35, uint64_t{1} << 42};
+
+class FormReader {
+ public:
+  FormReader(Span data, VarintForm form) : r_(data), form_(form) {}
+
+  std::optional<uint64_t> varint() {
+    if (form_ == VarintForm::kQuic) {
+      return r_.varint();
+    }
+    auto first = r_.u8();
+    if (!first) {
+      return std::nullopt;
+    }
+    const int ones = std::countl_one(*first);
+    if (ones == 6) {
+      invalid_ = true;  // 1111110x
+      return std::nullopt;
+    }
+    // 0..5 ones: 1..6 bytes, 7 - ones value bits in the first byte; 7: 8 bytes, 8: 9 bytes,
+    // none in the first. Either way `ones` bytes follow.
+    const size_t more = static_cast<size_t>(ones);
+    uint64_t v = ones <= 5 ? (*first & (0x7fu >> ones)) : 0;
+    auto rest = r_.bytes(more);
+    if (!rest) {
+      return std::nullopt;
+    }
+    for (uint8_t b : *rest) {
+      v = (v << 8) | b;
+    }
+    if (v > kMaxVarint) {
+      invalid_ = true;
+      return std::nullopt;
+    }
+    return v;
+  }
+  std::optional<uint8_t> u8() { return r_.u8(); }
+  std::optional<uint16_t> u16() { return r_.u16(); }
+  std::optional<std::span<const uint8_t>> bytes(size_t n) { return r_.bytes(n); }
+  // A varint length then that many bytes; a length over `max` sets is_too_long().
+  std::optional<std::string_view> string(size_t max) {
+    auto n = varint();
+    if (!n) {
+      return std::nullopt;
+    }
+    if (*n > max) {
+      too_long_ = true;
+      return std::nullopt;
+    }
+    auto b = r_.bytes(static_cast<size_t>(*n));
+    if (!b) {
+      return std::nullopt;
+    }
+    return std::string_view(reinterpret_cast<const char*>(b->data()), b->size());
+  }
+  size_t consumed() const { return r_.consumed(); }
+  size_t remaining() const { return r_.remaining(); }
+  bool empty() const { return r_.empty(); }
+  Span rest() const { return r_.rest(); }
+  bool is_too_long() const { return too_long_; }
+  bool is_invalid() const { return invalid_; }
+  bool ok() const { return r_.ok() && !too_long_ && !invalid_; }
+
+ private:
+  Reader r_;
+  VarintForm form_;
+  bool too_long_ = false;
+  bool invalid_ = false;
+};
+
+class FormWriter {
+ public:
+  FormWriter(std::vector<uint8_t>& out, VarintForm form) : out_(out), form_(form) {}
+  void varint(uint64_t v) { write_varint(form_, v, out_); }
+  void u8(uint8_t v) { out_.push_back(v); }
+  void u16(uint16_t v) { Writer(out_).u16(v); }
+  void bytes(Span b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  void bytes(std::string_view s) { out_.insert(out_.end(), s.begin(), s.end()); }
+  void string(std::string_view s) {
+    varint(s.size());
+    bytes(s);
+  }
+  VarintForm form() const { return form_; }
+
+ private:
+  std::vector<uint8_t>& out_;
+  VarintForm form_;
+};
+
+Span as_span(const std::string& s) {
+  return Span(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+
 template <class T>
 ParseResult<T> need_more() {
   return std::optional<Parsed<T>>();
@@ -90,7 +188,7 @@ ParseResult<T> need_more() {
 // it into one error. Semantic errors are kept in `error` (the first wins) and returned at the end.
 
 struct Decoder {
-  Reader r;
+  FormReader r;
   const Draft& d;
   const Limits& l;
   std::optional<Error> error;
@@ -233,7 +331,7 @@ struct Decoder {
   }
 
   // Subscription Filter (§9.7): type, then what the type needs.
-  void filter(Reader& fr, Filter& f) {
+  void filter(FormReader& fr, Filter& f) {
     uint64_t t = fr.varint().value_or(0);
     if (t < 1 || t > 4) {
       fail_with(ErrorCode::kProtocolViolation, "unknown filter type");
@@ -265,14 +363,14 @@ struct Decoder {
 
 // --- Encoding.
 
-void write_tuple(Writer& w, const TrackNamespace& ns) {
+void write_tuple(FormWriter& w, const TrackNamespace& ns) {
   w.varint(ns.size());
   for (const auto& f : ns) {
     w.string(f);
   }
 }
 
-void write_kvps(Writer& w, const Draft& d, const Parameters& params) {
+void write_kvps(FormWriter& w, const Draft& d, const Parameters& params) {
   w.varint(params.size());
   const Parameters* list = &params;
   Parameters sorted;
@@ -294,14 +392,14 @@ void write_kvps(Writer& w, const Draft& d, const Parameters& params) {
   }
 }
 
-void write_location(Writer& w, const Location& l) {
+void write_location(FormWriter& w, const Location& l) {
   w.varint(l.group);
   w.varint(l.object);
 }
 
-std::string filter_bytes(const Filter& f) {
+std::string filter_bytes(const Filter& f, VarintForm form) {
   std::vector<uint8_t> out;
-  Writer w(out);
+  FormWriter w(out, form);
   w.varint(static_cast<uint64_t>(f.type));
   if (f.type == FilterType::kAbsoluteStart || f.type == FilterType::kAbsoluteRange) {
     write_location(w, f.start);
@@ -322,7 +420,7 @@ Parameter bytes_param(uint64_t type, std::string bytes) {
 
 using TypeOrNone = std::optional<MessageType>;
 
-TypeOrNone write(Writer& w, const Draft& d, const ClientSetup& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const ClientSetup& m) {
   if (d.setup_versions) {
     w.varint(m.versions.size());
     for (uint64_t v : m.versions) {
@@ -333,7 +431,7 @@ TypeOrNone write(Writer& w, const Draft& d, const ClientSetup& m) {
   return MessageType::kClientSetup;
 }
 
-TypeOrNone write(Writer& w, const Draft& d, const ServerSetup& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const ServerSetup& m) {
   if (d.setup_versions) {
     w.varint(m.version);
   }
@@ -343,7 +441,7 @@ TypeOrNone write(Writer& w, const Draft& d, const ServerSetup& m) {
 
 // d15+: priority, group order, forward, filter become parameters, in the order @moq/net writes
 // them (priority, order, forward, then the filter after the others).
-TypeOrNone write(Writer& w, const Draft& d, const Subscribe& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const Subscribe& m) {
   w.varint(m.request_id);
   write_tuple(w, m.ns);
   w.string(m.track);
@@ -352,7 +450,7 @@ TypeOrNone write(Writer& w, const Draft& d, const Subscribe& m) {
     w.u8(m.group_order);
     w.u8(m.forward ? 1 : 0);
     const Filter f = m.filter.value_or(Filter{});
-    w.bytes(filter_bytes(f));
+    w.bytes(filter_bytes(f, w.form()));
     write_kvps(w, d, m.params);
     return MessageType::kSubscribe;
   }
@@ -364,7 +462,7 @@ TypeOrNone write(Writer& w, const Draft& d, const Subscribe& m) {
   all.push_back(varint_param(kParamForward, m.forward ? 1 : 0));
   all.insert(all.end(), m.params.begin(), m.params.end());
   if (m.filter) {
-    all.push_back(bytes_param(kParamSubscriptionFilter, filter_bytes(*m.filter)));
+    all.push_back(bytes_param(kParamSubscriptionFilter, filter_bytes(*m.filter, w.form())));
   }
   write_kvps(w, d, all);
   return MessageType::kSubscribe;
@@ -403,7 +501,7 @@ void read(Decoder& dec, Subscribe& m) {
         break;
       case kParamSubscriptionFilter: {
         // d15 §9.2.2.6: the filter must fill the parameter exactly.
-        Reader fr(Span(reinterpret_cast<const uint8_t*>(p.bytes.data()), p.bytes.size()));
+        FormReader fr(as_span(p.bytes), dec.d.varint_form);
         Filter f;
         dec.filter(fr, f);
         if (!fr.ok() || !fr.empty()) {
@@ -418,7 +516,7 @@ void read(Decoder& dec, Subscribe& m) {
   }
 }
 
-TypeOrNone write(Writer& w, const Draft& d, const SubscribeOk& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeOk& m) {
   w.varint(m.request_id);
   w.varint(m.track_alias);
   if (!d.subscribe_params) {
@@ -454,7 +552,7 @@ void read(Decoder& dec, SubscribeOk& m) {
   }
   dec.message_params(MessageType::kSubscribeOk, m.params);
   if (const Parameter* p = find(m.params, kParamLargestObject)) {
-    Reader lr(Span(reinterpret_cast<const uint8_t*>(p->bytes.data()), p->bytes.size()));
+    FormReader lr(as_span(p->bytes), dec.d.varint_form);
     lr.varint();
     lr.varint();
     if (!lr.ok() || !lr.empty()) {
@@ -469,7 +567,7 @@ void read(Decoder& dec, SubscribeOk& m) {
   }
 }
 
-TypeOrNone write(Writer& w, const Draft& d, const RequestError& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const RequestError& m) {
   // 0x08 PUBLISH_NAMESPACE_ERROR and 0x13 SUBSCRIBE_NAMESPACE_ERROR are d14 only.
   const bool d14_only =
       m.type == MessageType::kNamespace || m.type == MessageType::kSubscribeNamespaceError;
@@ -494,7 +592,7 @@ void read(Decoder& dec, RequestError& m) {
   dec.reason(m.reason);
 }
 
-TypeOrNone write(Writer& w, const Draft& d, const RequestOk& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const RequestOk& m) {
   // 0x12 SUBSCRIBE_NAMESPACE_OK is d14 only.
   const bool d14_only = m.type == MessageType::kSubscribeNamespaceOk;
   if (m.type != MessageType::kRequestOk && !(d14_only && !d.request_ok)) {
@@ -514,14 +612,14 @@ void read(Decoder& dec, RequestOk& m) {
   }
 }
 
-TypeOrNone write(Writer& w, const Draft&, const Unsubscribe& m) {
+TypeOrNone write(FormWriter& w, const Draft&, const Unsubscribe& m) {
   w.varint(m.request_id);
   return MessageType::kUnsubscribe;
 }
 
 void read(Decoder& dec, Unsubscribe& m) { m.request_id = dec.varint(); }
 
-TypeOrNone write(Writer& w, const Draft& d, const PublishNamespace& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const PublishNamespace& m) {
   w.varint(m.request_id);
   write_tuple(w, m.ns);
   write_kvps(w, d, m.params);
@@ -534,7 +632,7 @@ void read(Decoder& dec, PublishNamespace& m) {
   dec.message_params(MessageType::kPublishNamespace, m.params);
 }
 
-TypeOrNone write(Writer& w, const Draft& d, const PublishNamespaceDone& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const PublishNamespaceDone& m) {
   if (d.done_by_request_id) {
     w.varint(m.request_id);
   } else {
@@ -551,7 +649,7 @@ void read(Decoder& dec, PublishNamespaceDone& m) {
   }
 }
 
-TypeOrNone write(Writer& w, const Draft& d, const PublishNamespaceCancel& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const PublishNamespaceCancel& m) {
   if (d.done_by_request_id) {
     w.varint(m.request_id);
   } else {
@@ -572,7 +670,7 @@ void read(Decoder& dec, PublishNamespaceCancel& m) {
   dec.reason(m.reason);
 }
 
-TypeOrNone write(Writer& w, const Draft& d, const SubscribeNamespace& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeNamespace& m) {
   w.varint(m.request_id);
   write_tuple(w, m.prefix);
   if (d.subscribe_options) {
@@ -594,7 +692,7 @@ void read(Decoder& dec, SubscribeNamespace& m) {
   dec.message_params(MessageType::kSubscribeNamespace, m.params);
 }
 
-TypeOrNone write(Writer& w, const Draft& d, const Namespace& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const Namespace& m) {
   if (!d.namespace_messages) {
     return std::nullopt;
   }
@@ -604,7 +702,7 @@ TypeOrNone write(Writer& w, const Draft& d, const Namespace& m) {
 
 void read(Decoder& dec, Namespace& m) { dec.tuple(m.suffix, false); }
 
-TypeOrNone write(Writer& w, const Draft&, const PublishDone& m) {
+TypeOrNone write(FormWriter& w, const Draft&, const PublishDone& m) {
   w.varint(m.request_id);
   w.varint(m.status_code);
   w.varint(m.stream_count);
@@ -619,14 +717,14 @@ void read(Decoder& dec, PublishDone& m) {
   dec.reason(m.reason);
 }
 
-TypeOrNone write(Writer& w, const Draft&, const MaxRequestId& m) {
+TypeOrNone write(FormWriter& w, const Draft&, const MaxRequestId& m) {
   w.varint(m.value);
   return m.blocked ? MessageType::kRequestsBlocked : MessageType::kMaxRequestId;
 }
 
 void read(Decoder& dec, MaxRequestId& m) { m.value = dec.varint(); }
 
-TypeOrNone write(Writer& w, const Draft&, const Goaway& m) {
+TypeOrNone write(FormWriter& w, const Draft&, const Goaway& m) {
   w.string(m.uri);
   return MessageType::kGoaway;
 }
@@ -695,6 +793,41 @@ std::optional<ControlMessage> message_for(const Draft& d, uint64_t type) {
 
 }  // namespace
 
+void write_varint(VarintForm f, uint64_t v, std::vector<uint8_t>& out) {
+  if (f == VarintForm::kQuic) {
+    Writer(out).varint(v);
+    return;
+  }
+  size_t n = 0;  // bytes after the first
+  uint8_t prefix = 0;
+  while (n < std::size(kLoLimit) && v >= kLoLimit[n]) {
+    ++n;
+  }
+  if (n < std::size(kLoLimit)) {
+    prefix = static_cast<uint8_t>(0xff00u >> n);  // n ones, then a zero
+    out.push_back(static_cast<uint8_t>(prefix | (v >> (8 * n))));
+  } else {
+    // No 7-byte form (1111110x is invalid): 8 bytes up to 2^56, else 9.
+    n = v < (uint64_t{1} << 56) ? 7 : 8;
+    out.push_back(n == 7 ? 0xfe : 0xff);
+  }
+  for (size_t i = n; i-- > 0;) {
+    out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+}
+
+ParseResult<uint64_t> read_varint(VarintForm f, Span in) {
+  FormReader r(in, f);
+  auto v = r.varint();
+  if (r.is_invalid()) {
+    return fail(ErrorCode::kDecode, "invalid varint");
+  }
+  if (!v) {
+    return need_more<uint64_t>();
+  }
+  return Parsed<uint64_t>{*v, r.consumed()};
+}
+
 const Draft* draft(Version v) {
   for (const auto& d : kDrafts) {
     if (d.version == v) {
@@ -734,12 +867,12 @@ bool encode(Version v, const ControlMessage& m, std::vector<uint8_t>& out) {
     return false;
   }
   std::vector<uint8_t> body;
-  Writer bw(body);
+  FormWriter bw(body, d->varint_form);
   TypeOrNone type = std::visit([&](const auto& msg) { return write(bw, *d, msg); }, m);
   if (!type || body.size() > kMaxBody) {
     return false;
   }
-  Writer w(out);
+  FormWriter w(out, d->varint_form);
   w.varint(static_cast<uint64_t>(*type));
   w.u16(static_cast<uint16_t>(body.size()));
   w.bytes(Span(body));
@@ -751,9 +884,12 @@ ParseResult<ControlMessage> decode_control(Version v, Span in, const Limits& lim
   if (d == nullptr) {
     return fail(ErrorCode::kVersion, "not an IETF draft moqd speaks");
   }
-  Reader r(in);
+  FormReader r(in, d->varint_form);
   auto type = r.varint();
   auto len = r.u16();
+  if (r.is_invalid()) {
+    return fail(ErrorCode::kDecode, "invalid varint");
+  }
   if (!type || !len) {
     return need_more<ControlMessage>();
   }
@@ -766,7 +902,7 @@ ParseResult<ControlMessage> decode_control(Version v, Span in, const Limits& lim
   if (!body) {
     return need_more<ControlMessage>();
   }
-  Decoder dec{Reader(*body), *d, limits, std::nullopt};
+  Decoder dec{FormReader(*body, d->varint_form), *d, limits, std::nullopt};
   std::visit([&](auto& m) { read(dec, m); }, *msg);
   if (dec.error) {
     return tl::unexpected(*dec.error);
@@ -803,8 +939,12 @@ uint64_t subgroup_type(bool extensions, bool explicit_subgroup, bool end_of_grou
   return t;
 }
 
-void encode(Version, const SubgroupHeader& h, std::vector<uint8_t>& out) {
-  Writer w(out);
+void encode(Version v, const SubgroupHeader& h, std::vector<uint8_t>& out) {
+  const Draft* d = draft(v);
+  if (d == nullptr) {
+    return;
+  }
+  FormWriter w(out, d->varint_form);
   w.varint(h.type);
   w.varint(h.track_alias);
   w.varint(h.group);
@@ -817,8 +957,15 @@ void encode(Version, const SubgroupHeader& h, std::vector<uint8_t>& out) {
 }
 
 ParseResult<SubgroupHeader> decode_subgroup_header(Version v, Span in, const Limits&) {
-  Reader r(in);
+  const Draft* d = draft(v);
+  if (d == nullptr) {
+    return fail(ErrorCode::kVersion, "not an IETF draft moqd speaks");
+  }
+  FormReader r(in, d->varint_form);
   auto type = r.varint();
+  if (r.is_invalid()) {
+    return fail(ErrorCode::kDecode, "invalid varint");
+  }
   if (!type) {
     return need_more<SubgroupHeader>();
   }
@@ -829,6 +976,9 @@ ParseResult<SubgroupHeader> decode_subgroup_header(Version v, Span in, const Lim
   h.type = *type;
   auto alias = r.varint();
   auto group = r.varint();
+  if (r.is_invalid()) {
+    return fail(ErrorCode::kDecode, "invalid varint");
+  }
   if (!alias || !group) {
     return need_more<SubgroupHeader>();
   }
@@ -836,6 +986,9 @@ ParseResult<SubgroupHeader> decode_subgroup_header(Version v, Span in, const Lim
   h.group = *group;
   if (h.has_subgroup_field()) {
     auto sub = r.varint();
+    if (r.is_invalid()) {
+      return fail(ErrorCode::kDecode, "invalid varint");
+    }
     if (!sub) {
       return need_more<SubgroupHeader>();
     }
@@ -851,8 +1004,13 @@ ParseResult<SubgroupHeader> decode_subgroup_header(Version v, Span in, const Lim
   return Parsed<SubgroupHeader>{h, r.consumed()};
 }
 
-void encode_object(const SubgroupHeader& h, const ObjectHeader& o, std::vector<uint8_t>& out) {
-  Writer w(out);
+void encode_object(Version v, const SubgroupHeader& h, const ObjectHeader& o,
+                   std::vector<uint8_t>& out) {
+  const Draft* d = draft(v);
+  if (d == nullptr) {
+    return;
+  }
+  FormWriter w(out, d->varint_form);
   w.varint(o.id_delta);
   if (h.has_extensions()) {
     w.string(o.extensions);
@@ -863,10 +1021,18 @@ void encode_object(const SubgroupHeader& h, const ObjectHeader& o, std::vector<u
   }
 }
 
-ParseResult<ObjectHeader> decode_object(const SubgroupHeader& h, Span in, const Limits& l) {
-  Reader r(in);
+ParseResult<ObjectHeader> decode_object(Version v, const SubgroupHeader& h, Span in,
+                                        const Limits& l) {
+  const Draft* d = draft(v);
+  if (d == nullptr) {
+    return fail(ErrorCode::kVersion, "not an IETF draft moqd speaks");
+  }
+  FormReader r(in, d->varint_form);
   ObjectHeader o;
   auto delta = r.varint();
+  if (r.is_invalid()) {
+    return fail(ErrorCode::kDecode, "invalid varint");
+  }
   if (!delta) {
     return need_more<ObjectHeader>();
   }
@@ -876,18 +1042,27 @@ ParseResult<ObjectHeader> decode_object(const SubgroupHeader& h, Span in, const 
     if (r.is_too_long()) {
       return fail(ErrorCode::kBoundsExceeded, "extension headers too long");
     }
+    if (r.is_invalid()) {
+      return fail(ErrorCode::kDecode, "invalid varint");
+    }
     if (!ext) {
       return need_more<ObjectHeader>();
     }
     o.extensions.assign(*ext);
   }
   auto len = r.varint();
+  if (r.is_invalid()) {
+    return fail(ErrorCode::kDecode, "invalid varint");
+  }
   if (!len) {
     return need_more<ObjectHeader>();
   }
   o.payload_length = *len;
   if (o.payload_length == 0) {
     auto status = r.varint();
+    if (r.is_invalid()) {
+      return fail(ErrorCode::kDecode, "invalid varint");
+    }
     if (!status) {
       return need_more<ObjectHeader>();
     }

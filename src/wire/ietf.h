@@ -20,10 +20,23 @@
 
 namespace moqd::wire::ietf {
 
+// How a draft writes every varint on every stream: QUIC's (RFC 9000 §16; drafts 14..16) or the
+// leading-ones form draft 17 introduced (protocol/README.md §1.2: the count of leading 1-bits in
+// the first byte gives the length, 1111110x is invalid). Message lengths stay u16 in both.
+enum class VarintForm : uint8_t { kQuic, kLeadingOnes };
+
+// Appends the minimal encoding of `v` (<= 2^62-1) in form `f`.
+void write_varint(VarintForm f, uint64_t v, std::vector<uint8_t>& out);
+// One varint from the front of `in`: nullopt = need more. Errors (kDecode): the invalid
+// leading-ones prefix 1111110x, or a leading-ones value above 2^62-1 (moqd keeps one value space
+// across drafts). Non-minimal encodings are accepted.
+ParseResult<uint64_t> read_varint(VarintForm f, std::span<const uint8_t> in);
+
 // Per-draft differences over the shared core. One row per draft (ietf.cc kDrafts).
 struct Draft {
   Version version;
   uint8_t number;                  // 14, 15, 16
+  VarintForm varint_form;          // every draft so far: kQuic
   bool setup_versions;             // d14: CLIENT_SETUP lists versions, SERVER_SETUP selects one
   bool delta_types;                // d16: Key-Value-Pair types delta-coded from the previous one
   bool subscribe_params;           // d15+: priority, group order, forward, filter are parameters
@@ -320,12 +333,13 @@ bool is_subgroup_type(Version v, uint64_t type);
 
 void encode(Version v, const SubgroupHeader& h, std::vector<uint8_t>& out);
 // `extensions` is written only when the header's type has extensions.
-void encode_object(const SubgroupHeader& h, const ObjectHeader& o, std::vector<uint8_t>& out);
+void encode_object(Version v, const SubgroupHeader& h, const ObjectHeader& o,
+                   std::vector<uint8_t>& out);
 // From the stream type varint on.
 ParseResult<SubgroupHeader> decode_subgroup_header(Version v, std::span<const uint8_t> in,
                                                    const Limits& limits);
-ParseResult<ObjectHeader> decode_object(const SubgroupHeader& h, std::span<const uint8_t> in,
-                                        const Limits& limits);
+ParseResult<ObjectHeader> decode_object(Version v, const SubgroupHeader& h,
+                                        std::span<const uint8_t> in, const Limits& limits);
 // Object id of the object with `delta` after `previous` (nullopt previous: the first object on
 // the stream). nullopt when the id would pass 2^62-1 (a protocol violation by the peer).
 std::optional<uint64_t> object_id(std::optional<uint64_t> previous, uint64_t delta);

@@ -325,18 +325,18 @@ TEST(IetfSubgroup, JsStream) {
   EXPECT_FALSE(hdr.has_extensions());
   size_t pos = (*h)->consumed;
   EXPECT_EQ(pos, 4u);
-  auto o1 = decode_object(hdr, std::span<const uint8_t>(bytes).subspan(pos), Limits{});
+  auto o1 = decode_object(k14, hdr, std::span<const uint8_t>(bytes).subspan(pos), Limits{});
   ASSERT_TRUE(o1.has_value() && o1->has_value());
   EXPECT_EQ((*o1)->value, (ObjectHeader{0, {}, 2, 0}));
   pos += (*o1)->consumed + 2;
-  auto o2 = decode_object(hdr, std::span<const uint8_t>(bytes).subspan(pos), Limits{});
+  auto o2 = decode_object(k14, hdr, std::span<const uint8_t>(bytes).subspan(pos), Limits{});
   ASSERT_TRUE(o2.has_value() && o2->has_value());
   EXPECT_EQ((*o2)->value, (ObjectHeader{0, {}, 5, 0}));
   EXPECT_EQ(object_id(std::nullopt, 0), 0u);
   EXPECT_EQ(object_id(0, 0), 1u);
   std::vector<uint8_t> out;
   encode(k14, hdr, out);
-  encode_object(hdr, (*o1)->value, out);
+  encode_object(k14, hdr, (*o1)->value, out);
   EXPECT_EQ(to_hex(out), canonical("18020000 0002"));
 }
 
@@ -351,19 +351,19 @@ TEST(IetfSubgroup, ExtensionsAndSubgroupDraft) {
   EXPECT_EQ(hdr, (SubgroupHeader{0x35, 2, 0, 0, std::nullopt}));
   EXPECT_TRUE(hdr.has_extensions());
   auto rest = std::span<const uint8_t>(bytes).subspan((*h)->consumed);
-  auto o1 = decode_object(hdr, rest, Limits{});
+  auto o1 = decode_object(k15, hdr, rest, Limits{});
   ASSERT_TRUE(o1.has_value() && o1->has_value());
   EXPECT_EQ((*o1)->value, (ObjectHeader{0, std::string("\x04\x40\x40", 3), 4, 0}));
   rest = rest.subspan((*o1)->consumed + 4);
-  auto o2 = decode_object(hdr, rest, Limits{});
+  auto o2 = decode_object(k15, hdr, rest, Limits{});
   ASSERT_TRUE(o2.has_value() && o2->has_value());
   EXPECT_EQ((*o2)->value, (ObjectHeader{0, {}, 0, 3}));
   // Encoded back: the same bytes, extensions carried through unchanged.
   std::vector<uint8_t> out;
   encode(k15, hdr, out);
-  encode_object(hdr, (*o1)->value, out);
+  encode_object(k15, hdr, (*o1)->value, out);
   out.insert(out.end(), {'a', 'b', 'c', 'd'});
-  encode_object(hdr, (*o2)->value, out);
+  encode_object(k15, hdr, (*o2)->value, out);
   EXPECT_EQ(to_hex(out), to_hex(bytes));
   // Every strict prefix of the header asks for more.
   for (size_t n = 0; n < (*h)->consumed; ++n) {
@@ -385,7 +385,7 @@ TEST(IetfSubgroup, BadInput) {
   // Object status 2 is not defined (d14 §10.2.1.1).
   SubgroupHeader h{0x10, 1, 1, 0, uint8_t{0}};
   auto b = from_hex("00 00 02");
-  auto o = decode_object(h, std::span<const uint8_t>(b), Limits{});
+  auto o = decode_object(k16, h, std::span<const uint8_t>(b), Limits{});
   ASSERT_FALSE(o.has_value());
   EXPECT_EQ(termination_code(o.error().code), TerminationCode::kProtocolViolation);
   // Object ids past 2^62-1.
@@ -397,6 +397,69 @@ TEST(IetfSubgroup, TypeBuilder) {
   EXPECT_EQ(subgroup_type(false, false, true, true), 0x18u);
   EXPECT_EQ(subgroup_type(true, true, true, false), 0x3du);
   EXPECT_EQ(subgroup_type(false, false, false, true), 0x10u);
+}
+
+// --- Varint forms (protocol/README.md §1.1, §1.2; the leading-ones examples are the Rust
+// implementation's test values).
+
+uint64_t read_whole(VarintForm f, std::string_view hex) {
+  auto b = from_hex(hex);
+  auto r = read_varint(f, std::span<const uint8_t>(b));
+  EXPECT_TRUE(r.has_value() && r->has_value()) << hex;
+  if (!r.has_value() || !r->has_value()) {
+    return 0;
+  }
+  EXPECT_EQ((*r)->consumed, b.size()) << hex;
+  for (size_t n = 0; n < b.size(); ++n) {
+    auto part = read_varint(f, std::span<const uint8_t>(b.data(), n));
+    EXPECT_TRUE(part.has_value() && !part->has_value()) << hex << " prefix " << n;
+  }
+  return (*r)->value;
+}
+
+std::string written(VarintForm f, uint64_t v) {
+  std::vector<uint8_t> out;
+  write_varint(f, v, out);
+  return to_hex(out);
+}
+
+TEST(IetfVarint, LeadingOnes) {
+  const VarintForm lo = VarintForm::kLeadingOnes;
+  EXPECT_EQ(read_whole(lo, "25"), 37u);
+  EXPECT_EQ(read_whole(lo, "8025"), 37u);  // non-minimal, accepted
+  EXPECT_EQ(read_whole(lo, "bbbd"), 15293u);
+  EXPECT_EQ(read_whole(lo, "faa1a0e403d8"), 2893212287960u);
+  EXPECT_EQ(written(lo, 37), canonical("25"));
+  EXPECT_EQ(written(lo, 15293), canonical("bbbd"));
+  EXPECT_EQ(written(lo, 2893212287960u), canonical("faa1a0e403d8"));
+  EXPECT_EQ(written(lo, 0x2f00), canonical("af00"));  // draft-17 SETUP type
+  // Past 42 bits: no 7-byte form, 8 bytes up to 2^56, then 9.
+  EXPECT_EQ(written(lo, uint64_t{1} << 42), canonical("fe 00 04 00 00 00 00 00"));
+  EXPECT_EQ(written(lo, kMaxVarint), canonical("ff 3f ff ff ff ff ff ff ff"));
+  EXPECT_EQ(read_whole(lo, "fe00040000000000"), uint64_t{1} << 42);
+  EXPECT_EQ(read_whole(lo, "ff3fffffffffffffff"), kMaxVarint);
+  for (uint64_t v : {uint64_t{0}, uint64_t{127}, uint64_t{128}, uint64_t{16383}, uint64_t{16384},
+                     (uint64_t{1} << 35) - 1, uint64_t{1} << 35, (uint64_t{1} << 56) - 1,
+                     uint64_t{1} << 56}) {
+    EXPECT_EQ(read_whole(lo, written(lo, v)), v) << v;
+  }
+  // 1111110x is invalid; so is a value past 2^62-1.
+  for (std::string_view bad : {"fc 00 00 00 00 00 00", "fd 01", "ff 40 00 00 00 00 00 00 00"}) {
+    auto b = from_hex(bad);
+    auto r = read_varint(lo, std::span<const uint8_t>(b));
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kDecode);
+  }
+}
+
+TEST(IetfVarint, QuicForm) {
+  EXPECT_EQ(read_whole(VarintForm::kQuic, "c0000000ff0dad02"), 0xff0dad02u);
+  EXPECT_EQ(read_whole(VarintForm::kQuic, "8000a455"), 42069u);
+  EXPECT_EQ(written(VarintForm::kQuic, 100), canonical("4064"));
+  // Drafts 14..16 speak QUIC varints.
+  for (Version v : {k14, k15, k16}) {
+    EXPECT_EQ(draft(v)->varint_form, VarintForm::kQuic);
+  }
 }
 
 }  // namespace
