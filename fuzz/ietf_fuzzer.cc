@@ -1,5 +1,5 @@
 // Round-trip fuzzer for the IETF MoQ Transport codecs (src/wire/ietf.h). The first input byte
-// picks the draft (bits 0-1: 14, 15, 16, 16) and the decoder (bit 2: control message or a
+// picks the draft (bits 0-1: 14, 15, 16, 17) and the decoder (bit 2: control message or a
 // SUBGROUP stream: header then objects with their payloads; bit 3: varints back to back in the
 // leading-ones form instead). Whatever decodes must re-encode to
 // bytes that decode to the same value and re-encode identically; a mismatch aborts (a codec bug).
@@ -13,7 +13,7 @@ namespace moqd::wire::ietf {
 namespace {
 
 constexpr Version kDrafts[] = {Version::kTransport14, Version::kTransport15,
-                               Version::kTransport16, Version::kTransport16};
+                               Version::kTransport16, Version::kTransport17};
 
 [[noreturn]] void bug(const char* what) {
   std::fprintf(stderr, "ietf_fuzzer: %s\n", what);

@@ -5,15 +5,18 @@
 #include <iterator>
 #include <utility>
 
-// IETF MoQ Transport drafts 14..16: the shared core. Section numbers are draft-14's unless
+// IETF MoQ Transport drafts 14..17: the shared core. Section numbers are draft-14's unless
 // marked. Contract details the header leaves open:
 // - Fields a draft lacks are not written and decode to their defaults.
 // - On decode, parameters keep wire order with absolute types; on encode, d14/15 write them in
-//   the order given and d16 sorts them by type (a stable sort) for the delta coding.
-// - Parameter rules (ietf.cc kParamRules): a known parameter repeated is a violation in every
-//   draft; an unknown one, or a known one in a message that does not take it, is kept in d14/15
-//   (the text: "Receivers ignore unrecognized parameters", duplicates of unknown ones allowed)
-//   and a violation in d16 (§9.2). JS: @moq/net rejects every duplicate, known or not.
+//   the order given and d16+ sort them by type (a stable sort) for the delta coding.
+// - Parameter rules (kParamRules): a known parameter repeated is a violation in every draft
+//   (AUTHORIZATION_TOKEN excepted); an unknown one, or a known one in a message that does not
+//   take it, is kept in d14/15 (the text: "Receivers ignore unrecognized parameters", duplicates
+//   of unknown ones allowed) and a violation from d16 (d16 §9.2). JS: @moq/net rejects every
+//   duplicate, known or not.
+// - d17 LARGEST_OBJECT (a Location, no length) is kept in Parameter::bytes as its two varints,
+//   in the draft's form, as they were on the wire.
 
 namespace moqd::wire::ietf {
 namespace {
@@ -25,26 +28,38 @@ constexpr size_t kMaxBody = 0xffff;  // u16 Message Length (§9)
 constexpr Draft kDrafts[] = {
     // version, number, varint_form, setup_versions, delta_types, subscribe_params, request_ok,
     // retry_interval, namespace_messages, done_by_request_id, subscribe_options,
-    // unknown_params_fatal, track_extensions, empty_field_fatal
-    {Version::kTransport14, 14, VarintForm::kQuic, true, false, false, false, false, false, false, false, false,
-     false, false},
+    // unknown_params_fatal, track_extensions, empty_field_fatal, request_streams,
+    // request_id_delta, typed_params
+    {Version::kTransport14, 14, VarintForm::kQuic, true, false, false, false, false, false, false,
+     false, false, false, false, false, false, false},
     // JS: @moq/net sends NAMESPACE (0x08) / NAMESPACE_DONE (0x0E) in d15; the d15 text has
     // neither (it answers SUBSCRIBE_NAMESPACE with PUBLISH_NAMESPACE). Both are accepted.
-    {Version::kTransport15, 15, VarintForm::kQuic, false, false, true, true, false, true, false, false, false,
-     false, false},
-    {Version::kTransport16, 16, VarintForm::kQuic, false, true, true, true, true, true, true, true, true, true,
-     true},
+    {Version::kTransport15, 15, VarintForm::kQuic, false, false, true, true, false, true, false,
+     false, false, false, false, false, false, false},
+    {Version::kTransport16, 16, VarintForm::kQuic, false, true, true, true, true, true, true,
+     true, true, true, true, false, false, false},
+    {Version::kTransport17, 17, VarintForm::kLeadingOnes, false, true, true, true, true, true,
+     true, true, true, true, true, true, true, true},
 };
 
-constexpr uint32_t bit(MessageType t) { return uint32_t{1} << static_cast<uint64_t>(t); }
+// Message types below 32 (every one that takes message parameters) as a bit; 0 for the others.
+constexpr uint32_t bit(MessageType t) {
+  return static_cast<uint64_t>(t) < 32 ? uint32_t{1} << static_cast<uint64_t>(t) : 0;
+}
 
-// Which message parameters a draft defines and which messages take them (d15 §9.2, d16 §9.2;
-// d14 §9.2.1 defines only the first three).
+// How a typed parameter's value is written (d17 §9.3); before 17 the type's parity decides.
+enum class ParamForm : uint8_t { kVarint, kUint8, kLocation, kBytes };
+
+// Which message parameters a draft defines, which messages take them and how the value is
+// written (d15 §9.2.1, d16 §9.2.2, d17 §9.3; d14 §9.2.1 defines only the first three).
+// AUTHORIZATION_TOKEN may be repeated (d14 §9.2.1.1 and later).
 struct ParamRule {
   uint64_t type;
   uint8_t first_draft;
   uint8_t last_draft;
   uint32_t messages;  // bit(MessageType)
+  ParamForm form;
+  bool repeatable = false;
 };
 constexpr uint32_t kSub = bit(MessageType::kSubscribe);
 constexpr uint32_t kSubOk = bit(MessageType::kSubscribeOk);
@@ -53,18 +68,19 @@ constexpr uint32_t kReqOk = bit(MessageType::kRequestOk);
 constexpr uint32_t kPubNs = bit(MessageType::kPublishNamespace);
 constexpr uint32_t kSubNs = bit(MessageType::kSubscribeNamespace);
 constexpr ParamRule kParamRules[] = {
-    {kParamDeliveryTimeout, 14, 16, kSub | kSubOk | kUpd | kReqOk},
-    {kParamAuthorizationToken, 14, 16, kSub | kUpd | kPubNs | kSubNs},
-    {kParamMaxCacheDuration, 14, 15, kSubOk | kReqOk},
-    {kParamExpires, 15, 16, kSubOk | kReqOk},
-    {kParamLargestObject, 15, 16, kSubOk | kReqOk},
-    {kParamPublisherPriority, 15, 15, kSubOk},
-    {kParamForward, 15, 16, kSub | kUpd | kSubNs},
-    {kParamSubscriberPriority, 15, 16, kSub | kUpd},
-    {kParamSubscriptionFilter, 15, 16, kSub | kUpd},
-    {kParamGroupOrder, 15, 16, kSub | kSubOk | kReqOk},
-    {0x30, 15, 15, kSubOk},        // DYNAMIC_GROUPS (d15)
-    {0x32, 15, 16, kSub | kUpd},   // NEW_GROUP_REQUEST
+    {kParamDeliveryTimeout, 14, 17, kSub | kSubOk | kUpd | kReqOk, ParamForm::kVarint},
+    {kParamAuthorizationToken, 14, 17, kSub | kUpd | kPubNs | kSubNs, ParamForm::kBytes, true},
+    {kParamMaxCacheDuration, 14, 15, kSubOk | kReqOk, ParamForm::kVarint},
+    {0x04, 17, 17, kSub, ParamForm::kVarint},  // RENDEZVOUS_TIMEOUT (d17)
+    {kParamExpires, 15, 17, kSubOk | kReqOk, ParamForm::kVarint},
+    {kParamLargestObject, 15, 17, kSubOk | kReqOk, ParamForm::kLocation},
+    {kParamPublisherPriority, 15, 15, kSubOk, ParamForm::kUint8},
+    {kParamForward, 15, 17, kSub | kUpd | kSubNs, ParamForm::kUint8},
+    {kParamSubscriberPriority, 15, 17, kSub | kUpd, ParamForm::kUint8},
+    {kParamSubscriptionFilter, 15, 17, kSub | kUpd, ParamForm::kBytes},
+    {kParamGroupOrder, 15, 17, kSub | kSubOk | kReqOk, ParamForm::kUint8},
+    {0x30, 15, 15, kSubOk, ParamForm::kVarint},        // DYNAMIC_GROUPS (d15)
+    {0x32, 15, 17, kSub | kUpd, ParamForm::kVarint},   // NEW_GROUP_REQUEST
 };
 
 const ParamRule* param_rule(const Draft& d, uint64_t type) {
@@ -265,13 +281,21 @@ struct Decoder {
     tuple(ns, full, bytes);
   }
 
-  // Key-Value-Pairs (§1.4.2): count, then pairs; d16 types are deltas. An odd type's value is at
-  // most 2^16-1 bytes (a violation above it).
-  void kvps(Parameters& out) {
-    size_t n = count(l.max_parameters, "too many parameters");
-    out.reserve(reservable(n));
+  // Key-Value-Pairs (§1.4.2): count, then pairs (`until_end`: no count, pairs to the end of the
+  // message, as d17 Setup Options); d16+ types are deltas. An odd type's value is at most 2^16-1
+  // bytes (a violation above it). `typed`: d17 message parameters, laid out by type.
+  void kvps(Parameters& out, bool typed = false, bool until_end = false) {
+    size_t n = until_end ? l.max_parameters + 1 : count(l.max_parameters, "too many parameters");
+    out.reserve(until_end ? 0 : reservable(n));
     uint64_t type = 0;
     for (size_t i = 0; i < n && ok(); ++i) {
+      if (until_end && r.empty()) {
+        return;
+      }
+      if (until_end && i == l.max_parameters) {
+        fail_with(ErrorCode::kBoundsExceeded, "too many parameters");
+        return;
+      }
       uint64_t t = varint();
       if (d.delta_types) {
         if (t > kMaxVarint - type) {
@@ -284,7 +308,21 @@ struct Decoder {
       }
       Parameter p;
       p.type = type;
-      if (type % 2 == 0) {
+      const ParamRule* rule = typed ? param_rule(d, type) : nullptr;
+      if (typed && rule == nullptr) {
+        // d17 §9.3: an unknown message parameter cannot even be skipped.
+        fail_with(ErrorCode::kProtocolViolation, "unknown message parameter");
+        return;
+      }
+      if (rule != nullptr && rule->form == ParamForm::kUint8) {
+        p.value = u8();
+      } else if (rule != nullptr && rule->form == ParamForm::kLocation) {
+        Span before = r.rest();
+        varint();
+        varint();
+        const size_t n_bytes = before.size() - r.rest().size();
+        p.bytes.assign(before.begin(), before.begin() + static_cast<ptrdiff_t>(n_bytes));
+      } else if (rule != nullptr ? rule->form == ParamForm::kVarint : type % 2 == 0) {
         p.value = varint();
       } else {
         string(kMaxBody, p.bytes, "parameter value over 65535 bytes");
@@ -295,7 +333,7 @@ struct Decoder {
 
   // Message parameters with the draft's rules for message `m` (see the file comment).
   void message_params(MessageType m, Parameters& out) {
-    kvps(out);
+    kvps(out, d.typed_params);
     for (size_t i = 0; i < out.size() && ok(); ++i) {
       const ParamRule* rule = param_rule(d, out[i].type);
       if (rule == nullptr || (rule->messages & bit(m)) == 0) {
@@ -304,7 +342,7 @@ struct Decoder {
         }
         continue;
       }
-      for (size_t j = 0; j < i; ++j) {
+      for (size_t j = 0; j < i && !rule->repeatable; ++j) {
         if (out[j].type == out[i].type) {
           fail_with(ErrorCode::kProtocolViolation, "duplicate parameter");
         }
@@ -313,7 +351,7 @@ struct Decoder {
   }
 
   void setup_params(Parameters& out) {
-    kvps(out);
+    kvps(out, false, d.request_streams);
     for (size_t i = 0; i < out.size() && ok(); ++i) {
       for (size_t j = 0; j < i && is_known_setup_param(out[i].type); ++j) {
         if (out[j].type == out[i].type) {
@@ -370,8 +408,11 @@ void write_tuple(FormWriter& w, const TrackNamespace& ns) {
   }
 }
 
-void write_kvps(FormWriter& w, const Draft& d, const Parameters& params) {
-  w.varint(params.size());
+// `until_end`: no count (d17 Setup Options). Typed drafts write each known type's form.
+void write_kvps(FormWriter& w, const Draft& d, const Parameters& params, bool until_end = false) {
+  if (!until_end) {
+    w.varint(params.size());
+  }
   const Parameters* list = &params;
   Parameters sorted;
   if (d.delta_types) {
@@ -384,7 +425,12 @@ void write_kvps(FormWriter& w, const Draft& d, const Parameters& params) {
   for (const auto& p : *list) {
     w.varint(d.delta_types ? p.type - prev : p.type);
     prev = p.type;
-    if (p.type % 2 == 0) {
+    const ParamRule* rule = d.typed_params && !until_end ? param_rule(d, p.type) : nullptr;
+    if (rule != nullptr && rule->form == ParamForm::kUint8) {
+      w.u8(static_cast<uint8_t>(p.value));
+    } else if (rule != nullptr && rule->form == ParamForm::kLocation) {
+      w.bytes(p.bytes);  // the two varints, already in the draft's form
+    } else if (rule != nullptr ? rule->form == ParamForm::kVarint : p.type % 2 == 0) {
       w.varint(p.value);
     } else {
       w.string(p.bytes);
@@ -421,6 +467,9 @@ Parameter bytes_param(uint64_t type, std::string bytes) {
 using TypeOrNone = std::optional<MessageType>;
 
 TypeOrNone write(FormWriter& w, const Draft& d, const ClientSetup& m) {
+  if (d.request_streams) {
+    return std::nullopt;
+  }
   if (d.setup_versions) {
     w.varint(m.versions.size());
     for (uint64_t v : m.versions) {
@@ -432,6 +481,9 @@ TypeOrNone write(FormWriter& w, const Draft& d, const ClientSetup& m) {
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const ServerSetup& m) {
+  if (d.request_streams) {
+    return std::nullopt;
+  }
   if (d.setup_versions) {
     w.varint(m.version);
   }
@@ -443,6 +495,9 @@ TypeOrNone write(FormWriter& w, const Draft& d, const ServerSetup& m) {
 // them (priority, order, forward, then the filter after the others).
 TypeOrNone write(FormWriter& w, const Draft& d, const Subscribe& m) {
   w.varint(m.request_id);
+  if (d.request_id_delta) {
+    w.varint(m.request_id_delta);
+  }
   write_tuple(w, m.ns);
   w.string(m.track);
   if (!d.subscribe_params) {
@@ -470,6 +525,9 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Subscribe& m) {
 
 void read(Decoder& dec, Subscribe& m) {
   m.request_id = dec.varint();
+  if (dec.d.request_id_delta) {
+    m.request_id_delta = dec.varint();
+  }
   size_t name = 0;
   dec.tuple(m.ns, true, name);
   dec.track_name(m.track, name);
@@ -500,7 +558,7 @@ void read(Decoder& dec, Subscribe& m) {
         dec.forward(p.value, m.forward);
         break;
       case kParamSubscriptionFilter: {
-        // d15 §9.2.2.6: the filter must fill the parameter exactly.
+        // d15 §9.2.1.7: the filter must fill the parameter exactly.
         FormReader fr(as_span(p.bytes), dec.d.varint_form);
         Filter f;
         dec.filter(fr, f);
@@ -517,7 +575,9 @@ void read(Decoder& dec, Subscribe& m) {
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeOk& m) {
-  w.varint(m.request_id);
+  if (!d.request_streams) {
+    w.varint(m.request_id);
+  }
   w.varint(m.track_alias);
   if (!d.subscribe_params) {
     w.varint(m.expires);
@@ -537,7 +597,9 @@ TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeOk& m) {
 }
 
 void read(Decoder& dec, SubscribeOk& m) {
-  m.request_id = dec.varint();
+  if (!dec.d.request_streams) {
+    m.request_id = dec.varint();
+  }
   m.track_alias = dec.varint();
   if (!dec.d.subscribe_params) {
     m.expires = dec.varint();
@@ -551,7 +613,8 @@ void read(Decoder& dec, SubscribeOk& m) {
     return;
   }
   dec.message_params(MessageType::kSubscribeOk, m.params);
-  if (const Parameter* p = find(m.params, kParamLargestObject)) {
+  const Parameter* p = find(m.params, kParamLargestObject);
+  if (p != nullptr && !dec.d.typed_params) {
     FormReader lr(as_span(p->bytes), dec.d.varint_form);
     lr.varint();
     lr.varint();
@@ -574,7 +637,9 @@ TypeOrNone write(FormWriter& w, const Draft& d, const RequestError& m) {
   if (m.type != MessageType::kRequestError && !(d14_only && !d.request_ok)) {
     return std::nullopt;
   }
-  w.varint(m.request_id);
+  if (!d.request_streams) {
+    w.varint(m.request_id);
+  }
   w.varint(m.error_code);
   if (d.retry_interval) {
     w.varint(m.retry_interval);
@@ -584,7 +649,9 @@ TypeOrNone write(FormWriter& w, const Draft& d, const RequestError& m) {
 }
 
 void read(Decoder& dec, RequestError& m) {
-  m.request_id = dec.varint();
+  if (!dec.d.request_streams) {
+    m.request_id = dec.varint();
+  }
   m.error_code = dec.varint();
   if (dec.d.retry_interval) {
     m.retry_interval = dec.varint();
@@ -598,7 +665,9 @@ TypeOrNone write(FormWriter& w, const Draft& d, const RequestOk& m) {
   if (m.type != MessageType::kRequestOk && !(d14_only && !d.request_ok)) {
     return std::nullopt;
   }
-  w.varint(m.request_id);
+  if (!d.request_streams) {
+    w.varint(m.request_id);
+  }
   if (d.request_ok) {
     write_kvps(w, d, m.params);
   }
@@ -606,13 +675,18 @@ TypeOrNone write(FormWriter& w, const Draft& d, const RequestOk& m) {
 }
 
 void read(Decoder& dec, RequestOk& m) {
-  m.request_id = dec.varint();
+  if (!dec.d.request_streams) {
+    m.request_id = dec.varint();
+  }
   if (dec.d.request_ok) {
     dec.message_params(MessageType::kRequestOk, m.params);
   }
 }
 
-TypeOrNone write(FormWriter& w, const Draft&, const Unsubscribe& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const Unsubscribe& m) {
+  if (d.request_streams) {
+    return std::nullopt;
+  }
   w.varint(m.request_id);
   return MessageType::kUnsubscribe;
 }
@@ -621,6 +695,9 @@ void read(Decoder& dec, Unsubscribe& m) { m.request_id = dec.varint(); }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const PublishNamespace& m) {
   w.varint(m.request_id);
+  if (d.request_id_delta) {
+    w.varint(m.request_id_delta);
+  }
   write_tuple(w, m.ns);
   write_kvps(w, d, m.params);
   return MessageType::kPublishNamespace;
@@ -628,11 +705,17 @@ TypeOrNone write(FormWriter& w, const Draft& d, const PublishNamespace& m) {
 
 void read(Decoder& dec, PublishNamespace& m) {
   m.request_id = dec.varint();
+  if (dec.d.request_id_delta) {
+    m.request_id_delta = dec.varint();
+  }
   dec.tuple(m.ns, true);
   dec.message_params(MessageType::kPublishNamespace, m.params);
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const PublishNamespaceDone& m) {
+  if (d.request_streams) {
+    return std::nullopt;
+  }
   if (d.done_by_request_id) {
     w.varint(m.request_id);
   } else {
@@ -650,6 +733,9 @@ void read(Decoder& dec, PublishNamespaceDone& m) {
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const PublishNamespaceCancel& m) {
+  if (d.request_streams) {
+    return std::nullopt;
+  }
   if (d.done_by_request_id) {
     w.varint(m.request_id);
   } else {
@@ -672,6 +758,9 @@ void read(Decoder& dec, PublishNamespaceCancel& m) {
 
 TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeNamespace& m) {
   w.varint(m.request_id);
+  if (d.request_id_delta) {
+    w.varint(m.request_id_delta);
+  }
   write_tuple(w, m.prefix);
   if (d.subscribe_options) {
     w.varint(m.options);
@@ -682,6 +771,9 @@ TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeNamespace& m) {
 
 void read(Decoder& dec, SubscribeNamespace& m) {
   m.request_id = dec.varint();
+  if (dec.d.request_id_delta) {
+    m.request_id_delta = dec.varint();
+  }
   dec.tuple(m.prefix, false);
   if (dec.d.subscribe_options) {
     m.options = dec.varint();
@@ -702,8 +794,10 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Namespace& m) {
 
 void read(Decoder& dec, Namespace& m) { dec.tuple(m.suffix, false); }
 
-TypeOrNone write(FormWriter& w, const Draft&, const PublishDone& m) {
-  w.varint(m.request_id);
+TypeOrNone write(FormWriter& w, const Draft& d, const PublishDone& m) {
+  if (!d.request_streams) {
+    w.varint(m.request_id);
+  }
   w.varint(m.status_code);
   w.varint(m.stream_count);
   w.string(m.reason);
@@ -711,25 +805,48 @@ TypeOrNone write(FormWriter& w, const Draft&, const PublishDone& m) {
 }
 
 void read(Decoder& dec, PublishDone& m) {
-  m.request_id = dec.varint();
+  if (!dec.d.request_streams) {
+    m.request_id = dec.varint();
+  }
   m.status_code = dec.varint();
   m.stream_count = dec.varint();
   dec.reason(m.reason);
 }
 
-TypeOrNone write(FormWriter& w, const Draft&, const MaxRequestId& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const MaxRequestId& m) {
+  if (d.request_streams) {
+    return std::nullopt;
+  }
   w.varint(m.value);
   return m.blocked ? MessageType::kRequestsBlocked : MessageType::kMaxRequestId;
 }
 
 void read(Decoder& dec, MaxRequestId& m) { m.value = dec.varint(); }
 
-TypeOrNone write(FormWriter& w, const Draft&, const Goaway& m) {
+TypeOrNone write(FormWriter& w, const Draft& d, const Goaway& m) {
   w.string(m.uri);
+  if (d.request_streams) {
+    w.varint(m.timeout);
+  }
   return MessageType::kGoaway;
 }
 
-void read(Decoder& dec, Goaway& m) { dec.string(dec.l.max_uri, m.uri, "GOAWAY URI too long"); }
+void read(Decoder& dec, Goaway& m) {
+  dec.string(dec.l.max_uri, m.uri, "GOAWAY URI too long");
+  if (dec.d.request_streams) {
+    m.timeout = dec.varint();
+  }
+}
+
+TypeOrNone write(FormWriter& w, const Draft& d, const Setup& m) {
+  if (!d.request_streams) {
+    return std::nullopt;
+  }
+  write_kvps(w, d, m.options, true);
+  return MessageType::kSetup;
+}
+
+void read(Decoder& dec, Setup& m) { dec.setup_params(m.options); }
 
 void read(Decoder& dec, ClientSetup& m) {
   if (dec.d.setup_versions) {
@@ -751,7 +868,22 @@ void read(Decoder& dec, ServerSetup& m) {
 
 // The message table: which structure a type decodes into, per draft. nullopt: unknown type.
 std::optional<ControlMessage> message_for(const Draft& d, uint64_t type) {
-  switch (static_cast<MessageType>(type)) {
+  const auto t = static_cast<MessageType>(type);
+  // Gone with the control stream in d17 (see Draft::request_streams).
+  const bool control_stream_only =
+      t == MessageType::kClientSetup || t == MessageType::kServerSetup ||
+      t == MessageType::kPublishNamespaceDone || t == MessageType::kUnsubscribe ||
+      t == MessageType::kPublishNamespaceCancel || t == MessageType::kMaxRequestId ||
+      t == MessageType::kRequestsBlocked;
+  if (d.request_streams && control_stream_only) {
+    return std::nullopt;
+  }
+  switch (t) {
+    case MessageType::kSetup:
+      if (d.request_streams) {
+        return Setup{};
+      }
+      return std::nullopt;
     case MessageType::kClientSetup: return ClientSetup{};
     case MessageType::kServerSetup: return ServerSetup{};
     case MessageType::kSubscribe: return Subscribe{};

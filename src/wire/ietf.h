@@ -1,5 +1,5 @@
 #pragma once
-// IETF MoQ Transport (draft-ietf-moq-transport) codecs for drafts 14, 15 and 16: one shared core
+// IETF MoQ Transport (draft-ietf-moq-transport) codecs for drafts 14 to 17: one shared core
 // (control message framing, Key-Value-Pair parameters, namespace tuples, SUBGROUP streams) and a
 // row of differences per draft (ietf::Draft). Adding a draft is a new row plus the messages whose
 // layout it changes. Pure: no I/O, no session state. Decoders check every peer-controlled count
@@ -35,8 +35,8 @@ ParseResult<uint64_t> read_varint(VarintForm f, std::span<const uint8_t> in);
 // Per-draft differences over the shared core. One row per draft (ietf.cc kDrafts).
 struct Draft {
   Version version;
-  uint8_t number;                  // 14, 15, 16
-  VarintForm varint_form;          // every draft so far: kQuic
+  uint8_t number;                  // 14, 15, 16, 17
+  VarintForm varint_form;          // 14..16 kQuic, 17 kLeadingOnes
   bool setup_versions;             // d14: CLIENT_SETUP lists versions, SERVER_SETUP selects one
   bool delta_types;                // d16: Key-Value-Pair types delta-coded from the previous one
   bool subscribe_params;           // d15+: priority, group order, forward, filter are parameters
@@ -48,6 +48,16 @@ struct Draft {
   bool unknown_params_fatal;       // d16 §9.2: an unknown message parameter is a violation
   bool track_extensions;           // d16: SUBSCRIBE_OK ends with Track Extensions
   bool empty_field_fatal;          // d16 §2.4.1: a zero-length namespace field is a violation
+  // d17 §3.3, §9: a bidi stream per request. SETUP (0x2F00, options to the end of the message, no
+  // count) replaces CLIENT/SERVER_SETUP; responses (SUBSCRIBE_OK, REQUEST_OK, REQUEST_ERROR,
+  // PUBLISH_DONE) carry no request id; PUBLISH_NAMESPACE_DONE/_CANCEL, UNSUBSCRIBE,
+  // MAX_REQUEST_ID and REQUESTS_BLOCKED are gone (closing or resetting the stream says it);
+  // GOAWAY carries a Timeout.
+  bool request_streams;
+  bool request_id_delta;           // d17 only: Required Request ID Delta after a request's id
+  // d17 §9.3: a message parameter's value layout comes from its type (uint8, varint, Location,
+  // length-prefixed), not from the type's parity.
+  bool typed_params;
 };
 // The row for `v`; null for a version outside drafts 14..16.
 const Draft* draft(Version v);
@@ -93,6 +103,7 @@ enum class MessageType : uint64_t {
   kRequestsBlocked = 0x1a,
   kClientSetup = 0x20,
   kServerSetup = 0x21,
+  kSetup = 0x2f00,  // d17
 };
 
 // Bounds on what a peer may make a decoder allocate or accept.
@@ -129,7 +140,7 @@ inline constexpr uint64_t kSetupRelayHops = 0x40b55;
 // MoQ solicit option (NET-0.3.md §4.7): even, varint.
 inline constexpr uint64_t kSetupSolicit = 0x40b5a;
 
-// Message parameter types (draft-15 §9.2, draft-16 §9.2 table "Message Parameters").
+// Message parameter types (draft-15 §9.2.1, draft-16 §9.2.2, draft-17 §9.3).
 inline constexpr uint64_t kParamDeliveryTimeout = 0x02;
 inline constexpr uint64_t kParamAuthorizationToken = 0x03;
 inline constexpr uint64_t kParamMaxCacheDuration = 0x04;
@@ -149,7 +160,8 @@ struct Location {
   friend bool operator==(const Location&, const Location&) = default;
 };
 
-// Subscription Filter (draft-14 §9.7; in d15+ the value of SUBSCRIPTION_FILTER).
+// Subscription Filter (draft-14 §9.7, draft-16 §5.1.2; in d15+ the value of
+// SUBSCRIPTION_FILTER).
 enum class FilterType : uint64_t {
   kNextGroupStart = 0x1,
   kLargestObject = 0x2,
@@ -173,11 +185,17 @@ struct ServerSetup {
   Parameters params;
   friend bool operator==(const ServerSetup&, const ServerSetup&) = default;
 };
+// d17 SETUP (both sides, on a uni stream): Setup Options, delta-coded, no count.
+struct Setup {
+  Parameters options;
+  friend bool operator==(const Setup&, const Setup&) = default;
+};
 
-// SUBSCRIBE (d14 §9.7, d15/16 §9.9). In d15+ the first four fields travel as parameters; on
+// SUBSCRIBE (d14 §9.7, d15 and d16 §9.9, d17 §9.8). In d15+ the first four fields travel as parameters; on
 // decode they are taken out of `params`, which keeps the rest in wire order.
 struct Subscribe {
   uint64_t request_id = 0;
+  uint64_t request_id_delta = 0;  // d17 Required Request ID Delta
   TrackNamespace ns;
   std::string track;
   uint8_t subscriber_priority = 128;
@@ -189,7 +207,9 @@ struct Subscribe {
 };
 
 // SUBSCRIBE_OK. d14: the fields below; d15+: {request_id, track_alias, params[, d16 track
-// extensions]} with group order and largest as parameters (d15 GROUP_ORDER, LARGEST_OBJECT).
+// extensions]} with group order and largest as parameters (d15 GROUP_ORDER, LARGEST_OBJECT);
+// d17: no request_id. REQUEST_OK, REQUEST_ERROR and PUBLISH_DONE lose theirs in d17 too (the
+// field stays 0).
 struct SubscribeOk {
   uint64_t request_id = 0;
   uint64_t track_alias = 0;
@@ -197,7 +217,7 @@ struct SubscribeOk {
   uint8_t group_order = 2;  // d14 field (1 ascending, 2 descending)
   std::optional<Location> largest;  // d14 Content Exists + Largest Location
   Parameters params;
-  std::string track_extensions;  // d16: raw Track Extensions to the end of the message
+  std::string track_extensions;  // d16 Track Extensions / d17 Track Properties, raw, to the end
   friend bool operator==(const SubscribeOk&, const SubscribeOk&) = default;
 };
 
@@ -228,6 +248,7 @@ struct Unsubscribe {
 
 struct PublishNamespace {
   uint64_t request_id = 0;
+  uint64_t request_id_delta = 0;  // d17
   TrackNamespace ns;
   Parameters params;
   friend bool operator==(const PublishNamespace&, const PublishNamespace&) = default;
@@ -250,6 +271,7 @@ struct PublishNamespaceCancel {
 
 struct SubscribeNamespace {
   uint64_t request_id = 0;
+  uint64_t request_id_delta = 0;  // d17
   TrackNamespace prefix;  // 0..32 fields
   uint64_t options = 0;   // d16 Subscribe Options (0 PUBLISH, 1 NAMESPACE, 2 both)
   Parameters params;
@@ -281,11 +303,12 @@ struct MaxRequestId {
 
 struct Goaway {
   std::string uri;
+  uint64_t timeout = 0;  // d17, milliseconds
   friend bool operator==(const Goaway&, const Goaway&) = default;
 };
 
 using ControlMessage =
-    std::variant<ClientSetup, ServerSetup, Subscribe, SubscribeOk, RequestError, RequestOk,
+    std::variant<ClientSetup, ServerSetup, Setup, Subscribe, SubscribeOk, RequestError, RequestOk,
                  Unsubscribe, PublishNamespace, PublishNamespaceDone, PublishNamespaceCancel,
                  SubscribeNamespace, Namespace, PublishDone, MaxRequestId, Goaway>;
 
@@ -300,7 +323,8 @@ bool encode(Version v, const ControlMessage& m, std::vector<uint8_t>& out);
 ParseResult<ControlMessage> decode_control(Version v, std::span<const uint8_t> in,
                                            const Limits& limits);
 
-// SUBGROUP_HEADER (d14 §10.4.2; d15+ adds 0x30..0x3D without Publisher Priority).
+// SUBGROUP_HEADER (d14 §10.4.2; d15+ adds 0x30..0x3D without Publisher Priority; d17 the same
+// types with leading-ones varints).
 struct SubgroupHeader {
   uint64_t type = 0x10;  // the wire type, kept so a relay can forward the same form
   uint64_t track_alias = 0;

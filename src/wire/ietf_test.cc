@@ -1,4 +1,4 @@
-// Byte-exact fixtures for the IETF MoQ Transport core (drafts 14, 15, 16). "JS" fixtures are the
+// Byte-exact fixtures for the IETF MoQ Transport core (drafts 14 to 17). "JS" fixtures are the
 // bytes @moq/net 0.3.4's own encoders write (tests/interop/ietf_fixtures.mjs prints them);
 // "draft" fixtures are transcribed from the draft text, section cited. Every fixture is decoded
 // whole, at every truncated length (must ask for more), and encoded back to the same bytes.
@@ -12,6 +12,7 @@ namespace {
 constexpr Version k14 = Version::kTransport14;
 constexpr Version k15 = Version::kTransport15;
 constexpr Version k16 = Version::kTransport16;
+constexpr Version k17 = Version::kTransport17;
 
 std::string canonical(std::string_view hex) { return to_hex(from_hex(hex)); }
 
@@ -98,12 +99,12 @@ TEST(IetfSetup, DuplicateKnownSetupParameterIsViolation) {
 
 TEST(IetfSubscribe, SubscribeD14Js) {
   // d14 §9.7: fields inline; JS: priority 7, group order 2, forward 1, filter 2 (Largest Object).
-  Subscribe m{2, kRoomAlice, "video", 7, 2, true, Filter{FilterType::kLargestObject, {}, 0}, {}};
+  Subscribe m{2, 0, kRoomAlice, "video", 7, 2, true, Filter{FilterType::kLargestObject, {}, 0}, {}};
   expect_round_trip(k14, "030018020204726f6f6d05616c69636505766964656f0702010200", m);
 }
 
 TEST(IetfSubscribe, SubscribeD15D16Js) {
-  Subscribe m{2, kRoomAlice, "video", 7, 2, true, Filter{FilterType::kLargestObject, {}, 0}, {}};
+  Subscribe m{2, 0, kRoomAlice, "video", 7, 2, true, Filter{FilterType::kLargestObject, {}, 0}, {}};
   // d15: absolute types in @moq/net's order 0x20, 0x22, 0x10, 0x21.
   expect_round_trip(k15, "03001d020204726f6f6d05616c69636505766964656f04200722021001210102", m);
   // d16: sorted, delta-coded 0x10, 0x20, 0x21, 0x22.
@@ -113,7 +114,7 @@ TEST(IetfSubscribe, SubscribeD15D16Js) {
 TEST(IetfSubscribe, SubscribeAbsoluteRangeDraft) {
   // d14 §9.7: Filter Type 4 (AbsoluteRange), Start Location {5, 1}, End Group 9, and one
   // DELIVERY_TIMEOUT parameter (0x02 = 100 ms, §9.2.1.2).
-  Subscribe m{4, {"a"}, "t", 128, 1, false, Filter{FilterType::kAbsoluteRange, {5, 1}, 9},
+  Subscribe m{4, 0, {"a"}, "t", 128, 1, false, Filter{FilterType::kAbsoluteRange, {5, 1}, 9},
               {var(kParamDeliveryTimeout, 100)}};
   expect_round_trip(k14, "030011 04 01 0161 0174 80 01 00 04 05 01 09 01 02 4064", m);
 }
@@ -129,7 +130,7 @@ TEST(IetfSubscribe, SubscribeOkLargestDraft) {
   // d14 §9.8: Content Exists 1 with Largest Location {7, 3}; Expires 1000 ms.
   expect_round_trip(k14, "040009 01 05 43e8 01 01 07 03 00",
                     SubscribeOk{1, 5, 1000, 1, Location{7, 3}, {}, {}});
-  // d16 §9.10: LARGEST_OBJECT (0x09, §9.2.2.9) as a parameter, then Track Extensions (here one
+  // d16 §9.10: LARGEST_OBJECT (0x09, §9.2.2.7) as a parameter, then Track Extensions (here one
   // DEFAULT_PUBLISHER_PRIORITY 0x0E = 64, kept raw).
   SubscribeOk d16{1, 5, 0, 2, std::nullopt, {bin(kParamLargestObject, "\x07\x03")}, "\x0e\x40\x40"};
   expect_round_trip(k16, "04000a 01 05 01 09 02 0703 0e4040", d16);
@@ -156,34 +157,34 @@ TEST(IetfSubscribe, UnsubscribeAndPublishDoneJs) {
 
 TEST(IetfNamespace, PublishNamespaceJs) {
   for (Version v : {k14, k15, k16}) {
-    expect_round_trip(v, "06000e000204726f6f6d05616c69636500", PublishNamespace{0, kRoomAlice, {}});
+    expect_round_trip(v, "06000e000204726f6f6d05616c69636500", PublishNamespace{0, 0, kRoomAlice, {}});
   }
   expect_round_trip(k14, "07000100", RequestOk{MessageType::kRequestOk, 0, {}});
   expect_round_trip(k15, "0700020000", RequestOk{MessageType::kRequestOk, 0, {}});
   expect_round_trip(k16, "0700020000", RequestOk{MessageType::kRequestOk, 0, {}});
-  // DONE: by namespace in d14/15, by request id in d16 (§9.23).
+  // DONE: by namespace in d14/15, by request id in d16 (§9.22).
   expect_round_trip(k14, "09000c0204726f6f6d05616c696365", PublishNamespaceDone{kRoomAlice, 0});
   expect_round_trip(k15, "09000c0204726f6f6d05616c696365", PublishNamespaceDone{kRoomAlice, 0});
   expect_round_trip(k16, "09000100", PublishNamespaceDone{{}, 0});
 }
 
 TEST(IetfNamespace, PublishNamespaceErrorAndCancelDraft) {
-  // d14 §9.22 PUBLISH_NAMESPACE_ERROR: id 0, code 3 (uninterested), "no".
+  // d14 §9.25 PUBLISH_NAMESPACE_ERROR: id 0, code 3 (uninterested), "no".
   expect_round_trip(k14, "080005 00 03 026e6f", RequestError{MessageType::kNamespace, 0, 3, 0, "no"});
-  // d14 §9.24 PUBLISH_NAMESPACE_CANCEL by namespace; d16 §9.25 by request id.
+  // d14 §9.27 PUBLISH_NAMESPACE_CANCEL by namespace; d16 §9.24 by request id.
   expect_round_trip(k14, "0c0006 01 0161 04 0178", PublishNamespaceCancel{{"a"}, 0, 4, "x"});
   expect_round_trip(k16, "0c0004 06 04 0178", PublishNamespaceCancel{{}, 6, 4, "x"});
 }
 
 TEST(IetfNamespace, SubscribeNamespaceJs) {
-  expect_round_trip(k14, "110008000104726f6f6d00", SubscribeNamespace{0, {"room"}, 0, {}});
-  expect_round_trip(k15, "110008000104726f6f6d00", SubscribeNamespace{0, {"room"}, 0, {}});
-  // d16 §9.26: Subscribe Options 1 (NAMESPACE only).
-  expect_round_trip(k16, "110009000104726f6f6d0100", SubscribeNamespace{0, {"room"}, 1, {}});
+  expect_round_trip(k14, "110008000104726f6f6d00", SubscribeNamespace{0, 0, {"room"}, 0, {}});
+  expect_round_trip(k15, "110008000104726f6f6d00", SubscribeNamespace{0, 0, {"room"}, 0, {}});
+  // d16 §9.25: Subscribe Options 1 (NAMESPACE only).
+  expect_round_trip(k16, "110009000104726f6f6d0100", SubscribeNamespace{0, 0, {"room"}, 1, {}});
   // d14 SUBSCRIBE_NAMESPACE_OK (0x12), captured in protocol/README.md §5.7.
   expect_round_trip(k14, "12000100", RequestOk{MessageType::kSubscribeNamespaceOk, 0, {}});
   // The whole root: a prefix of zero fields.
-  expect_round_trip(k15, "11000300 0000", SubscribeNamespace{0, {}, 0, {}});
+  expect_round_trip(k15, "11000300 0000", SubscribeNamespace{0, 0, {}, 0, {}});
 }
 
 TEST(IetfNamespace, NamespaceEntriesJs) {
@@ -238,7 +239,7 @@ TEST(IetfErrors, ParameterNotAllowedInMessage) {
   expect_error(k16, "060007 00 01 0161 01 3e 07", ErrorCode::kProtocolViolation,
                TerminationCode::kProtocolViolation);
   // ... while d14/15 ignore it and keep it (d14 §9.2: receivers ignore unrecognized ones).
-  expect_round_trip(k15, "060007 00 01 0161 01 3e 07", PublishNamespace{0, {"a"}, {var(0x3e, 7)}});
+  expect_round_trip(k15, "060007 00 01 0161 01 3e 07", PublishNamespace{0, 0, {"a"}, {var(0x3e, 7)}});
 }
 
 TEST(IetfErrors, DuplicateKnownParameter) {
@@ -248,7 +249,7 @@ TEST(IetfErrors, DuplicateKnownParameter) {
 }
 
 TEST(IetfErrors, ParameterValueRules) {
-  // d15 §9.2.2: FORWARD 2, GROUP_ORDER 3, SUBSCRIBER_PRIORITY 256: protocol violations.
+  // d15 §9.2.1.10, §9.2.1.6, §9.2.1.5: FORWARD 2, GROUP_ORDER 3, SUBSCRIBER_PRIORITY 256: protocol violations.
   expect_error(k15, "030009 00 01 0161 0174 01 1002", ErrorCode::kProtocolViolation,
                TerminationCode::kProtocolViolation);
   expect_error(k15, "030009 00 01 0161 0174 01 2203", ErrorCode::kProtocolViolation,
@@ -276,13 +277,13 @@ TEST(IetfErrors, NamespaceTupleLimits) {
   // An empty field is a violation from d16 on (§2.4.1), accepted before.
   expect_error(k16, "060004 00 01 00 00", ErrorCode::kProtocolViolation,
                TerminationCode::kProtocolViolation);
-  expect_round_trip(k14, "060004 00 01 00 00", PublishNamespace{0, {""}, {}});
+  expect_round_trip(k14, "060004 00 01 00 00", PublishNamespace{0, 0, {""}, {}});
 }
 
 TEST(IetfErrors, FullTrackNameOver4096) {
   // One 4000-byte field plus a 100-byte track name.
   std::vector<uint8_t> out;
-  Subscribe m{0, {std::string(4000, 'a')}, std::string(100, 'b'), 128, 0, true, std::nullopt, {}};
+  Subscribe m{0, 0, {std::string(4000, 'a')}, std::string(100, 'b'), 128, 0, true, std::nullopt, {}};
   ASSERT_TRUE(encode(k15, m, out));
   auto r = decode_control(k15, std::span<const uint8_t>(out), Limits{});
   ASSERT_FALSE(r.has_value());
@@ -397,6 +398,92 @@ TEST(IetfSubgroup, TypeBuilder) {
   EXPECT_EQ(subgroup_type(false, false, true, true), 0x18u);
   EXPECT_EQ(subgroup_type(true, true, true, false), 0x3du);
   EXPECT_EQ(subgroup_type(false, false, false, true), 0x10u);
+}
+
+// --- Draft 17: leading-ones varints, SETUP on a uni stream, a stream per request.
+
+TEST(IetfDraft17, SetupJs) {
+  // NET-0.3.md §4.1 [verified], also what ietf_fixtures.mjs prints: Implementation, RELAY_HOPS
+  // (0x40b55 as the leading-ones delta c4 0b 4e), SOLICIT (+5); no count.
+  ietf::Setup m{{bin(kSetupImplementation, "moq-lite-js"),
+           bin(kSetupRelayHops, std::string("\xfe\x0a\x5a\x2a\xdb\x5a\x87\xd4", 8)),
+           var(kSetupSolicit, 1)}};
+  expect_round_trip(k17, "af00001b070b6d6f712d6c6974652d6a73c40b4e08fe0a5a2adb5a87d40501", m);
+  expect_round_trip(k17, "af000000", ietf::Setup{});
+  // CLIENT_SETUP is not a draft-17 message, SETUP not a draft-16 one.
+  expect_error(k17, "21000100", ErrorCode::kUnexpectedMessage, TerminationCode::kProtocolViolation);
+  expect_error(k16, "6f000000", ErrorCode::kUnexpectedMessage, TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfDraft17, RequestsJs) {
+  // Request id 2, Required Request ID Delta 0; typed parameters: FORWARD, SUBSCRIBER_PRIORITY
+  // and GROUP_ORDER one byte each, the filter length-prefixed.
+  Subscribe sub{2, 0, kRoomAlice, "video", 7, 2, true, Filter{FilterType::kLargestObject, {}, 0}, {}};
+  expect_round_trip(k17, "03001e02000204726f6f6d05616c69636505766964656f04100110070101020102", sub);
+  expect_round_trip(k17, "06000f00000204726f6f6d05616c69636500", PublishNamespace{0, 0, kRoomAlice, {}});
+  expect_round_trip(k17, "11000a00000104726f6f6d0100", SubscribeNamespace{0, 0, {"room"}, 1, {}});
+}
+
+TEST(IetfDraft17, ResponsesCarryNoRequestIdJs) {
+  expect_round_trip(k17, "0400020200", SubscribeOk{0, 2, 0, 2, std::nullopt, {}, {}});
+  // REQUEST_ERROR: code 404 as the leading-ones 81 94, Retry Interval 0.
+  expect_round_trip(k17, "0500178194001342726f616463617374206e6f7420666f756e64",
+                    RequestError{MessageType::kRequestError, 0, 404, 0, "Broadcast not found"});
+  expect_round_trip(k17, "07000100", RequestOk{MessageType::kRequestOk, 0, {}});
+  expect_round_trip(k17, "0b000680c800024f4b", PublishDone{0, 200, 0, "OK"});
+  // GOAWAY gains Timeout (d17 §9.5).
+  expect_round_trip(k17, "10001b1968747470733a2f2f72656c61792e6578616d706c652f6d6f7100",
+                    Goaway{"https://relay.example/moq", 0});
+  expect_round_trip(k17, "0800070105616c696365", Namespace{false, {"alice"}});
+  expect_round_trip(k17, "0e00070105616c696365", Namespace{true, {"alice"}});
+}
+
+TEST(IetfDraft17, ControlStreamMessagesAreGone) {
+  for (std::string_view hex : {"0a000102", "09000100", "1500024064", "1a00024064", "200000",
+                               "0c00030001 00"}) {
+    expect_error(k17, hex, ErrorCode::kUnexpectedMessage, TerminationCode::kProtocolViolation);
+  }
+  std::vector<uint8_t> out;
+  EXPECT_FALSE(encode(k17, Unsubscribe{1}, out));
+  EXPECT_FALSE(encode(k17, MaxRequestId{false, 10}, out));
+  EXPECT_FALSE(encode(k17, ClientSetup{}, out));
+  EXPECT_TRUE(out.empty());
+}
+
+TEST(IetfDraft17, TypedParametersDraft) {
+  // d17 §9.3.9: LARGEST_OBJECT is a Location, two varints with no length: {7, 3}.
+  expect_round_trip(k17, "040005 02 01 09 07 03",
+                    SubscribeOk{0, 2, 0, 2, std::nullopt, {bin(kParamLargestObject, "\x07\x03")}, {}});
+  // A uint8 SUBSCRIBER_PRIORITY of 255 (one byte, not a varint).
+  auto r = decode_hex(k17, "03000a 00 00 01 0161 0174 01 20 ff");
+  ASSERT_TRUE(r.has_value() && r->has_value()) << (r ? "" : r.error().detail);
+  EXPECT_EQ(std::get<Subscribe>((*r)->value).subscriber_priority, 255);
+  // An unknown message parameter cannot be skipped: the session closes (d17 §9.3).
+  expect_error(k17, "030009 00 00 01 0161 0174 01 3e", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  // AUTHORIZATION_TOKEN may be repeated (d17 §9.3.2, also d14..16); FORWARD may not.
+  expect_round_trip(k17, "06000c 00 00 01 0161 02 03 01 aa 00 01 bb",
+                    PublishNamespace{0, 0, {"a"}, {bin(3, "\xaa"), bin(3, "\xbb")}});
+  expect_round_trip(k15, "06000b 00 01 0161 02 03 01 aa 03 01 bb",
+                    PublishNamespace{0, 0, {"a"}, {bin(3, "\xaa"), bin(3, "\xbb")}});
+  expect_error(k17, "03000c 00 00 01 0161 0174 02 10 01 00 01", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfDraft17, SubgroupWithLeadingOnesVarints) {
+  // Type 0x10, alias 2, group 200 (leading-ones 80 c8), priority 0; one object "hi".
+  auto bytes = from_hex("10 02 80c8 00 00 02 6869");
+  auto h = decode_subgroup_header(k17, std::span<const uint8_t>(bytes), Limits{});
+  ASSERT_TRUE(h.has_value() && h->has_value());
+  EXPECT_EQ((*h)->value, (SubgroupHeader{0x10, 2, 200, 0, uint8_t{0}}));
+  EXPECT_EQ((*h)->consumed, 5u);
+  std::vector<uint8_t> out;
+  encode(k17, (*h)->value, out);
+  EXPECT_EQ(to_hex(out), canonical("10 02 80c8 00"));
+  // The same group in QUIC form is 40 c8.
+  out.clear();
+  encode(k16, (*h)->value, out);
+  EXPECT_EQ(to_hex(out), canonical("10 02 40c8 00"));
 }
 
 // --- Varint forms (protocol/README.md §1.1, §1.2; the leading-ones examples are the Rust
