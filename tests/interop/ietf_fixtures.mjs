@@ -1,6 +1,6 @@
-// Prints the bytes @moq/net 0.3.4's own IETF encoders write for the messages moqd decodes, per
-// draft, as "name draft hex". src/wire/ietf_test.cc transcribes them; rerun after an upgrade:
-//   cd tests/interop && node ietf_fixtures.mjs
+// The bytes @moq/net 0.3.4's own IETF encoders write for the messages moqd decodes, per draft.
+// src/wire/ietf_test.cc holds them as its "JS" fixtures; ietf_fixtures.test.mjs checks that each
+// still appears there. To print them ("name draft hex"): cd tests/interop && node ietf_fixtures.mjs
 import { Writer } from "./node_modules/@moq/net/stream.js";
 import * as Sub from "./node_modules/@moq/net/ietf/subscribe.js";
 import * as PubNs from "./node_modules/@moq/net/ietf/publish_namespace.js";
@@ -23,7 +23,9 @@ async function bytes(version, type, msg) {
   return Buffer.concat(chunks).toString("hex");
 }
 
-const drafts = { 14: Version.DRAFT_14, 15: Version.DRAFT_15, 16: Version.DRAFT_16 };
+export async function fixtures() {
+const rows = [];
+const drafts = { 14: Version.DRAFT_14, 15: Version.DRAFT_15, 16: Version.DRAFT_16, 17: Version.DRAFT_17 };
 for (const [n, v] of Object.entries(drafts)) {
   const opts = new SetupOptions();
   opts.setVarint(0x02n, 42069n);
@@ -43,15 +45,30 @@ for (const [n, v] of Object.entries(drafts)) {
     goaway: [0x10, new GoAway({ newSessionUri: "https://relay.example/moq" })],
     publish_done: [0x0b, new Pub.PublishDone({ requestId: 2n, statusCode: 200, reasonPhrase: "OK", streamCount: 0 })],
   };
+  if (n === "17") {
+    const o = new SetupOptions();
+    o.setBytes(0x07n, new TextEncoder().encode("moq-lite-js"));
+    o.setBytes(0x40b55n, new Uint8Array([0xfe, 0x0a, 0x5a, 0x2a, 0xdb, 0x5a, 0x87, 0xd4]));
+    o.setVarint(0x40b5an, 1n);
+    out.setup = [0x2f00, new Setup.Setup({ parameters: o })];
+    out.setup_empty = [0x2f00, new Setup.Setup()];
+    delete out.client_setup;
+    delete out.server_setup;
+    delete out.publish_namespace_done;
+    delete out.unsubscribe;
+    delete out.max_request_id;
+  }
   if (n !== "14") {
     out.namespace = [0x08, new SubNs.SubscribeNamespaceEntry({ suffix: "alice" })];
     out.namespace_done = [0x0e, new SubNs.SubscribeNamespaceEntryDone({ suffix: "alice" })];
   }
   for (const [name, [type, msg]] of Object.entries(out)) {
-    try {
-      console.log(name, n, await bytes(v, type, msg));
-    } catch (e) {
-      console.log(name, n, "ERROR", e.message);
-    }
+    rows.push({ name, draft: Number(n), hex: await bytes(v, type, msg) });
   }
+}
+return rows;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  for (const r of await fixtures()) console.log(r.name, r.draft, r.hex);
 }
