@@ -306,28 +306,34 @@ struct Decoder {
       } else {
         type = t;
       }
-      Parameter p;
-      p.type = type;
       const ParamRule* rule = typed ? param_rule(d, type) : nullptr;
       if (typed && rule == nullptr) {
         // d17 §9.3: an unknown message parameter cannot even be skipped.
         fail_with(ErrorCode::kProtocolViolation, "unknown message parameter");
         return;
       }
-      if (rule != nullptr && rule->form == ParamForm::kUint8) {
-        p.value = u8();
-      } else if (rule != nullptr && rule->form == ParamForm::kLocation) {
-        Span before = r.rest();
-        varint();
-        varint();
-        const size_t n_bytes = before.size() - r.rest().size();
-        p.bytes.assign(before.begin(), before.begin() + static_cast<ptrdiff_t>(n_bytes));
-      } else if (rule != nullptr ? rule->form == ParamForm::kVarint : type % 2 == 0) {
-        p.value = varint();
-      } else {
-        string(kMaxBody, p.bytes, "parameter value over 65535 bytes");
-      }
+      Parameter p;
+      p.type = type;
+      value(p, rule);
       out.push_back(std::move(p));
+    }
+  }
+
+  // A parameter's value: by its rule's form where the draft types parameters (`rule` non-null),
+  // else by the type's parity (even: varint; odd: length-prefixed bytes).
+  void value(Parameter& p, const ParamRule* rule) {
+    if (rule != nullptr && rule->form == ParamForm::kUint8) {
+      p.value = u8();
+    } else if (rule != nullptr && rule->form == ParamForm::kLocation) {
+      Span before = r.rest();
+      varint();
+      varint();
+      const size_t n = before.size() - r.rest().size();
+      p.bytes.assign(before.begin(), before.begin() + static_cast<ptrdiff_t>(n));
+    } else if (rule != nullptr ? rule->form == ParamForm::kVarint : p.type % 2 == 0) {
+      p.value = varint();
+    } else {
+      string(kMaxBody, p.bytes, "parameter value over 65535 bytes");
     }
   }
 

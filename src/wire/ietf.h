@@ -59,7 +59,7 @@ struct Draft {
   // length-prefixed), not from the type's parity.
   bool typed_params;
 };
-// The row for `v`; null for a version outside drafts 14..16.
+// The row for `v`; null for a version outside drafts 14..17.
 const Draft* draft(Version v);
 
 // Session termination codes (draft-14 §3.4, unchanged in 15/16).
