@@ -689,6 +689,41 @@ void read(Decoder& dec, RequestOk& m) {
   }
 }
 
+TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeUpdate& m) {
+  w.varint(m.request_id);
+  if (d.request_id_delta) {
+    w.varint(m.request_id_delta);
+  }
+  if (!d.request_streams) {
+    w.varint(m.existing_request_id);
+  }
+  if (!d.subscribe_params) {
+    write_location(w, m.start);
+    w.varint(m.end_group);
+    w.u8(m.subscriber_priority);
+    w.u8(m.forward ? 1 : 0);
+  }
+  write_kvps(w, d, m.params);
+  return MessageType::kSubscribeUpdate;
+}
+
+void read(Decoder& dec, SubscribeUpdate& m) {
+  m.request_id = dec.varint();
+  if (dec.d.request_id_delta) {
+    m.request_id_delta = dec.varint();
+  }
+  if (!dec.d.request_streams) {
+    m.existing_request_id = dec.varint();
+  }
+  if (!dec.d.subscribe_params) {
+    m.start = dec.location();
+    m.end_group = dec.varint();
+    m.subscriber_priority = dec.u8();
+    dec.forward(dec.u8(), m.forward);
+  }
+  dec.message_params(MessageType::kSubscribeUpdate, m.params);
+}
+
 TypeOrNone write(FormWriter& w, const Draft& d, const Unsubscribe& m) {
   if (d.request_streams) {
     return std::nullopt;
@@ -892,6 +927,7 @@ std::optional<ControlMessage> message_for(const Draft& d, uint64_t type) {
       return std::nullopt;
     case MessageType::kClientSetup: return ClientSetup{};
     case MessageType::kServerSetup: return ServerSetup{};
+    case MessageType::kSubscribeUpdate: return SubscribeUpdate{};
     case MessageType::kSubscribe: return Subscribe{};
     case MessageType::kSubscribeOk: return SubscribeOk{};
     case MessageType::kRequestError: return RequestError{};

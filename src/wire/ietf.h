@@ -241,6 +241,21 @@ struct RequestOk {
   friend bool operator==(const RequestOk&, const RequestOk&) = default;
 };
 
+// 0x02 SUBSCRIBE_UPDATE (d14 §9.10, d15) / REQUEST_UPDATE (d16, d17 §9.10). d14 has the fields
+// inline; d15+ carry them as parameters, kept here as they came (each checked against the
+// draft's parameter rules).
+struct SubscribeUpdate {
+  uint64_t request_id = 0;
+  uint64_t request_id_delta = 0;     // d17
+  uint64_t existing_request_id = 0;  // d14..16: the subscription's request id
+  Location start;                    // d14
+  uint64_t end_group = 0;            // d14
+  uint8_t subscriber_priority = 128;  // d14
+  bool forward = true;                // d14
+  Parameters params;
+  friend bool operator==(const SubscribeUpdate&, const SubscribeUpdate&) = default;
+};
+
 struct Unsubscribe {
   uint64_t request_id = 0;
   friend bool operator==(const Unsubscribe&, const Unsubscribe&) = default;
@@ -309,7 +324,7 @@ struct Goaway {
 
 using ControlMessage =
     std::variant<ClientSetup, ServerSetup, Setup, Subscribe, SubscribeOk, RequestError, RequestOk,
-                 Unsubscribe, PublishNamespace, PublishNamespaceDone, PublishNamespaceCancel,
+                 SubscribeUpdate, Unsubscribe, PublishNamespace, PublishNamespaceDone, PublishNamespaceCancel,
                  SubscribeNamespace, Namespace, PublishDone, MaxRequestId, Goaway>;
 
 // Appends `type (i) length (16) body`. A message the draft lacks, or a body over 65535 bytes,

@@ -145,6 +145,29 @@ TEST(IetfSubscribe, ErrorsJs) {
   expect_round_trip(k16, "050018024194001342726f616463617374206e6f7420666f756e64", e);
 }
 
+TEST(IetfSubscribe, SubscribeUpdateJs) {
+  // @moq/net writes request id 4 and zeroes: d14 fields inline (start {0, 0}, end group 0,
+  // priority 128, forward 1); d15/16 the existing request id and no parameters; d17 the
+  // Required Request ID Delta instead of an existing id (the update rides the request's stream).
+  expect_round_trip(k14, "0200080400000000800100", SubscribeUpdate{4, 0, 0, {0, 0}, 0, 128, true, {}});
+  expect_round_trip(k15, "020003040000", SubscribeUpdate{4, 0, 0, {}, 0, 128, true, {}});
+  expect_round_trip(k16, "020003040000", SubscribeUpdate{4, 0, 0, {}, 0, 128, true, {}});
+  expect_round_trip(k17, "020003040000", SubscribeUpdate{4, 0, 0, {}, 0, 128, true, {}});
+}
+
+TEST(IetfSubscribe, SubscribeUpdateDraft) {
+  // d14 §9.10: update of subscription 2 to start at {10, 0}, end group 20, priority 5, forward
+  // 0, with DELIVERY_TIMEOUT 100 ms.
+  expect_round_trip(k14, "02000b 06 02 0a 00 14 05 00 01 02 4064",
+                    SubscribeUpdate{6, 0, 2, {10, 0}, 20, 5, false, {var(kParamDeliveryTimeout, 100)}});
+  // d16 REQUEST_UPDATE with FORWARD 0 and SUBSCRIBER_PRIORITY 9 as (delta-coded) parameters.
+  expect_round_trip(k16, "020007 06 02 02 10 00 10 09",
+                    SubscribeUpdate{6, 0, 2, {}, 0, 128, true, {var(kParamForward, 0), var(kParamSubscriberPriority, 9)}});
+  // GROUP_ORDER is not an update parameter: a violation in d16.
+  expect_error(k16, "020005 06 02 01 22 01", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+}
+
 TEST(IetfSubscribe, UnsubscribeAndPublishDoneJs) {
   for (Version v : {k14, k15, k16}) {
     expect_round_trip(v, "0a000102", Unsubscribe{2});

@@ -37,6 +37,7 @@ for (const [n, v] of Object.entries(drafts)) {
     subscribe_ok: [0x04, new Sub.SubscribeOk({ requestId: 2n, trackAlias: 2n })],
     subscribe_error: [0x05, n === "14" ? new Sub.SubscribeError({ requestId: 2n, errorCode: 404, reasonPhrase: "Broadcast not found" }) : new Req.RequestError({ requestId: 2n, errorCode: 404, reasonPhrase: "Broadcast not found" })],
     unsubscribe: [0x0a, new Sub.Unsubscribe({ requestId: 2n })],
+    subscribe_update: [0x02, new Sub.SubscribeUpdate({ requestId: 4n })],
     publish_namespace: [0x06, new PubNs.PublishNamespace({ requestId: 0n, trackNamespace: "room/alice" })],
     publish_namespace_ok: [0x07, n === "14" ? new PubNs.PublishNamespaceOk({ requestId: 0n }) : new Req.RequestOk({ requestId: 0n })],
     publish_namespace_done: [0x09, new PubNs.PublishNamespaceDone({ trackNamespace: "room/alice", requestId: 0n })],
