@@ -1,0 +1,386 @@
+#pragma once
+// IETF MoQ Transport (draft-ietf-moq-transport) codecs for drafts 14 to 17: one shared core
+// (control message framing, Key-Value-Pair parameters, namespace tuples, SUBGROUP streams) and a
+// row of differences per draft (ietf::Draft). Adding a draft is a new row plus the messages whose
+// layout it changes. Pure: no I/O, no session state. Decoders check every peer-controlled count
+// and length before allocating and never assert on peer bytes; errors carry an ErrorCode that
+// termination_code() maps to the draft's session termination code.
+//
+// Where @moq/net 0.3.4 and the draft text differ, the decoder accepts both and the encoder writes
+// the form both accept; each such point is marked "JS:" below and listed in docs/ARCHITECTURE.md.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "base/codec.h"
+#include "wire/version.h"
+
+namespace moqd::wire::ietf {
+
+// How a draft writes every varint on every stream: QUIC's (RFC 9000 §16; drafts 14..16) or the
+// leading-ones form draft 17 introduced (protocol/README.md §1.2: the count of leading 1-bits in
+// the first byte gives the length, 1111110x is invalid). Message lengths stay u16 in both.
+enum class VarintForm : uint8_t { kQuic, kLeadingOnes };
+
+// Appends the minimal encoding of `v` (<= 2^62-1) in form `f`.
+void write_varint(VarintForm f, uint64_t v, std::vector<uint8_t>& out);
+// One varint from the front of `in`: nullopt = need more. Errors (kDecode): the invalid
+// leading-ones prefix 1111110x, or a leading-ones value above 2^62-1 (moqd keeps one value space
+// across drafts). Non-minimal encodings are accepted.
+ParseResult<uint64_t> read_varint(VarintForm f, std::span<const uint8_t> in);
+
+// Per-draft differences over the shared core. One row per draft (ietf.cc kDrafts).
+struct Draft {
+  Version version;
+  uint8_t number;                  // 14, 15, 16, 17
+  VarintForm varint_form;          // 14..16 kQuic, 17 kLeadingOnes
+  bool setup_versions;             // d14: CLIENT_SETUP lists versions, SERVER_SETUP selects one
+  bool delta_types;                // d16: Key-Value-Pair types delta-coded from the previous one
+  bool subscribe_params;           // d15+: priority, group order, forward, filter are parameters
+  bool request_ok;                 // d15+: 0x07 REQUEST_OK {id, params}; 0x05 REQUEST_ERROR
+  bool retry_interval;             // d16: REQUEST_ERROR carries Retry Interval
+  bool namespace_messages;         // d15 (JS) / d16: 0x08 NAMESPACE, 0x0E NAMESPACE_DONE
+  bool done_by_request_id;         // d16: PUBLISH_NAMESPACE_DONE / _CANCEL name a request id
+  bool subscribe_options;          // d16: SUBSCRIBE_NAMESPACE carries Subscribe Options
+  bool unknown_params_fatal;       // d16 §9.2: an unknown message parameter is a violation
+  bool track_extensions;           // d16: SUBSCRIBE_OK ends with Track Extensions
+  bool empty_field_fatal;          // d16 §2.4.1: a zero-length namespace field is a violation
+  // d17 §3.3, §9: a bidi stream per request. SETUP (0x2F00, options to the end of the message, no
+  // count) replaces CLIENT/SERVER_SETUP; responses (SUBSCRIBE_OK, REQUEST_OK, REQUEST_ERROR,
+  // PUBLISH_DONE) carry no request id; PUBLISH_NAMESPACE_DONE/_CANCEL, UNSUBSCRIBE,
+  // MAX_REQUEST_ID and REQUESTS_BLOCKED are gone (closing or resetting the stream says it);
+  // GOAWAY carries a Timeout.
+  bool request_streams;
+  bool request_id_delta;           // d17 only: Required Request ID Delta after a request's id
+  // d17 §9.3: a message parameter's value layout comes from its type (uint8, varint, Location,
+  // length-prefixed), not from the type's parity.
+  bool typed_params;
+};
+// The row for `v`; null for a version outside drafts 14..17.
+const Draft* draft(Version v);
+
+// Session termination codes (draft-14 §3.4, unchanged in 15/16).
+enum class TerminationCode : uint64_t {
+  kNoError = 0x0,
+  kInternalError = 0x1,
+  kUnauthorized = 0x2,
+  kProtocolViolation = 0x3,
+  kInvalidRequestId = 0x4,
+  kDuplicateTrackAlias = 0x5,
+  kKeyValueFormattingError = 0x6,
+  kTooManyRequests = 0x7,
+  kGoawayTimeout = 0x10,
+  kControlMessageTimeout = 0x11,
+  kVersionNegotiationFailed = 0x15,
+};
+// The code a session closes with for a decoder (or session) error. One table: kWrongSize is a
+// Key-Value-Pair formatting error, kVersion a failed version negotiation, kUnauthorized itself,
+// everything else a protocol violation.
+TerminationCode termination_code(ErrorCode code);
+
+// Control message types (draft-14 §9, table "Control Messages").
+enum class MessageType : uint64_t {
+  kSubscribeUpdate = 0x02,
+  kSubscribe = 0x03,
+  kSubscribeOk = 0x04,
+  kRequestError = 0x05,  // d14: SUBSCRIBE_ERROR
+  kPublishNamespace = 0x06,
+  kRequestOk = 0x07,     // d14: PUBLISH_NAMESPACE_OK
+  kNamespace = 0x08,     // d14: PUBLISH_NAMESPACE_ERROR
+  kPublishNamespaceDone = 0x09,
+  kUnsubscribe = 0x0a,
+  kPublishDone = 0x0b,
+  kPublishNamespaceCancel = 0x0c,
+  kNamespaceDone = 0x0e,
+  kGoaway = 0x10,
+  kSubscribeNamespace = 0x11,
+  kSubscribeNamespaceOk = 0x12,     // d14 only
+  kSubscribeNamespaceError = 0x13,  // d14 only
+  kMaxRequestId = 0x15,
+  kRequestsBlocked = 0x1a,
+  kClientSetup = 0x20,
+  kServerSetup = 0x21,
+  kSetup = 0x2f00,  // d17
+};
+
+// Bounds on what a peer may make a decoder allocate or accept.
+struct Limits {
+  size_t max_versions = 64;          // CLIENT_SETUP version list
+  size_t max_parameters = 64;        // Key-Value-Pairs in one message
+  size_t max_namespace_fields = 32;  // draft-14 §2.4.1
+  size_t max_full_name = 4096;       // namespace fields + track name, bytes (§2.4.1)
+  size_t max_reason = 1024;          // Reason Phrase bytes (§1.4.3)
+  size_t max_uri = 8192;             // GOAWAY New Session URI bytes
+  size_t max_extensions = 65535;     // object extension headers, bytes
+};
+
+// A Key-Value-Pair (draft-14 §1.4.2): an even type carries `value`, an odd type `bytes`. Types
+// are absolute here; the d16 delta coding exists only on the wire.
+struct Parameter {
+  uint64_t type = 0;
+  uint64_t value = 0;
+  std::string bytes;
+  friend bool operator==(const Parameter&, const Parameter&) = default;
+};
+using Parameters = std::vector<Parameter>;
+// The first parameter of `type`, or null.
+const Parameter* find(const Parameters& params, uint64_t type);
+
+// Setup parameter types (draft-14 §9.3.2); the same numbers in every draft.
+inline constexpr uint64_t kSetupPath = 0x01;
+inline constexpr uint64_t kSetupMaxRequestId = 0x02;
+inline constexpr uint64_t kSetupAuthorizationToken = 0x03;
+inline constexpr uint64_t kSetupAuthority = 0x05;
+inline constexpr uint64_t kSetupImplementation = 0x07;
+// MoQ relay-hops option (@moq/net cluster extension; NET-0.3.md §4.7): odd, bytes.
+inline constexpr uint64_t kSetupRelayHops = 0x40b55;
+// MoQ solicit option (NET-0.3.md §4.7): even, varint.
+inline constexpr uint64_t kSetupSolicit = 0x40b5a;
+
+// Message parameter types (draft-15 §9.2.1, draft-16 §9.2.2, draft-17 §9.3).
+inline constexpr uint64_t kParamDeliveryTimeout = 0x02;
+inline constexpr uint64_t kParamAuthorizationToken = 0x03;
+inline constexpr uint64_t kParamMaxCacheDuration = 0x04;
+inline constexpr uint64_t kParamExpires = 0x08;
+inline constexpr uint64_t kParamLargestObject = 0x09;
+inline constexpr uint64_t kParamPublisherPriority = 0x0e;
+inline constexpr uint64_t kParamForward = 0x10;
+inline constexpr uint64_t kParamSubscriberPriority = 0x20;
+inline constexpr uint64_t kParamSubscriptionFilter = 0x21;
+inline constexpr uint64_t kParamGroupOrder = 0x22;
+
+using TrackNamespace = std::vector<std::string>;
+
+struct Location {
+  uint64_t group = 0;
+  uint64_t object = 0;
+  friend bool operator==(const Location&, const Location&) = default;
+};
+
+// Subscription Filter (draft-14 §9.7, draft-16 §5.1.2; in d15+ the value of
+// SUBSCRIPTION_FILTER).
+enum class FilterType : uint64_t {
+  kNextGroupStart = 0x1,
+  kLargestObject = 0x2,
+  kAbsoluteStart = 0x3,
+  kAbsoluteRange = 0x4,
+};
+struct Filter {
+  FilterType type = FilterType::kLargestObject;
+  Location start;          // kAbsoluteStart, kAbsoluteRange
+  uint64_t end_group = 0;  // kAbsoluteRange
+  friend bool operator==(const Filter&, const Filter&) = default;
+};
+
+struct ClientSetup {
+  std::vector<uint64_t> versions;  // d14 only
+  Parameters params;
+  friend bool operator==(const ClientSetup&, const ClientSetup&) = default;
+};
+struct ServerSetup {
+  uint64_t version = 0;  // d14 only
+  Parameters params;
+  friend bool operator==(const ServerSetup&, const ServerSetup&) = default;
+};
+// d17 SETUP (both sides, on a uni stream): Setup Options, delta-coded, no count.
+struct Setup {
+  Parameters options;
+  friend bool operator==(const Setup&, const Setup&) = default;
+};
+
+// SUBSCRIBE (d14 §9.7, d15 and d16 §9.9, d17 §9.8). In d15+ the first four fields travel as parameters; on
+// decode they are taken out of `params`, which keeps the rest in wire order.
+struct Subscribe {
+  uint64_t request_id = 0;
+  uint64_t request_id_delta = 0;  // d17 Required Request ID Delta
+  TrackNamespace ns;
+  std::string track;
+  uint8_t subscriber_priority = 128;
+  uint8_t group_order = 0;  // 0: the publisher's (d14 field value; d15+ parameter absent)
+  bool forward = true;
+  std::optional<Filter> filter;  // always present in d14; d15+: absent = unfiltered
+  Parameters params;
+  friend bool operator==(const Subscribe&, const Subscribe&) = default;
+};
+
+// SUBSCRIBE_OK. d14: the fields below; d15+: {request_id, track_alias, params[, d16 track
+// extensions]} with group order and largest as parameters (d15 GROUP_ORDER, LARGEST_OBJECT);
+// d17: no request_id. REQUEST_OK, REQUEST_ERROR and PUBLISH_DONE lose theirs in d17 too (the
+// field stays 0).
+struct SubscribeOk {
+  uint64_t request_id = 0;
+  uint64_t track_alias = 0;
+  uint64_t expires = 0;     // d14 field; d15+ EXPIRES parameter stays in params
+  uint8_t group_order = 2;  // d14 field (1 ascending, 2 descending)
+  std::optional<Location> largest;  // d14 Content Exists + Largest Location
+  Parameters params;
+  std::string track_extensions;  // d16 Track Extensions / d17 Track Properties, raw, to the end
+  friend bool operator==(const SubscribeOk&, const SubscribeOk&) = default;
+};
+
+// 0x05 SUBSCRIBE_ERROR (d14) / REQUEST_ERROR (d15+), 0x08 PUBLISH_NAMESPACE_ERROR (d14) and
+// 0x13 SUBSCRIBE_NAMESPACE_ERROR (d14): one layout, the type says which.
+struct RequestError {
+  MessageType type = MessageType::kRequestError;
+  uint64_t request_id = 0;
+  uint64_t error_code = 0;
+  uint64_t retry_interval = 0;  // d16 REQUEST_ERROR only
+  std::string reason;
+  friend bool operator==(const RequestError&, const RequestError&) = default;
+};
+
+// 0x07 PUBLISH_NAMESPACE_OK (d14, no params) / REQUEST_OK (d15+), 0x12 SUBSCRIBE_NAMESPACE_OK
+// (d14).
+struct RequestOk {
+  MessageType type = MessageType::kRequestOk;
+  uint64_t request_id = 0;
+  Parameters params;  // d15+ REQUEST_OK only
+  friend bool operator==(const RequestOk&, const RequestOk&) = default;
+};
+
+// 0x02 SUBSCRIBE_UPDATE (d14 §9.10, d15) / REQUEST_UPDATE (d16, d17 §9.10). d14 has the fields
+// inline; d15+ carry them as parameters, kept here as they came (each checked against the
+// draft's parameter rules).
+struct SubscribeUpdate {
+  uint64_t request_id = 0;
+  uint64_t request_id_delta = 0;     // d17
+  uint64_t existing_request_id = 0;  // d14..16: the subscription's request id
+  Location start;                    // d14
+  uint64_t end_group = 0;            // d14
+  uint8_t subscriber_priority = 128;  // d14
+  bool forward = true;                // d14
+  Parameters params;
+  friend bool operator==(const SubscribeUpdate&, const SubscribeUpdate&) = default;
+};
+
+struct Unsubscribe {
+  uint64_t request_id = 0;
+  friend bool operator==(const Unsubscribe&, const Unsubscribe&) = default;
+};
+
+struct PublishNamespace {
+  uint64_t request_id = 0;
+  uint64_t request_id_delta = 0;  // d17
+  TrackNamespace ns;
+  Parameters params;
+  friend bool operator==(const PublishNamespace&, const PublishNamespace&) = default;
+};
+
+// d14/15: names the namespace; d16: the request id of the PUBLISH_NAMESPACE.
+struct PublishNamespaceDone {
+  TrackNamespace ns;
+  uint64_t request_id = 0;
+  friend bool operator==(const PublishNamespaceDone&, const PublishNamespaceDone&) = default;
+};
+
+struct PublishNamespaceCancel {
+  TrackNamespace ns;        // d14/15
+  uint64_t request_id = 0;  // d16
+  uint64_t error_code = 0;
+  std::string reason;
+  friend bool operator==(const PublishNamespaceCancel&, const PublishNamespaceCancel&) = default;
+};
+
+struct SubscribeNamespace {
+  uint64_t request_id = 0;
+  uint64_t request_id_delta = 0;  // d17
+  TrackNamespace prefix;  // 0..32 fields
+  uint64_t options = 0;   // d16 Subscribe Options (0 PUBLISH, 1 NAMESPACE, 2 both)
+  Parameters params;
+  friend bool operator==(const SubscribeNamespace&, const SubscribeNamespace&) = default;
+};
+
+// 0x08 NAMESPACE / 0x0E NAMESPACE_DONE (d15 as @moq/net speaks it, d16 text): a suffix of the
+// SUBSCRIBE_NAMESPACE prefix.
+struct Namespace {
+  bool done = false;
+  TrackNamespace suffix;
+  friend bool operator==(const Namespace&, const Namespace&) = default;
+};
+
+struct PublishDone {
+  uint64_t request_id = 0;
+  uint64_t status_code = 0;
+  uint64_t stream_count = 0;
+  std::string reason;
+  friend bool operator==(const PublishDone&, const PublishDone&) = default;
+};
+
+// 0x15 MAX_REQUEST_ID and 0x1A REQUESTS_BLOCKED.
+struct MaxRequestId {
+  bool blocked = false;  // REQUESTS_BLOCKED
+  uint64_t value = 0;
+  friend bool operator==(const MaxRequestId&, const MaxRequestId&) = default;
+};
+
+struct Goaway {
+  std::string uri;
+  uint64_t timeout = 0;  // d17, milliseconds
+  friend bool operator==(const Goaway&, const Goaway&) = default;
+};
+
+using ControlMessage =
+    std::variant<ClientSetup, ServerSetup, Setup, Subscribe, SubscribeOk, RequestError, RequestOk,
+                 SubscribeUpdate, Unsubscribe, PublishNamespace, PublishNamespaceDone, PublishNamespaceCancel,
+                 SubscribeNamespace, Namespace, PublishDone, MaxRequestId, Goaway>;
+
+// Appends `type (i) length (16) body`. A message the draft lacks, or a body over 65535 bytes,
+// writes nothing and returns false (a caller bug, not a peer's).
+bool encode(Version v, const ControlMessage& m, std::vector<uint8_t>& out);
+
+// One control message from the front of `in`: nullopt = need more bytes. Errors: an unknown type
+// for the draft (kUnexpectedMessage), a body whose fields do not fill its length exactly
+// (kDecode), a limit (kBoundsExceeded), a malformed known parameter (kWrongSize), any other rule
+// of the draft (kProtocolViolation). All map to the draft's code via termination_code().
+ParseResult<ControlMessage> decode_control(Version v, std::span<const uint8_t> in,
+                                           const Limits& limits);
+
+// SUBGROUP_HEADER (d14 §10.4.2; d15+ adds 0x30..0x3D without Publisher Priority; d17 the same
+// types with leading-ones varints).
+struct SubgroupHeader {
+  uint64_t type = 0x10;  // the wire type, kept so a relay can forward the same form
+  uint64_t track_alias = 0;
+  uint64_t group = 0;
+  uint64_t subgroup = 0;  // explicit, 0, or the first object id (types 0x12/0x13/0x1A/0x1B)
+  std::optional<uint8_t> publisher_priority;  // absent for 0x30..0x3D
+  friend bool operator==(const SubgroupHeader&, const SubgroupHeader&) = default;
+
+  bool has_extensions() const { return (type & 0x01) != 0; }
+  bool subgroup_is_first_object() const { return (type & 0x06) == 0x02; }
+  bool has_subgroup_field() const { return (type & 0x04) != 0; }
+  bool contains_end_of_group() const { return (type & 0x08) != 0; }
+};
+// The SUBGROUP_HEADER type for these properties.
+uint64_t subgroup_type(bool extensions, bool explicit_subgroup, bool end_of_group,
+                       bool with_priority);
+
+// One object on a subgroup stream, its payload not included (it follows the header and may be
+// large: the caller streams `payload_length` bytes).
+struct ObjectHeader {
+  uint64_t id_delta = 0;  // the wire delta (draft-14 §10.4.2)
+  std::string extensions;  // raw Extension Headers block, carried through unchanged
+  uint64_t payload_length = 0;
+  uint64_t status = 0;  // only when payload_length == 0
+  friend bool operator==(const ObjectHeader&, const ObjectHeader&) = default;
+};
+
+// Stream types on a uni stream: SUBGROUP_HEADER types are accepted per draft.
+bool is_subgroup_type(Version v, uint64_t type);
+
+void encode(Version v, const SubgroupHeader& h, std::vector<uint8_t>& out);
+// `extensions` is written only when the header's type has extensions.
+void encode_object(Version v, const SubgroupHeader& h, const ObjectHeader& o,
+                   std::vector<uint8_t>& out);
+// From the stream type varint on.
+ParseResult<SubgroupHeader> decode_subgroup_header(Version v, std::span<const uint8_t> in,
+                                                   const Limits& limits);
+ParseResult<ObjectHeader> decode_object(Version v, const SubgroupHeader& h,
+                                        std::span<const uint8_t> in, const Limits& limits);
+// Object id of the object with `delta` after `previous` (nullopt previous: the first object on
+// the stream). nullopt when the id would pass 2^62-1 (a protocol violation by the peer).
+std::optional<uint64_t> object_id(std::optional<uint64_t> previous, uint64_t delta);
+
+}  // namespace moqd::wire::ietf

@@ -1,0 +1,576 @@
+// Byte-exact fixtures for the IETF MoQ Transport core (drafts 14 to 17). "JS" fixtures are the
+// bytes @moq/net 0.3.4's own encoders write (tests/interop/ietf_fixtures.mjs prints them);
+// "draft" fixtures are transcribed from the draft text, section cited. Every fixture is decoded
+// whole, at every truncated length (must ask for more), and encoded back to the same bytes.
+#include "wire/ietf.h"
+
+#include <gtest/gtest.h>
+
+namespace moqd::wire::ietf {
+namespace {
+
+constexpr Version k14 = Version::kTransport14;
+constexpr Version k15 = Version::kTransport15;
+constexpr Version k16 = Version::kTransport16;
+constexpr Version k17 = Version::kTransport17;
+
+std::string canonical(std::string_view hex) { return to_hex(from_hex(hex)); }
+
+std::string encoded(Version v, const ControlMessage& m) {
+  std::vector<uint8_t> out;
+  EXPECT_TRUE(encode(v, m, out));
+  return to_hex(out);
+}
+
+ParseResult<ControlMessage> decode_hex(Version v, std::string_view hex) {
+  auto bytes = from_hex(hex);
+  return decode_control(v, std::span<const uint8_t>(bytes), Limits{});
+}
+
+// Decodes `hex` whole and every strict prefix (need more), and encodes `expected` to `hex`.
+template <class T>
+void expect_round_trip(Version v, std::string_view hex, const T& expected) {
+  auto bytes = from_hex(hex);
+  auto r = decode_control(v, std::span<const uint8_t>(bytes), Limits{});
+  ASSERT_TRUE(r.has_value()) << r.error().detail;
+  ASSERT_TRUE(r->has_value()) << "needs more bytes";
+  ASSERT_TRUE(std::holds_alternative<T>((*r)->value)) << "decoded as another message";
+  EXPECT_EQ(std::get<T>((*r)->value), expected);
+  EXPECT_EQ((*r)->consumed, bytes.size());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    auto part = decode_control(v, std::span<const uint8_t>(bytes.data(), n), Limits{});
+    ASSERT_TRUE(part.has_value()) << "prefix " << n << ": " << part.error().detail;
+    EXPECT_FALSE(part->has_value()) << "prefix " << n << " decoded";
+  }
+  EXPECT_EQ(encoded(v, expected), canonical(hex));
+}
+
+void expect_error(Version v, std::string_view hex, ErrorCode code, TerminationCode term) {
+  auto r = decode_hex(v, hex);
+  ASSERT_FALSE(r.has_value()) << "decoded " << hex;
+  EXPECT_EQ(r.error().code, code) << r.error().detail;
+  EXPECT_EQ(termination_code(r.error().code), term) << r.error().detail;
+}
+
+Parameter var(uint64_t type, uint64_t value) { return Parameter{type, value, {}}; }
+Parameter bin(uint64_t type, std::string bytes) { return Parameter{type, 0, std::move(bytes)}; }
+
+const TrackNamespace kRoomAlice = {"room", "alice"};
+
+// --- SETUP (d14 §9.3; d15/16: no version fields; d16: delta-coded types).
+
+TEST(IetfSetup, ClientSetupJs) {
+  ClientSetup d14{{0xff00000e}, {var(kSetupMaxRequestId, 42069), bin(kSetupImplementation, "moq-lite-js")}};
+  expect_round_trip(k14, "20001c01c0000000ff00000e02028000a455070b6d6f712d6c6974652d6a73", d14);
+  ClientSetup later{{}, d14.params};
+  expect_round_trip(k15, "20001302028000a455070b6d6f712d6c6974652d6a73", later);
+  // d16: 0x07 is written as the delta 5 from 0x02.
+  expect_round_trip(k16, "20001302028000a455050b6d6f712d6c6974652d6a73", later);
+}
+
+// The d14-layout CLIENT_SETUP @moq/net sends on the SETUP path (NET-0.3.md §4.8): three versions,
+// and the SOLICIT option 0x40b5a (an unknown setup parameter, kept).
+TEST(IetfSetup, ClientSetupWithSolicitJs) {
+  ClientSetup m{{0xff0dad02, 0xff0dad01, 0xff00000e},
+                {var(kSetupMaxRequestId, 42069), var(kSetupSolicit, 1),
+                 bin(kSetupImplementation, "moq-lite-js")}};
+  expect_round_trip(k14,
+                    "200031 03 c0000000ff0dad02 c0000000ff0dad01 c0000000ff00000e"
+                    "03 02 8000a455 80040b5a 01 07 0b 6d6f712d6c6974652d6a73",
+                    m);
+}
+
+TEST(IetfSetup, ServerSetupJs) {
+  expect_round_trip(k14, "210009c0000000ff00000e00", ServerSetup{0xff00000e, {}});
+  expect_round_trip(k15, "21000100", ServerSetup{});
+  expect_round_trip(k16, "21000100", ServerSetup{});
+}
+
+TEST(IetfSetup, DuplicateKnownSetupParameterIsViolation) {
+  // Two MAX_REQUEST_ID parameters.
+  expect_error(k15, "210005 02 0201 0202", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  // Two unknown ones (0x40) are allowed (d14 §9.2: "MUST allow duplicates of unknown").
+  auto r = decode_hex(k15, "210007 02 4040 01 4040 02");
+  ASSERT_TRUE(r.has_value()) << r.error().detail;
+}
+
+// --- SUBSCRIBE family.
+
+TEST(IetfSubscribe, SubscribeD14Js) {
+  // d14 §9.7: fields inline; JS: priority 7, group order 2, forward 1, filter 2 (Largest Object).
+  Subscribe m{2, 0, kRoomAlice, "video", 7, 2, true, Filter{FilterType::kLargestObject, {}, 0}, {}};
+  expect_round_trip(k14, "030018020204726f6f6d05616c69636505766964656f0702010200", m);
+}
+
+TEST(IetfSubscribe, SubscribeD15D16Js) {
+  Subscribe m{2, 0, kRoomAlice, "video", 7, 2, true, Filter{FilterType::kLargestObject, {}, 0}, {}};
+  // d15: absolute types in @moq/net's order 0x20, 0x22, 0x10, 0x21.
+  expect_round_trip(k15, "03001d020204726f6f6d05616c69636505766964656f04200722021001210102", m);
+  // d16: sorted, delta-coded 0x10, 0x20, 0x21, 0x22.
+  expect_round_trip(k16, "03001d020204726f6f6d05616c69636505766964656f04100110070101020102", m);
+}
+
+TEST(IetfSubscribe, SubscribeAbsoluteRangeDraft) {
+  // d14 §9.7: Filter Type 4 (AbsoluteRange), Start Location {5, 1}, End Group 9, and one
+  // DELIVERY_TIMEOUT parameter (0x02 = 100 ms, §9.2.1.2).
+  Subscribe m{4, 0, {"a"}, "t", 128, 1, false, Filter{FilterType::kAbsoluteRange, {5, 1}, 9},
+              {var(kParamDeliveryTimeout, 100)}};
+  expect_round_trip(k14, "030011 04 01 0161 0174 80 01 00 04 05 01 09 01 02 4064", m);
+}
+
+TEST(IetfSubscribe, SubscribeOkJs) {
+  // d14 §9.8: id 2, alias 2, expires 0, group order 2, content exists 0, 0 params.
+  expect_round_trip(k14, "040006020200020000", SubscribeOk{2, 2, 0, 2, std::nullopt, {}, {}});
+  expect_round_trip(k15, "040003020200", SubscribeOk{2, 2, 0, 2, std::nullopt, {}, {}});
+  expect_round_trip(k16, "040003020200", SubscribeOk{2, 2, 0, 2, std::nullopt, {}, {}});
+}
+
+TEST(IetfSubscribe, SubscribeOkLargestDraft) {
+  // d14 §9.8: Content Exists 1 with Largest Location {7, 3}; Expires 1000 ms.
+  expect_round_trip(k14, "040009 01 05 43e8 01 01 07 03 00",
+                    SubscribeOk{1, 5, 1000, 1, Location{7, 3}, {}, {}});
+  // d16 §9.10: LARGEST_OBJECT (0x09, §9.2.2.7) as a parameter, then Track Extensions (here one
+  // DEFAULT_PUBLISHER_PRIORITY 0x0E = 64, kept raw).
+  SubscribeOk d16{1, 5, 0, 2, std::nullopt, {bin(kParamLargestObject, "\x07\x03")}, "\x0e\x40\x40"};
+  expect_round_trip(k16, "04000a 01 05 01 09 02 0703 0e4040", d16);
+}
+
+TEST(IetfSubscribe, ErrorsJs) {
+  // d14 SUBSCRIBE_ERROR / d15 REQUEST_ERROR: id, code 404, reason.
+  RequestError e{MessageType::kRequestError, 2, 404, 0, "Broadcast not found"};
+  expect_round_trip(k14, "0500170241941342726f616463617374206e6f7420666f756e64", e);
+  expect_round_trip(k15, "0500170241941342726f616463617374206e6f7420666f756e64", e);
+  // d16 §9.8: Retry Interval 0 after the code.
+  expect_round_trip(k16, "050018024194001342726f616463617374206e6f7420666f756e64", e);
+}
+
+TEST(IetfSubscribe, SubscribeUpdateJs) {
+  // @moq/net writes request id 4 and zeroes: d14 fields inline (start {0, 0}, end group 0,
+  // priority 128, forward 1); d15/16 the existing request id and no parameters; d17 the
+  // Required Request ID Delta instead of an existing id (the update rides the request's stream).
+  expect_round_trip(k14, "0200080400000000800100", SubscribeUpdate{4, 0, 0, {0, 0}, 0, 128, true, {}});
+  expect_round_trip(k15, "020003040000", SubscribeUpdate{4, 0, 0, {}, 0, 128, true, {}});
+  expect_round_trip(k16, "020003040000", SubscribeUpdate{4, 0, 0, {}, 0, 128, true, {}});
+  expect_round_trip(k17, "020003040000", SubscribeUpdate{4, 0, 0, {}, 0, 128, true, {}});
+}
+
+TEST(IetfSubscribe, SubscribeUpdateDraft) {
+  // d14 §9.10: update of subscription 2 to start at {10, 0}, end group 20, priority 5, forward
+  // 0, with DELIVERY_TIMEOUT 100 ms.
+  expect_round_trip(k14, "02000b 06 02 0a 00 14 05 00 01 02 4064",
+                    SubscribeUpdate{6, 0, 2, {10, 0}, 20, 5, false, {var(kParamDeliveryTimeout, 100)}});
+  // d16 REQUEST_UPDATE with FORWARD 0 and SUBSCRIBER_PRIORITY 9 as (delta-coded) parameters.
+  expect_round_trip(k16, "020007 06 02 02 10 00 10 09",
+                    SubscribeUpdate{6, 0, 2, {}, 0, 128, true, {var(kParamForward, 0), var(kParamSubscriberPriority, 9)}});
+  // GROUP_ORDER is not an update parameter: a violation in d16.
+  expect_error(k16, "020005 06 02 01 22 01", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfSubscribe, UnsubscribeAndPublishDoneJs) {
+  for (Version v : {k14, k15, k16}) {
+    expect_round_trip(v, "0a000102", Unsubscribe{2});
+    // PUBLISH_DONE: id 2, status 200, stream count 0, "OK".
+    expect_round_trip(v, "0b00070240c800024f4b", PublishDone{2, 200, 0, "OK"});
+  }
+}
+
+// --- Namespaces.
+
+TEST(IetfNamespace, PublishNamespaceJs) {
+  for (Version v : {k14, k15, k16}) {
+    expect_round_trip(v, "06000e000204726f6f6d05616c69636500", PublishNamespace{0, 0, kRoomAlice, {}});
+  }
+  expect_round_trip(k14, "07000100", RequestOk{MessageType::kRequestOk, 0, {}});
+  expect_round_trip(k15, "0700020000", RequestOk{MessageType::kRequestOk, 0, {}});
+  expect_round_trip(k16, "0700020000", RequestOk{MessageType::kRequestOk, 0, {}});
+  // DONE: by namespace in d14/15, by request id in d16 (§9.22).
+  expect_round_trip(k14, "09000c0204726f6f6d05616c696365", PublishNamespaceDone{kRoomAlice, 0});
+  expect_round_trip(k15, "09000c0204726f6f6d05616c696365", PublishNamespaceDone{kRoomAlice, 0});
+  expect_round_trip(k16, "09000100", PublishNamespaceDone{{}, 0});
+}
+
+TEST(IetfNamespace, PublishNamespaceErrorAndCancelDraft) {
+  // d14 §9.25 PUBLISH_NAMESPACE_ERROR: id 0, code 3 (uninterested), "no".
+  expect_round_trip(k14, "080005 00 03 026e6f", RequestError{MessageType::kNamespace, 0, 3, 0, "no"});
+  // d14 §9.27 PUBLISH_NAMESPACE_CANCEL by namespace; d16 §9.24 by request id.
+  expect_round_trip(k14, "0c0006 01 0161 04 0178", PublishNamespaceCancel{{"a"}, 0, 4, "x"});
+  expect_round_trip(k16, "0c0004 06 04 0178", PublishNamespaceCancel{{}, 6, 4, "x"});
+}
+
+TEST(IetfNamespace, SubscribeNamespaceJs) {
+  expect_round_trip(k14, "110008000104726f6f6d00", SubscribeNamespace{0, 0, {"room"}, 0, {}});
+  expect_round_trip(k15, "110008000104726f6f6d00", SubscribeNamespace{0, 0, {"room"}, 0, {}});
+  // d16 §9.25: Subscribe Options 1 (NAMESPACE only).
+  expect_round_trip(k16, "110009000104726f6f6d0100", SubscribeNamespace{0, 0, {"room"}, 1, {}});
+  // d14 SUBSCRIBE_NAMESPACE_OK (0x12), captured in protocol/README.md §5.7.
+  expect_round_trip(k14, "12000100", RequestOk{MessageType::kSubscribeNamespaceOk, 0, {}});
+  // The whole root: a prefix of zero fields.
+  expect_round_trip(k15, "11000300 0000", SubscribeNamespace{0, 0, {}, 0, {}});
+}
+
+TEST(IetfNamespace, NamespaceEntriesJs) {
+  for (Version v : {k15, k16}) {
+    expect_round_trip(v, "0800070105616c696365", Namespace{false, {"alice"}});
+    expect_round_trip(v, "0e00070105616c696365", Namespace{true, {"alice"}});
+  }
+  // In d14, 0x08 is PUBLISH_NAMESPACE_ERROR and 0x0E is not decoded (TRACK_STATUS reply).
+  auto r = decode_hex(k14, "0e00070105616c696365");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnexpectedMessage);
+}
+
+TEST(IetfControl, MaxRequestIdGoawayJs) {
+  for (Version v : {k14, k15, k16}) {
+    expect_round_trip(v, "1500024064", MaxRequestId{false, 100});
+    expect_round_trip(v, "10001a1968747470733a2f2f72656c61792e6578616d706c652f6d6f71",
+                      Goaway{"https://relay.example/moq"});
+  }
+  // REQUESTS_BLOCKED (d14 §9.6): Maximum Request ID 100.
+  expect_round_trip(k16, "1a00024064", MaxRequestId{true, 100});
+}
+
+// --- Bad input: each closes the session with the draft's code.
+
+TEST(IetfErrors, UnknownMessageType) {
+  for (Version v : {k14, k15, k16}) {
+    expect_error(v, "3f0000", ErrorCode::kUnexpectedMessage, TerminationCode::kProtocolViolation);
+  }
+  // 0x12 SUBSCRIBE_NAMESPACE_OK exists only in d14.
+  expect_error(k16, "12000100", ErrorCode::kUnexpectedMessage, TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfErrors, LengthMismatch) {
+  // UNSUBSCRIBE with a length of 2 around a 1-byte id: trailing byte (§9).
+  expect_error(k15, "0a00020200", ErrorCode::kDecode, TerminationCode::kProtocolViolation);
+  // A length shorter than the fields.
+  expect_error(k15, "0b00020240c8", ErrorCode::kDecode, TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfErrors, TruncatedParameter) {
+  // PUBLISH_NAMESPACE whose one parameter (odd: AUTHORIZATION_TOKEN) claims 5 bytes but has 1.
+  expect_error(k15, "060008 00 01 0161 01 03 05 aa", ErrorCode::kDecode,
+               TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfErrors, ParameterNotAllowedInMessage) {
+  // SUBSCRIBER_PRIORITY (0x20) in PUBLISH_NAMESPACE: d16 §9.2 closes the session ...
+  expect_error(k16, "060007 00 01 0161 01 20 07", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  // ... an unknown parameter too ...
+  expect_error(k16, "060007 00 01 0161 01 3e 07", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  // ... while d14/15 ignore it and keep it (d14 §9.2: receivers ignore unrecognized ones).
+  expect_round_trip(k15, "060007 00 01 0161 01 3e 07", PublishNamespace{0, 0, {"a"}, {var(0x3e, 7)}});
+}
+
+TEST(IetfErrors, DuplicateKnownParameter) {
+  // d15 SUBSCRIBE with FORWARD twice.
+  expect_error(k15, "03000b 00 01 0161 0174 02 1001 1001", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfErrors, ParameterValueRules) {
+  // d15 §9.2.1.10, §9.2.1.6, §9.2.1.5: FORWARD 2, GROUP_ORDER 3, SUBSCRIBER_PRIORITY 256: protocol violations.
+  expect_error(k15, "030009 00 01 0161 0174 01 1002", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  expect_error(k15, "030009 00 01 0161 0174 01 2203", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  expect_error(k15, "03000a 00 01 0161 0174 01 20 4100", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  // A filter that does not fill SUBSCRIPTION_FILTER exactly (type 2 plus a stray byte).
+  expect_error(k15, "03000b 00 01 0161 0174 01 21 02 0200", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  // LARGEST_OBJECT holding one varint instead of a Location: KEY_VALUE_FORMATTING_ERROR (§1.4.2).
+  expect_error(k16, "040006 01 05 01 09 01 07", ErrorCode::kWrongSize,
+               TerminationCode::kKeyValueFormattingError);
+}
+
+TEST(IetfErrors, NamespaceTupleLimits) {
+  // 0 fields in a track's namespace, 33 fields (§2.4.1).
+  expect_error(k14, "060003 00 00 00", ErrorCode::kBoundsExceeded,
+               TerminationCode::kProtocolViolation);
+  std::string hex = "060045 00 21";
+  for (int i = 0; i < 33; ++i) {
+    hex += " 0161";
+  }
+  hex += " 00";
+  expect_error(k14, hex, ErrorCode::kBoundsExceeded, TerminationCode::kProtocolViolation);
+  // An empty field is a violation from d16 on (§2.4.1), accepted before.
+  expect_error(k16, "060004 00 01 00 00", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  expect_round_trip(k14, "060004 00 01 00 00", PublishNamespace{0, 0, {""}, {}});
+}
+
+TEST(IetfErrors, FullTrackNameOver4096) {
+  // One 4000-byte field plus a 100-byte track name.
+  std::vector<uint8_t> out;
+  Subscribe m{0, 0, {std::string(4000, 'a')}, std::string(100, 'b'), 128, 0, true, std::nullopt, {}};
+  ASSERT_TRUE(encode(k15, m, out));
+  auto r = decode_control(k15, std::span<const uint8_t>(out), Limits{});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kBoundsExceeded);
+  // 3996 + 100 fits.
+  m.ns = {std::string(3996, 'a')};
+  out.clear();
+  ASSERT_TRUE(encode(k15, m, out));
+  auto ok = decode_control(k15, std::span<const uint8_t>(out), Limits{});
+  ASSERT_TRUE(ok.has_value()) << ok.error().detail;
+}
+
+TEST(IetfErrors, ReasonPhraseOver1024) {
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(encode(k14, PublishDone{1, 500, 0, std::string(1025, 'x')}, out));
+  auto r = decode_control(k14, std::span<const uint8_t>(out), Limits{});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(termination_code(r.error().code), TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfErrors, MessagesADraftLacksAreNotEncoded) {
+  std::vector<uint8_t> out;
+  EXPECT_FALSE(encode(k14, Namespace{false, {"a"}}, out));
+  EXPECT_FALSE(encode(k15, RequestOk{MessageType::kSubscribeNamespaceOk, 0, {}}, out));
+  EXPECT_FALSE(encode(Version::kLite02, Unsubscribe{1}, out));
+  EXPECT_TRUE(out.empty());
+}
+
+// --- SUBGROUP streams (d14 §10.4.2).
+
+TEST(IetfSubgroup, JsStream) {
+  // protocol/README.md §5.7 capture: type 0x18, alias 2, group 0, priority 0, objects "hi" and
+  // "there" (delta 0 each: ids 0 and 1).
+  auto bytes = from_hex("18020000 000268 69 0005 7468657265");
+  auto h = decode_subgroup_header(k14, std::span<const uint8_t>(bytes), Limits{});
+  ASSERT_TRUE(h.has_value() && h->has_value());
+  const SubgroupHeader& hdr = (*h)->value;
+  EXPECT_EQ(hdr, (SubgroupHeader{0x18, 2, 0, 0, uint8_t{0}}));
+  EXPECT_TRUE(hdr.contains_end_of_group());
+  EXPECT_FALSE(hdr.has_extensions());
+  size_t pos = (*h)->consumed;
+  EXPECT_EQ(pos, 4u);
+  auto o1 = decode_object(k14, hdr, std::span<const uint8_t>(bytes).subspan(pos), Limits{});
+  ASSERT_TRUE(o1.has_value() && o1->has_value());
+  EXPECT_EQ((*o1)->value, (ObjectHeader{0, {}, 2, 0}));
+  pos += (*o1)->consumed + 2;
+  auto o2 = decode_object(k14, hdr, std::span<const uint8_t>(bytes).subspan(pos), Limits{});
+  ASSERT_TRUE(o2.has_value() && o2->has_value());
+  EXPECT_EQ((*o2)->value, (ObjectHeader{0, {}, 5, 0}));
+  EXPECT_EQ(object_id(std::nullopt, 0), 0u);
+  EXPECT_EQ(object_id(0, 0), 1u);
+  std::vector<uint8_t> out;
+  encode(k14, hdr, out);
+  encode_object(k14, hdr, (*o1)->value, out);
+  EXPECT_EQ(to_hex(out), canonical("18020000 0002"));
+}
+
+TEST(IetfSubgroup, ExtensionsAndSubgroupDraft) {
+  // d15 §10.4.2 example: type 0x35 (explicit subgroup, extensions, no priority), alias 2, group
+  // 0, subgroup 0; object delta 0 with a 3-byte extension block (type 4 = 0x40 0x40) and
+  // payload "abcd"; then the end of group status (payload length 0, status 3).
+  auto bytes = from_hex("35020000 00 03 044040 04 61626364 00 00 00 03");
+  auto h = decode_subgroup_header(k15, std::span<const uint8_t>(bytes), Limits{});
+  ASSERT_TRUE(h.has_value() && h->has_value());
+  const SubgroupHeader& hdr = (*h)->value;
+  EXPECT_EQ(hdr, (SubgroupHeader{0x35, 2, 0, 0, std::nullopt}));
+  EXPECT_TRUE(hdr.has_extensions());
+  auto rest = std::span<const uint8_t>(bytes).subspan((*h)->consumed);
+  auto o1 = decode_object(k15, hdr, rest, Limits{});
+  ASSERT_TRUE(o1.has_value() && o1->has_value());
+  EXPECT_EQ((*o1)->value, (ObjectHeader{0, std::string("\x04\x40\x40", 3), 4, 0}));
+  rest = rest.subspan((*o1)->consumed + 4);
+  auto o2 = decode_object(k15, hdr, rest, Limits{});
+  ASSERT_TRUE(o2.has_value() && o2->has_value());
+  EXPECT_EQ((*o2)->value, (ObjectHeader{0, {}, 0, 3}));
+  // Encoded back: the same bytes, extensions carried through unchanged.
+  std::vector<uint8_t> out;
+  encode(k15, hdr, out);
+  encode_object(k15, hdr, (*o1)->value, out);
+  out.insert(out.end(), {'a', 'b', 'c', 'd'});
+  encode_object(k15, hdr, (*o2)->value, out);
+  EXPECT_EQ(to_hex(out), to_hex(bytes));
+  // Every strict prefix of the header asks for more.
+  for (size_t n = 0; n < (*h)->consumed; ++n) {
+    auto part = decode_subgroup_header(k15, std::span<const uint8_t>(bytes.data(), n), Limits{});
+    ASSERT_TRUE(part.has_value());
+    EXPECT_FALSE(part->has_value()) << n;
+  }
+}
+
+TEST(IetfSubgroup, BadInput) {
+  auto header = [](std::string_view hex) {
+    auto b = from_hex(hex);
+    return decode_subgroup_header(k16, std::span<const uint8_t>(b), Limits{});
+  };
+  // Types 0x16 (subgroup bits 0b11) and 0x20 are not SUBGROUP_HEADERs.
+  EXPECT_FALSE(header("16 02 00 00").has_value());
+  EXPECT_FALSE(header("20 02 00 00").has_value());
+  EXPECT_TRUE(header("1d 02 00 05 80").has_value());
+  // Object status 2 is not defined (d14 §10.2.1.1).
+  SubgroupHeader h{0x10, 1, 1, 0, uint8_t{0}};
+  auto b = from_hex("00 00 02");
+  auto o = decode_object(k16, h, std::span<const uint8_t>(b), Limits{});
+  ASSERT_FALSE(o.has_value());
+  EXPECT_EQ(termination_code(o.error().code), TerminationCode::kProtocolViolation);
+  // Object ids past 2^62-1.
+  EXPECT_EQ(object_id(kMaxVarint, 0), std::nullopt);
+  EXPECT_EQ(object_id(kMaxVarint - 2, 1), kMaxVarint);
+}
+
+TEST(IetfSubgroup, TypeBuilder) {
+  EXPECT_EQ(subgroup_type(false, false, true, true), 0x18u);
+  EXPECT_EQ(subgroup_type(true, true, true, false), 0x3du);
+  EXPECT_EQ(subgroup_type(false, false, false, true), 0x10u);
+}
+
+// --- Draft 17: leading-ones varints, SETUP on a uni stream, a stream per request.
+
+TEST(IetfDraft17, SetupJs) {
+  // NET-0.3.md §4.1 [verified], also what ietf_fixtures.mjs prints: Implementation, RELAY_HOPS
+  // (0x40b55 as the leading-ones delta c4 0b 4e), SOLICIT (+5); no count.
+  ietf::Setup m{{bin(kSetupImplementation, "moq-lite-js"),
+           bin(kSetupRelayHops, std::string("\xfe\x0a\x5a\x2a\xdb\x5a\x87\xd4", 8)),
+           var(kSetupSolicit, 1)}};
+  expect_round_trip(k17, "af00001b070b6d6f712d6c6974652d6a73c40b4e08fe0a5a2adb5a87d40501", m);
+  expect_round_trip(k17, "af000000", ietf::Setup{});
+  // CLIENT_SETUP is not a draft-17 message, SETUP not a draft-16 one.
+  expect_error(k17, "21000100", ErrorCode::kUnexpectedMessage, TerminationCode::kProtocolViolation);
+  expect_error(k16, "6f000000", ErrorCode::kUnexpectedMessage, TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfDraft17, RequestsJs) {
+  // Request id 2, Required Request ID Delta 0; typed parameters: FORWARD, SUBSCRIBER_PRIORITY
+  // and GROUP_ORDER one byte each, the filter length-prefixed.
+  Subscribe sub{2, 0, kRoomAlice, "video", 7, 2, true, Filter{FilterType::kLargestObject, {}, 0}, {}};
+  expect_round_trip(k17, "03001e02000204726f6f6d05616c69636505766964656f04100110070101020102", sub);
+  expect_round_trip(k17, "06000f00000204726f6f6d05616c69636500", PublishNamespace{0, 0, kRoomAlice, {}});
+  expect_round_trip(k17, "11000a00000104726f6f6d0100", SubscribeNamespace{0, 0, {"room"}, 1, {}});
+}
+
+TEST(IetfDraft17, ResponsesCarryNoRequestIdJs) {
+  expect_round_trip(k17, "0400020200", SubscribeOk{0, 2, 0, 2, std::nullopt, {}, {}});
+  // REQUEST_ERROR: code 404 as the leading-ones 81 94, Retry Interval 0.
+  expect_round_trip(k17, "0500178194001342726f616463617374206e6f7420666f756e64",
+                    RequestError{MessageType::kRequestError, 0, 404, 0, "Broadcast not found"});
+  expect_round_trip(k17, "07000100", RequestOk{MessageType::kRequestOk, 0, {}});
+  expect_round_trip(k17, "0b000680c800024f4b", PublishDone{0, 200, 0, "OK"});
+  // GOAWAY gains Timeout (d17 §9.5).
+  expect_round_trip(k17, "10001b1968747470733a2f2f72656c61792e6578616d706c652f6d6f7100",
+                    Goaway{"https://relay.example/moq", 0});
+  expect_round_trip(k17, "0800070105616c696365", Namespace{false, {"alice"}});
+  expect_round_trip(k17, "0e00070105616c696365", Namespace{true, {"alice"}});
+}
+
+TEST(IetfDraft17, ControlStreamMessagesAreGone) {
+  for (std::string_view hex : {"0a000102", "09000100", "1500024064", "1a00024064", "200000",
+                               "0c00030001 00"}) {
+    expect_error(k17, hex, ErrorCode::kUnexpectedMessage, TerminationCode::kProtocolViolation);
+  }
+  std::vector<uint8_t> out;
+  EXPECT_FALSE(encode(k17, Unsubscribe{1}, out));
+  EXPECT_FALSE(encode(k17, MaxRequestId{false, 10}, out));
+  EXPECT_FALSE(encode(k17, ClientSetup{}, out));
+  EXPECT_TRUE(out.empty());
+}
+
+TEST(IetfDraft17, TypedParametersDraft) {
+  // d17 §9.3.9: LARGEST_OBJECT is a Location, two varints with no length: {7, 3}.
+  expect_round_trip(k17, "040005 02 01 09 07 03",
+                    SubscribeOk{0, 2, 0, 2, std::nullopt, {bin(kParamLargestObject, "\x07\x03")}, {}});
+  // A uint8 SUBSCRIBER_PRIORITY of 255 (one byte, not a varint).
+  auto r = decode_hex(k17, "03000a 00 00 01 0161 0174 01 20 ff");
+  ASSERT_TRUE(r.has_value() && r->has_value()) << (r ? "" : r.error().detail);
+  EXPECT_EQ(std::get<Subscribe>((*r)->value).subscriber_priority, 255);
+  // An unknown message parameter cannot be skipped: the session closes (d17 §9.3).
+  expect_error(k17, "030009 00 00 01 0161 0174 01 3e", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  // AUTHORIZATION_TOKEN may be repeated (d17 §9.3.2, also d14..16); FORWARD may not.
+  expect_round_trip(k17, "06000c 00 00 01 0161 02 03 01 aa 00 01 bb",
+                    PublishNamespace{0, 0, {"a"}, {bin(3, "\xaa"), bin(3, "\xbb")}});
+  expect_round_trip(k15, "06000b 00 01 0161 02 03 01 aa 03 01 bb",
+                    PublishNamespace{0, 0, {"a"}, {bin(3, "\xaa"), bin(3, "\xbb")}});
+  expect_error(k17, "03000c 00 00 01 0161 0174 02 10 01 00 01", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfDraft17, SubgroupWithLeadingOnesVarints) {
+  // Type 0x10, alias 2, group 200 (leading-ones 80 c8), priority 0; one object "hi".
+  auto bytes = from_hex("10 02 80c8 00 00 02 6869");
+  auto h = decode_subgroup_header(k17, std::span<const uint8_t>(bytes), Limits{});
+  ASSERT_TRUE(h.has_value() && h->has_value());
+  EXPECT_EQ((*h)->value, (SubgroupHeader{0x10, 2, 200, 0, uint8_t{0}}));
+  EXPECT_EQ((*h)->consumed, 5u);
+  std::vector<uint8_t> out;
+  encode(k17, (*h)->value, out);
+  EXPECT_EQ(to_hex(out), canonical("10 02 80c8 00"));
+  // The same group in QUIC form is 40 c8.
+  out.clear();
+  encode(k16, (*h)->value, out);
+  EXPECT_EQ(to_hex(out), canonical("10 02 40c8 00"));
+}
+
+// --- Varint forms (protocol/README.md §1.1, §1.2; the leading-ones examples are the Rust
+// implementation's test values).
+
+uint64_t read_whole(VarintForm f, std::string_view hex) {
+  auto b = from_hex(hex);
+  auto r = read_varint(f, std::span<const uint8_t>(b));
+  EXPECT_TRUE(r.has_value() && r->has_value()) << hex;
+  if (!r.has_value() || !r->has_value()) {
+    return 0;
+  }
+  EXPECT_EQ((*r)->consumed, b.size()) << hex;
+  for (size_t n = 0; n < b.size(); ++n) {
+    auto part = read_varint(f, std::span<const uint8_t>(b.data(), n));
+    EXPECT_TRUE(part.has_value() && !part->has_value()) << hex << " prefix " << n;
+  }
+  return (*r)->value;
+}
+
+std::string written(VarintForm f, uint64_t v) {
+  std::vector<uint8_t> out;
+  write_varint(f, v, out);
+  return to_hex(out);
+}
+
+TEST(IetfVarint, LeadingOnes) {
+  const VarintForm lo = VarintForm::kLeadingOnes;
+  EXPECT_EQ(read_whole(lo, "25"), 37u);
+  EXPECT_EQ(read_whole(lo, "8025"), 37u);  // non-minimal, accepted
+  EXPECT_EQ(read_whole(lo, "bbbd"), 15293u);
+  EXPECT_EQ(read_whole(lo, "faa1a0e403d8"), 2893212287960u);
+  EXPECT_EQ(written(lo, 37), canonical("25"));
+  EXPECT_EQ(written(lo, 15293), canonical("bbbd"));
+  EXPECT_EQ(written(lo, 2893212287960u), canonical("faa1a0e403d8"));
+  EXPECT_EQ(written(lo, 0x2f00), canonical("af00"));  // draft-17 SETUP type
+  // Past 42 bits: no 7-byte form, 8 bytes up to 2^56, then 9.
+  EXPECT_EQ(written(lo, uint64_t{1} << 42), canonical("fe 00 04 00 00 00 00 00"));
+  EXPECT_EQ(written(lo, kMaxVarint), canonical("ff 3f ff ff ff ff ff ff ff"));
+  EXPECT_EQ(read_whole(lo, "fe00040000000000"), uint64_t{1} << 42);
+  EXPECT_EQ(read_whole(lo, "ff3fffffffffffffff"), kMaxVarint);
+  for (uint64_t v : {uint64_t{0}, uint64_t{127}, uint64_t{128}, uint64_t{16383}, uint64_t{16384},
+                     (uint64_t{1} << 35) - 1, uint64_t{1} << 35, (uint64_t{1} << 56) - 1,
+                     uint64_t{1} << 56}) {
+    EXPECT_EQ(read_whole(lo, written(lo, v)), v) << v;
+  }
+  // 1111110x is invalid; so is a value past 2^62-1.
+  for (std::string_view bad : {"fc 00 00 00 00 00 00", "fd 01", "ff 40 00 00 00 00 00 00 00"}) {
+    auto b = from_hex(bad);
+    auto r = read_varint(lo, std::span<const uint8_t>(b));
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kDecode);
+  }
+}
+
+TEST(IetfVarint, QuicForm) {
+  EXPECT_EQ(read_whole(VarintForm::kQuic, "c0000000ff0dad02"), 0xff0dad02u);
+  EXPECT_EQ(read_whole(VarintForm::kQuic, "8000a455"), 42069u);
+  EXPECT_EQ(written(VarintForm::kQuic, 100), canonical("4064"));
+  // Drafts 14..16 speak QUIC varints.
+  for (Version v : {k14, k15, k16}) {
+    EXPECT_EQ(draft(v)->varint_form, VarintForm::kQuic);
+  }
+}
+
+}  // namespace
+}  // namespace moqd::wire::ietf
