@@ -19,6 +19,16 @@ const T = { timeout: 90_000 };
 const NAME = "peers.moqd.test";
 const HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "::1"];
 
+// Whether ::1 can be bound here (a container may run without IPv6): without it the AAAA answer
+// is not exercised end to end (runtime_tests DnsAnswer.* still parse AAAA records).
+async function hasIpv6Loopback() {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once("error", () => resolve(false));
+    s.listen(0, "::1", () => s.close(() => resolve(true)));
+  });
+}
+
 const started = [];
 let dns;
 after(async () => {
@@ -62,14 +72,14 @@ async function freeOn(host, port) {
 }
 
 // A port free on TCP and UDP at every one of HOSTS (a kernel-chosen one, tried a few times).
-async function commonPort() {
+async function commonPort(hosts) {
   for (let i = 0; i < 20; i++) {
     const port = await new Promise((resolve) => {
       const s = net.createServer();
-      s.listen(0, HOSTS[0], () => { const p = s.address().port; s.close(() => resolve(p)); });
+      s.listen(0, hosts[0], () => { const p = s.address().port; s.close(() => resolve(p)); });
     });
     let ok = true;
-    for (const h of HOSTS) ok = ok && await freeOn(h, port);
+    for (const h of hosts) ok = ok && await freeOn(h, port);
     if (ok) return port;
   }
   throw new Error("no port free on every test address");
@@ -83,12 +93,14 @@ async function linkStates(r) {
 
 test("peers from a DNS name follow its answers as they change, on the TTL", T, async () => {
   dns = await startDnsServer({ ttl: 1 });
-  const port = await commonPort();
+  const v6 = await hasIpv6Loopback();
+  if (!v6) console.log("# no ::1 here: the AAAA answer is not exercised end to end");
+  const port = await commonPort(v6 ? HOSTS : HOSTS.slice(0, 4));
   const [hb, hc, hd, ha, h6] = HOSTS;
   const b = await relay("DB", ["--listen", `${hb}:${port}`]);
   const c = await relay("DC", ["--listen", `${hc}:${port}`]);
   const d = await relay("DD", ["--listen", `${hd}:${port}`]);
-  const e = await relay("DE", ["--listen", `[${h6}]:${port}`]);
+  const e = v6 ? await relay("DE", ["--listen", `[${h6}]:${port}`]) : null;
   // The watcher's own address is in the answer too (as a StatefulSet's pods all share one name).
   dns.zone.set(NAME, [hb, hc, ha]);
   const a = await relay("DA", ["--listen", `${ha}:${port}`,
@@ -110,11 +122,11 @@ test("peers from a DNS name follow its answers as they change, on the TTL", T, a
 
   // The set changes (B gone; D and E, over IPv6, come): A follows within a few TTLs.
   const changedAt = Date.now();
-  dns.zone.set(NAME, [hc, hd, h6]);
+  const next = v6 ? [hc, hd, h6] : [hc, hd];
+  dns.zone.set(NAME, next);
   await H.waitFor(async () => {
     const s = await linkStates(a);
-    return Object.keys(s).length === 3 && s[urlAt(hc, port)] === "up" &&
-      s[urlAt(hd, port)] === "up" && s[urlAt(h6, port)] === "up";
+    return Object.keys(s).length === next.length && next.every((h) => s[urlAt(h, port)] === "up");
   }, 15_000, "DA's links to follow the new answer", 100);
   console.log(`# dns: new address set linked ${Date.now() - changedAt} ms after the change (TTL 1 s)`);
   await H.waitFor(async () => (await clusterOf(a)).broadcasts.some((x) => x.path === "dd/cam"),
@@ -134,7 +146,7 @@ test("peers from a DNS name follow its answers as they change, on the TTL", T, a
   dns.silent = true;
   await H.waitFor(() => /cluster: dns peers\.moqd\.test: lookup failed/.test(a.stderrText()),
     15_000, "the failed lookup to be logged");
-  assert.equal(Object.keys(await linkStates(a)).length, 3);
+  assert.equal(Object.keys(await linkStates(a)).length, next.length);
   // An answer that the name has no address removes them all.
   dns.silent = false;
   dns.zone.set(NAME, []);
@@ -143,7 +155,7 @@ test("peers from a DNS name follow its answers as they change, on the TTL", T, a
 
   pubD.close();
   H.closeConnection(pubConn);
-  for (const r of [a, b, c, d, e]) await H.stopMoqdClean(r);
+  for (const r of [a, b, c, d, e]) if (r) await H.stopMoqdClean(r);
 });
 
 test("--cluster-dns refuses a URL without a name and a resolver that is not IPv4:PORT", T, () => {
