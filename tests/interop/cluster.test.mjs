@@ -376,7 +376,7 @@ test("moq pub --fallback publishes through the next relay when its relay is kill
     a.proc.kill("SIGKILL");
     await a.exited;
     H.closeConnection(connA);
-    const lastOnA = onA.arrivals.at(-1).seq;
+    const lastOnA = Math.max(...onA.arrivals.map((x) => x.seq));
     // The publisher notices within its 3 s idle timeout and announces on QB.
     const connB = await H.connect(b.url);
     await H.waitActive(connB, "pf/cam", { ms: 15_000 });
@@ -385,8 +385,9 @@ test("moq pub --fallback publishes through the next relay when its relay is kill
     console.log(`# moq pub failover: groups on QB ${onB.arrivals[0].at - killedAt} ms after SIGKILL of QA`);
     assert.match(pub.stderrText(), /failing over to /);
     // The sequence continued (the same Track in moq pub's origin), it did not restart at 0.
-    assert.ok(onB.arrivals[0].seq > lastOnA, `first group on QB ${onB.arrivals[0].seq} after ${lastOnA} on QA`);
-    assertInOrderNoDuplicates(onB.arrivals, "viewer on QB");
+    const firstOnB = Math.min(...onB.arrivals.map((x) => x.seq));
+    assert.ok(firstOnB > lastOnA, `group ${firstOnB} on QB after ${lastOnA} on QA`);
+    assertNoDuplicates(onB.arrivals, "viewer on QB");
     onB.close();
     H.closeConnection(connB);
   } finally {
