@@ -10,6 +10,7 @@ packages=(
   libcli11-dev libtomlplusplus-dev libgnutls28-dev pkg-config valgrind ccache
   chromium
   libjwt-gnutls-dev libjansson-dev libsystemd-dev python3-prometheus-client curl openssl
+  iproute2
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -5,7 +5,7 @@
 #   asan         clang, ASan+UBSan: unit tests, the interop suite and the browser tests against
 #                sanitized binaries
 #   tsan         g++, TSan: the multi-worker tests (runtime, and relay's two-worker bridge tests)
-#                and interop tests on 2 workers
+#                and interop tests on 2 workers, and `moq sub`/`moq pub --fallback` failing over
 #   bench        the microbenchmarks, the fixed-work fan-out and the in-process QUIC fan-out (built with
 #                the g++ stage) run once
 #                each, briefly: they check every delivery, so they must not rot (figures are
@@ -95,6 +95,10 @@ TARGETS="moqd moq runtime_tests relay_tests" stage build-tsan configure_build bu
 stage unit-tsan build-tsan/tests/runtime_tests --gtest_brief=1
 stage relay-tsan build-tsan/tests/relay_tests --gtest_brief=1
 stage interop-tsan interop build-tsan ./fanout.test.mjs ./js_pubsub.test.mjs ./framing.test.mjs
+# Client failover under TSan: `moq sub --fallback` (a leg per relay, each with its own session)
+# keeps receiving when its first relay is killed, `moq pub --fallback` publishes at the next one;
+# moqd and moq both TSan builds.
+stage fallback-tsan interop build-tsan --test-name-pattern="moq (sub|pub) --fallback" ./cluster.test.mjs
 if [[ -x scripts/fuzz.sh ]]; then
   stage fuzz ./scripts/fuzz.sh short
 fi

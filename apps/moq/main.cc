@@ -273,12 +273,22 @@ int run_until_done(runtime::EventLoop& loop, client::Link& conn, const std::func
 int cmd_pub(const Common& c, bool clock) {
   runtime::EventLoop loop;
   model::Origin origin(model::OriginConfig{}, loop, loop);
-  client::LinkPtr link = client::make_link(loop, origin, options_for(c, std::nullopt));
-  client::Link& conn = *link;
-  if (auto st = conn.connect(); !st) {
+  // --fallback: the relays in turn, starting with the URL. The broadcast lives in this process's
+  // origin, so a new link to the next relay announces it again and serves its track from the
+  // same Track: group sequences continue, the newest group comes from the cache.
+  std::vector<std::string> urls{c.url};
+  urls.insert(urls.end(), c.fallback.begin(), c.fallback.end());
+  size_t url_index = 0;
+  auto link_to = [&](const std::string& url) {
+    Common at = c;
+    at.url = url;
+    return client::make_link(loop, origin, options_for(at, std::nullopt));
+  };
+  client::LinkPtr link = link_to(c.url);
+  if (auto st = link->connect(); !st) {
     return die("connect", st.error());
   }
-  Publisher pub(origin, c, conn.path_prefix());
+  Publisher pub(origin, c, link->path_prefix());
   bool eof = false;
   std::function<void()> tick;  // outlives the loop below, which runs its timers
   if (clock) {
@@ -303,8 +313,11 @@ int cmd_pub(const Common& c, bool clock) {
   // After EOF, wait until every subscription has been served (or the linger runs out).
   Instant eof_at{};
   bool linger_started = false;
+  bool was_ready = false;
+  int failed_attempts = 0;
   Duration linger = parse_seconds(c.timeout == "0" ? "5" : c.timeout);
-  run_until_done(loop, conn, [&] {
+  auto done = [&] {
+    was_ready = was_ready || link->is_ready();
     if (!eof) {
       return false;
     }
@@ -314,11 +327,43 @@ int cmd_pub(const Common& c, bool clock) {
     }
     // Served: the session came up, no subscription is left, and what it was sent has arrived
     // (over QUIC: acknowledged, so no retransmission is owed).
-    session::Session* s = conn.session();
-    bool served = conn.is_ready() && s != nullptr && s->subscription_count() == 0 &&
-                  conn.is_flushed();
+    session::Session* s = link->session();
+    bool served = link->is_ready() && s != nullptr && s->subscription_count() == 0 &&
+                  link->is_flushed();
     return served || loop.now() - eof_at > linger;
-  });
+  };
+  bool connect_failed = false;
+  for (;;) {
+    bool lost = true;
+    if (!connect_failed) {
+      run_until_done(loop, *link, done);
+      lost = link->is_closed();
+    }
+    connect_failed = false;
+    if (!lost || eof || urls.size() < 2) {
+      break;
+    }
+    // The relay is lost while frames still come: continue at the next one.
+    if (was_ready) {
+      failed_attempts = 0;
+      was_ready = false;
+    }
+    if (failed_attempts >= kFailoverRounds * static_cast<int>(urls.size())) {
+      break;
+    }
+    ++failed_attempts;
+    url_index = (url_index + 1) % urls.size();
+    fprintf(stderr, "moq: lost the relay; failing over to %s\n", urls[url_index].c_str());
+    close_link(loop, *link);
+    link.reset();
+    loop.run_until([] { return false; }, std::chrono::milliseconds(200));  // a pause between tries
+    link = link_to(urls[url_index]);
+    if (auto st = link->connect(); !st) {
+      fprintf(stderr, "moq: connect to %s: %s\n", urls[url_index].c_str(), st.error().detail);
+      connect_failed = true;
+    }
+  }
+  client::Link& conn = *link;
   bool failed = conn.is_closed() && (!eof || !conn.is_ready());
   bool never_ready = !conn.is_ready() && !conn.is_closed();
   close_link(loop, conn);
@@ -579,6 +624,9 @@ int main(int argc, char** argv) {
   pub->add_flag("--length-prefixed", c.length_prefixed, "stdin frames are 4-byte big-endian length + bytes");
   pub->add_option("--group-every", c.group_every, "frames per group (default 1)");
   pub->add_option("--linger", c.timeout, "seconds to keep serving subscribers after stdin ends (default 5)");
+  pub->add_option("--fallback", c.fallback,
+                  "another relay URL (repeatable): when the relay is lost, publish there, the "
+                  "group sequence continuing (gives up after 5 rounds of failed connects)");
   auto* sub = app.add_subcommand("sub", "subscribe and write frames to stdout");
   add_common(sub, c, true);
   sub->add_flag("--length-prefixed", c.length_prefixed, "write 4-byte big-endian length + bytes per frame");

@@ -18,6 +18,7 @@
 #include "notify.h"
 #include "relay/auth_service.h"
 #include "relay/cluster.h"
+#include "relay/cluster_dns.h"
 #include "relay/relay.h"
 #include "runtime/tcp.h"
 #include "wire/version.h"
@@ -102,6 +103,8 @@ struct Options {
   std::string cluster_node;
   std::string cluster_token;
   std::string cluster_peers_file;
+  std::vector<std::string> cluster_dns;
+  std::string cluster_dns_server;
   std::string setup_timeout = "10s";
   std::string upgrade_timeout = "10s";
   std::string max_frame_size = "16MiB";
@@ -253,6 +256,13 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--cluster-peers-file", o.cluster_peers_file,
                  "FILE of more peer URLs, one per line ('#' comments, ?cost=N), re-read when it "
                  "changes: peers added get a link, peers removed lose theirs (default: none)");
+  app.add_option("--cluster-dns", o.cluster_dns,
+                 "URL whose host is a DNS name, e.g. http://moqd-peers:4443/ (repeatable; "
+                 "?cost=N): every A/AAAA address it resolves to is a peer at that URL, looked up "
+                 "again when the answer's TTL runs out (1 s to 300 s); this relay's own addresses "
+                 "are left out (default: none)");
+  app.add_option("--cluster-dns-server", o.cluster_dns_server,
+                 "IPv4:PORT of the nameserver --cluster-dns asks (default: /etc/resolv.conf's)");
   app.add_option("--debug-spin-per-delivery", o.debug_spin_per_delivery,
                  "benchmark falsification: busy-wait this long (e.g. 2us) per chunk handed to a "
                  "subscriber (default 0: off)");
@@ -426,6 +436,17 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
   c.cluster.hop_id = moqd::relay::hop_id_for_node(c.cluster.node);
   c.cluster.token = o.cluster_token;
   c.cluster.peers_file = o.cluster_peers_file;
+  for (const auto& url : o.cluster_dns) {
+    if (!moqd::relay::parse_cluster_dns(url)) return bad("--cluster-dns", url);
+  }
+  c.cluster.dns = o.cluster_dns;
+  if (!o.cluster_dns_server.empty()) {
+    auto hp = moqd::runtime::parse_host_port(o.cluster_dns_server);
+    if (!hp || hp->host.find(':') != std::string::npos) {
+      return bad("--cluster-dns-server", o.cluster_dns_server);
+    }
+  }
+  c.cluster.dns_server = o.cluster_dns_server;
   if (o.max_handshakes_per_second == 0) return bad("--max-handshakes-per-second", "0");
   c.max_handshakes_per_second = o.max_handshakes_per_second;
   if (o.max_pending_handshakes == 0) return bad("--max-pending-handshakes", "0");
@@ -601,8 +622,9 @@ constexpr const char* kRestartOnly[] = {
     "listen", "workers", "versions", "metrics-listen", "status-page", "cache-budget",
     "cache-groups", "cache-bytes", "cache-age", "upstream-linger", "udp-gso", "udp-gro",
     "quic-steering", "max-handshakes-per-second", "debug-spin-per-delivery", "cluster-connect",
-    "cluster-node", "cluster-peers-file", "max-pending-handshakes", "handshake-timeout",
-    "max-connections", "max-connections-per-address"};
+    "cluster-node", "cluster-peers-file", "cluster-dns", "cluster-dns-server",
+    "max-pending-handshakes", "handshake-timeout", "max-connections",
+    "max-connections-per-address"};
 
 std::map<std::string, std::string> settings_map(const std::string& settings) {
   std::map<std::string, std::string> m;

@@ -222,8 +222,11 @@ bool ClusterLink::is_source(const model::BroadcastSource* source) const {
          static_cast<const model::BroadcastSource*>(link_->session()) == source;
 }
 
+PeerLinks::PeerLinks(RelayWorker& home, std::string source, size_t first_worker)
+    : home_(home), source_(std::move(source)), next_worker_(first_worker) {}
+
 PeersFileWatcher::PeersFileWatcher(RelayWorker& home, std::string path, size_t first_worker)
-    : home_(home), path_(std::move(path)), next_worker_(first_worker) {}
+    : home_(home), path_(path), links_(home, "peers file " + path, first_worker) {}
 
 PeersFileWatcher::~PeersFileWatcher() { home_.loop().cancel(timer_); }
 
@@ -264,16 +267,17 @@ void PeersFileWatcher::poll() {
     MOQD_LOG(kWarn, "cluster: peers file %s: skipping '%s' (not a peer URL)", path_.c_str(),
              e.c_str());
   }
-  apply(peers);
+  links_.set(peers);
 }
 
-void PeersFileWatcher::apply(const std::vector<ClusterPeer>& peers) {
+void PeerLinks::set(const std::vector<ClusterPeer>& peers) {
   std::map<std::pair<std::string, uint64_t>, ClusterPeer> wanted;
   for (const auto& p : peers) {
     wanted.emplace(std::make_pair(p.url, p.cost), p);
   }
   Relay& relay = home_.relay();
   const size_t n = relay.worker_count();
+  size_t removed = 0;
   for (auto it = links_.begin(); it != links_.end();) {
     if (wanted.count(it->first) != 0) {
       ++it;
@@ -287,6 +291,7 @@ void PeersFileWatcher::apply(const std::vector<ClusterPeer>& peers) {
       home_.workers().post(it->second, [w, gone] { w->remove_cluster_link(gone); });
     }
     it = links_.erase(it);
+    ++removed;
   }
   size_t added = 0;
   for (auto& [key, peer] : wanted) {
@@ -303,8 +308,11 @@ void PeersFileWatcher::apply(const std::vector<ClusterPeer>& peers) {
       home_.workers().post(wi, [w, peer = peer] { w->add_cluster_link(peer); });
     }
   }
-  MOQD_LOG(kInfo, "cluster: peers file %s read: %zu peers (%zu new)", path_.c_str(), links_.size(),
-           added);
+  if (added != 0 || removed != 0 || !logged_) {
+    MOQD_LOG(kInfo, "cluster: %s: %zu peers (%zu new, %zu gone)", source_.c_str(), links_.size(),
+             added, removed);
+    logged_ = true;
+  }
 }
 
 }  // namespace moqd::relay

@@ -93,6 +93,25 @@ class ClusterLink {
   std::minstd_rand rng_;
 };
 
+// A set of peers from one membership source (a peers file, a DNS name), kept by worker 0: set()
+// compares the new set with the last one; peers added get a link on the next worker in turn, peers
+// gone lose theirs (with the routes learned through them).
+class PeerLinks {
+ public:
+  PeerLinks(RelayWorker& home, std::string source, size_t first_worker);
+  // Makes the links match `peers` (by URL and cost; duplicates count once).
+  void set(const std::vector<ClusterPeer>& peers);
+  size_t size() const { return links_.size(); }
+
+ private:
+  RelayWorker& home_;
+  std::string source_;  // for the log: "peers file F", "dns NAME"
+  // Links this source asked for, by (URL, cost), and the worker each one lives on.
+  std::map<std::pair<std::string, uint64_t>, size_t> links_;
+  size_t next_worker_;
+  bool logged_ = false;
+};
+
 // --cluster-peers-file, watched by worker 0: the file is read at start and again whenever its
 // size, modification time or inode changes (polled every kPollInterval, so an editor's
 // rename-into-place is seen too); peers added to it get a link on the next worker in turn,
@@ -110,7 +129,6 @@ class PeersFileWatcher {
 
  private:
   void poll();
-  void apply(const std::vector<ClusterPeer>& peers);
 
   RelayWorker& home_;
   std::string path_;
@@ -120,9 +138,7 @@ class PeersFileWatcher {
   int64_t mtime_ns_ = 0;
   int64_t size_ = -1;
   uint64_t inode_ = 0;
-  // Links this file asked for, by (URL, cost), and the worker each one lives on.
-  std::map<std::pair<std::string, uint64_t>, size_t> links_;
-  size_t next_worker_;
+  PeerLinks links_;
 };
 
 }  // namespace moqd::relay

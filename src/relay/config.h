@@ -29,6 +29,11 @@ struct ClusterConfig {
   std::string token;               // --cluster-token (presented to the peers as ?jwt=)
   // --cluster-peers-file: more peers, one URL per line ('#' comments), re-read when it changes.
   std::string peers_file;
+  // --cluster-dns URL (repeatable): every address the URL's host name resolves to is a peer,
+  // looked up again on the answer's TTL (relay/cluster_dns.h).
+  std::vector<std::string> dns;
+  // --cluster-dns-server IPv4:PORT: the nameserver asked instead of /etc/resolv.conf's.
+  std::string dns_server;
   // This relay's moq-lite-04 hop id: hop_id_for_node(node), below 2^53 (set whether or not it has peers).
   uint64_t hop_id = 0;
 };

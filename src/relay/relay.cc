@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "relay/quic_endpoint.h"
 #include "relay/steering.h"
+#include "relay/cluster_dns.h"
 #include "relay/worker.h"
 #include "runtime/tcp.h"
 
@@ -80,8 +81,26 @@ Result<std::vector<BoundAddress>> Relay::start() {
     size_t first = config_.cluster.peers.size() % workers_.size();
     workers_.loop(0).inject([w0, file, first] { w0->watch_peers_file(file, first); });
   }
+  if (!config_.cluster.dns.empty()) {
+    SelfAddresses self;
+    for (const auto& b : bound) {
+      self.bound.emplace_back(b.host, b.port);
+    }
+    runtime::DnsResolverOptions resolver{config_.cluster.dns_server};
+    RelayWorker* w0 = relay_workers_[0].get();
+    size_t first = config_.cluster.peers.size() % workers_.size();
+    for (const auto& url : config_.cluster.dns) {
+      auto parsed = parse_cluster_dns(url);
+      if (!parsed) {
+        return tl::unexpected(parsed.error());
+      }
+      workers_.loop(0).inject([w0, dns = *parsed, resolver, self, first] {
+        w0->watch_cluster_dns(dns, resolver, self, first);
+      });
+    }
+  }
   if (config_.status_page || !config_.metrics_listen.empty() || !config_.cluster.peers.empty() ||
-      !config_.cluster.peers_file.empty()) {
+      !config_.cluster.peers_file.empty() || !config_.cluster.dns.empty()) {
     for (size_t i = 0; i < workers_.size(); ++i) {
       RelayWorker* w = relay_workers_[i].get();
       workers_.loop(i).inject([w] { w->start_status(); });

@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "relay/cluster.h"
+#include "relay/cluster_dns.h"
 #include "relay/connection.h"
 #include "relay/quic_endpoint.h"
 #include "relay/relay.h"
@@ -56,6 +57,7 @@ RelayWorker::RelayWorker(Relay& relay, size_t index, runtime::Workers& workers,
 
 RelayWorker::~RelayWorker() {
   peers_file_.reset();
+  dns_watchers_.clear();
   cluster_links_.clear();
   metrics_listener_.reset();
   connections_.clear();
@@ -231,6 +233,14 @@ void RelayWorker::remove_cluster_link(const ClusterPeer& peer) {
   }
 }
 
+void RelayWorker::watch_cluster_dns(ClusterDnsName dns, runtime::DnsResolverOptions resolver,
+                                    SelfAddresses self, size_t first_worker) {
+  dns_watchers_.push_back(std::make_unique<DnsPeersWatcher>(*this, std::move(dns),
+                                                            std::move(resolver), std::move(self),
+                                                            first_worker));
+  dns_watchers_.back()->start();
+}
+
 void RelayWorker::watch_peers_file(const std::string& path, size_t first_worker) {
   peers_file_ = std::make_unique<PeersFileWatcher>(*this, path, first_worker);
   peers_file_->start();
@@ -319,6 +329,7 @@ void RelayWorker::remove_connection(ServerConnection* c) {
 void RelayWorker::drain(const std::string& goaway_url, Duration deadline, Duration hard_stop) {
   draining_ = true;
   peers_file_.reset();
+  dns_watchers_.clear();  // joins their lookup threads (at most one lookup's timeout)
   for (auto& l : cluster_links_) {
     l->stop();
   }

@@ -19,6 +19,7 @@
 #include "relay/status.h"
 #include "base/mutex.h"
 #include "relay/config.h"
+#include "runtime/dns.h"
 #include "runtime/event_loop.h"
 #include "runtime/tcp.h"
 #include "runtime/udp.h"
@@ -30,6 +31,9 @@ class Relay;
 class ServerConnection;
 class QuicEndpoint;
 class ClusterLink;
+class DnsPeersWatcher;
+struct ClusterDnsName;
+struct SelfAddresses;
 class PeersFileWatcher;
 
 // What carries a session, as /health counts them.
@@ -97,6 +101,9 @@ class RelayWorker {
   void remove_cluster_link(const ClusterPeer& peer);
   // Worker 0: watches --cluster-peers-file (relay/cluster.h PeersFileWatcher).
   void watch_peers_file(const std::string& path, size_t first_worker);
+  // Worker 0: follows a --cluster-dns name (relay/cluster_dns.h DnsPeersWatcher).
+  void watch_cluster_dns(ClusterDnsName dns, runtime::DnsResolverOptions resolver,
+                         SelfAddresses self, size_t first_worker);
   // How often worker 0 compares the process's resident memory with what the allocator has
   // allocated, and the difference above which it gives the freed memory back (malloc_trim):
   // glibc keeps what a burst freed (an attack, a crowd leaving) at the process's peak otherwise.
@@ -177,6 +184,7 @@ class RelayWorker {
   std::list<std::unique_ptr<ServerConnection>> connections_;
   std::vector<std::unique_ptr<ClusterLink>> cluster_links_;  // destroyed first (~RelayWorker)
   std::unique_ptr<PeersFileWatcher> peers_file_;
+  std::vector<std::unique_ptr<DnsPeersWatcher>> dns_watchers_;
 };
 
 }  // namespace moqd::relay

@@ -353,3 +353,48 @@ test("moq sub --fallback keeps receiving when its relay is killed", T, async () 
   H.closeConnection(pubConn);
   for (const r of [p, b]) await H.stopMoqdClean(r);
 });
+
+test("moq pub --fallback publishes through the next relay when its relay is killed", T, async () => {
+  const a = await relay("QA");
+  const b = await relay("QB");
+  const pub = H.spawnMoq(["pub", a.url, "pf/cam", "--track", "video", "--length-prefixed",
+    "--fallback", b.url]);
+  // A frame (its own group) every GROUP_MS from the test, numbered.
+  let n = 0;
+  const feed = setInterval(() => {
+    const body = Buffer.from(`frame ${n++}`);
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(body.length);
+    pub.write(Buffer.concat([len, body]));
+  }, GROUP_MS);
+  try {
+    const connA = await H.connect(a.url);
+    await H.waitActive(connA, "pf/cam", { ms: 10_000 });
+    const onA = recordGroups(connA, "pf/cam", "video");
+    await H.waitFor(() => onA.arrivals.length >= 5, 10_000, "5 groups through QA");
+    const killedAt = Date.now();
+    a.proc.kill("SIGKILL");
+    await a.exited;
+    H.closeConnection(connA);
+    const lastOnA = Math.max(...onA.arrivals.map((x) => x.seq));
+    // The publisher notices within its 3 s idle timeout and announces on QB.
+    const connB = await H.connect(b.url);
+    await H.waitActive(connB, "pf/cam", { ms: 15_000 });
+    const onB = recordGroups(connB, "pf/cam", "video");
+    await H.waitFor(() => onB.arrivals.length >= 10, 10_000, "10 groups through QB");
+    console.log(`# moq pub failover: groups on QB ${onB.arrivals[0].at - killedAt} ms after SIGKILL of QA`);
+    assert.match(pub.stderrText(), /failing over to /);
+    // The sequence continued (the same Track in moq pub's origin), it did not restart at 0.
+    const firstOnB = Math.min(...onB.arrivals.map((x) => x.seq));
+    assert.ok(firstOnB > lastOnA, `group ${firstOnB} on QB after ${lastOnA} on QA`);
+    assertNoDuplicates(onB.arrivals, "viewer on QB");
+    onB.close();
+    H.closeConnection(connB);
+  } finally {
+    clearInterval(feed);
+  }
+  pub.endStdin();
+  const r = await pub.wait(15_000);
+  assert.deepEqual(r, { code: 0, signal: null }, pub.describe());
+  await H.stopMoqdClean(b);
+});
