@@ -6,7 +6,7 @@
 # connected: heaptrack's "leaked" bytes are then the heap live at that moment. The difference
 # between the two snapshots, per site, divided by N2 - N1, is what one more viewer holds; what the
 # relay holds whatever the viewer count (the cache, the send batch, GnuTLS's tables) cancels out.
-# Bounded: each run publishes DURATION seconds (default 12). Prints the sites, largest first, and
+# Bounded: each run publishes DURATION seconds (default 12); BENCH_ARGS adds `moq bench fanout` flags. Prints the sites, largest first, and
 # the total per viewer. heaptrack slows moqd's allocations (handshakes most), so keep N2 at about
 # 60 on a shared 2-core machine: past ~100 the viewers time out while connecting.
 #
@@ -34,7 +34,7 @@ snapshot() {  # N FILE_PREFIX
   url=$(grep -o "moqd ready url=[^ ]*" "$out.stdout" | sed 's/moqd ready url=//')
   pid=$(pgrep -f "^$B/bin/moqd --listen" | head -1)
   "$B/bin/moq" bench fanout --relay "$url" --relay-pid "$pid" --viewers "$n" --duration "${DURATION}s" \
-    --json --limits-seconds 0.05 --gen-cpus 0 >"$out.bench.json" 2>"$out.bench.err" &
+    --json --limits-seconds 0.05 --gen-cpus 0 ${BENCH_ARGS:-} >"$out.bench.json" 2>"$out.bench.err" &
   local bench=$!
   for _ in $(seq 300); do  # the publisher, the bystander's two sessions and the viewers
     s=$(curl -s "${url}health" | grep -o '"sessions":[0-9]*' | cut -d: -f2 || true)
