@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build g++ clang-14 libclang-rt-14-dev
   libexpected-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev libtomlplusplus-dev libgnutls28-dev pkg-config valgrind ccache
+  libcli11-dev libtomlplusplus-dev libgnutls28-dev pkg-config valgrind heaptrack ccache
   chromium
   libjwt-gnutls-dev libjansson-dev libsystemd-dev python3-prometheus-client curl openssl
   iproute2

@@ -64,6 +64,7 @@ struct Trial {
   double relay_ns_per_byte = 0;
   double throughput_gbps = 0;
   double relay_rss_per_viewer_kb = 0;
+  double relay_heap_per_viewer_kb = 0;  // growth of the relay's heap in use (its /stats), per viewer
   double relay_syscalls_per_packet = 0;
   double relay_datagrams_per_send = 0;    // per send syscall
   double relay_segments_per_message = 0;  // the GSO run length
@@ -243,6 +244,7 @@ Trial Fanout::measure(size_t viewers) {
     return t;
   }
   uint64_t rss_before = relay_.rss_bytes();
+  double heap_before = relay_.counters().heap_in_use;
   for (size_t i = 0; i < workers; ++i) {
     size_t n = viewers / workers + (i < viewers % workers ? 1 : 0);
     auto p = spawn("viewers", path, n, cpus_.gen[i % cpus_.gen.size()], t);
@@ -336,6 +338,7 @@ Trial Fanout::measure(size_t viewers) {
   t.relay_cpu_s = relay_.cpu_seconds() - relay_cpu0;
   RelayCounters c1 = relay_.counters();
   uint64_t rss_after = relay_.rss_bytes();
+  double heap_after = c1.heap_in_use;
   t.relay_drops = relay_.socket_drops();
   for (auto& p : procs) {
     p.cpu_end = process_cpu_seconds(p.child.pid());
@@ -393,6 +396,8 @@ Trial Fanout::measure(size_t viewers) {
   t.throughput_gbps = t.window_s > 0 ? static_cast<double>(t.bytes) * 8 / t.window_s / 1e9 : 0;
   t.relay_rss_per_viewer_kb =
       rss_after > rss_before ? static_cast<double>(rss_after - rss_before) / 1024 / static_cast<double>(viewers) : 0;
+  t.relay_heap_per_viewer_kb =
+      heap_after > heap_before ? (heap_after - heap_before) / 1024 / static_cast<double>(viewers) : 0;
   RelayCounters d = c1 - c0;
   t.relay_syscalls_per_packet = d.packets() > 0 ? d.syscalls() / d.packets() : 0;
   t.relay_datagrams_per_send = d.send_calls > 0 ? d.datagrams_out / d.send_calls : 0;
@@ -476,6 +481,7 @@ std::string trial_json(const Trial& t, const Fanout& f, const FanoutOptions& o) 
       t.has_limit && t.limit_ns_per_byte > 0 ? json_number(t.relay_ns_per_byte / t.limit_ns_per_byte) : "null");
   add("throughput_gbps", json_number(t.throughput_gbps));
   add("relay_rss_per_viewer_kb", json_number(t.relay_rss_per_viewer_kb));
+  add("relay_heap_per_viewer_kb", json_number(t.relay_heap_per_viewer_kb));
   add("relay_syscalls_per_packet", json_number(t.relay_syscalls_per_packet));
   add("relay_datagrams_per_send", json_number(t.relay_datagrams_per_send));
   add("relay_gso_segments_per_message", json_number(t.relay_segments_per_message));
@@ -508,9 +514,9 @@ void print_trial(const Trial& t, const Fanout& f, const FanoutOptions& o) {
     printf(" vs limit %.2f ns/byte (%.2fx)", t.limit_ns_per_byte,
            t.limit_ns_per_byte > 0 ? t.relay_ns_per_byte / t.limit_ns_per_byte : 0);
   }
-  printf("\n  relay: %.1f KB RSS per viewer; %.2f datagrams per send call in GSO runs of %.2f; %.3f "
-         "syscalls per packet\n",
-         t.relay_rss_per_viewer_kb, t.relay_datagrams_per_send, t.relay_segments_per_message,
+  printf("\n  relay: %.1f KB RSS and %.1f KB heap per viewer; %.2f datagrams per send call in GSO runs "
+         "of %.2f; %.3f syscalls per packet\n",
+         t.relay_rss_per_viewer_kb, t.relay_heap_per_viewer_kb, t.relay_datagrams_per_send, t.relay_segments_per_message,
          t.relay_syscalls_per_packet);
   printf("  generator: %.0f%% of its busiest core, %llu socket drops -> %s%s\n",
          100 * t.generator_cpu_share, static_cast<unsigned long long>(t.generator_drops),

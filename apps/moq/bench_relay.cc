@@ -65,6 +65,7 @@ RelayCounters RelayCounters::operator-(const RelayCounters& o) const {
   d.recv_calls = recv_calls - o.recv_calls;
   d.loop_polls = loop_polls - o.loop_polls;
   d.gso_batches = gso_batches - o.gso_batches;
+  d.heap_in_use = heap_in_use - o.heap_in_use;
   return d;
 }
 
@@ -158,6 +159,9 @@ RelayCounters RelayUnderTest::counters() const {
   c.recv_calls = json_number_after(*body, total, "recv_calls");
   c.loop_polls = json_number_after(*body, total, "loop_polls");
   c.gso_batches = json_number_after(*body, total, "gso_batches");
+  if (size_t heap = body->find("\"heap\""); heap != std::string::npos) {
+    c.heap_in_use = json_number_after(*body, heap, "in_use");
+  }
   return c;
 }
 

@@ -30,7 +30,7 @@ test("bench fanout: every frame to every viewer, with the relay's cost against t
     "--limits-seconds", "0.05"]);
   for (const k of ["viewers", "delivered_ratio", "frames_lost", "latency_ms", "bystander_latency_ms",
     "relay_cpu_s", "relay_ns_per_byte", "limit_ns_per_byte", "relay_vs_limit", "throughput_gbps",
-    "relay_rss_per_viewer_kb", "relay_syscalls_per_packet", "relay_datagrams_per_send",
+    "relay_rss_per_viewer_kb", "relay_heap_per_viewer_kb", "relay_syscalls_per_packet", "relay_datagrams_per_send",
     "generator_cpu_share", "generator_drops", "valid"]) {
     assert.ok(k in j, `missing ${k}`);
   }
@@ -43,6 +43,8 @@ test("bench fanout: every frame to every viewer, with the relay's cost against t
   positive(j.relay_ns_per_byte, "relay ns/B");
   positive(j.limit_ns_per_byte, "limit ns/B");
   positive(j.relay_datagrams_per_send, "datagrams per send");
+  // Six viewers' sessions, streams and QUIC state are on the relay's heap (its /stats "heap").
+  positive(j.relay_heap_per_viewer_kb, "relay heap per viewer");
   assert.equal(j.generator_drops, 0);
 });
 
