@@ -71,6 +71,9 @@ browserTest(ctx, "@moq/publish 0.2.17 -> moqd -> @moq/watch 0.4.6 over WebTransp
     assert.deepEqual(info.websockets, [], `${who} opened a WebSocket`);
   }
   assert.ok(sessions.length >= 2 && sessions.every((x) => x.transport === "webtransport"), `moqd's sessions: ${JSON.stringify(sessions)}`);
+  // The player (@moq/net 0.2.8) takes moq-lite-05; the publisher (@moq/net 0.1.9) has no lite-05.
+  assert.equal(watch.version, "moq-lite-05");
+  assert.equal(pub.version, "moq-lite-04");
 }, { timeout: CASE_TIMEOUT_MS });
 
 browserTest(ctx, "@moq/publish 0.2.17 -> moqd -> @moq/watch 0.4.6 over WebSocket (no WebTransport in the page): the player takes qmux-02.moq-lite-05", async (t, s) => {
