@@ -20,6 +20,10 @@ struct Object {
   ObjectStatus status = ObjectStatus::kNormal;
   Bytes extensions;             // raw IETF extension headers; empty for moq-lite
   uint64_t size = 0;            // declared payload size
+  // Presentation timestamp in the track's TrackProperties::timescale, as the producer gave it
+  // (moq-lite-05 FRAME timestamps are carried exactly). A protocol without timestamps stamps the
+  // time the object's first byte reached moqd (see TrackProperties). Kept modulo 2^64.
+  uint64_t timestamp = 0;
   uint64_t received = 0;        // sum of chunk sizes so far
   std::vector<Bytes> chunks;
   // When the object's newest byte arrived (its last once complete), on the track's clock.
@@ -57,6 +61,12 @@ class Group {
   // not done. Breaking that is a producer bug (the session validates peer input first): debug
   // builds abort, release builds log and abort the group.
   Object& begin_object(uint64_t size, ObjectStatus status = ObjectStatus::kNormal);
+  // Its `timestamp` relative to the previous object of the group (the first: to 0), as a signed
+  // difference modulo 2^64: what a moq-lite-05 FRAME header carries.
+  int64_t timestamp_delta(const Object& o) const {
+    uint64_t prev = o.id == 0 || o.id > objects_.size() ? 0 : objects_[o.id - 1].timestamp;
+    return static_cast<int64_t>(o.timestamp - prev);
+  }
   // Appends a chunk to the last object; must not pass its declared size (a producer bug: debug
   // builds abort, release builds keep only what fits). Empty chunks are ignored.
   void append_chunk(Bytes chunk);

@@ -120,7 +120,35 @@ void Track::begin_object(Group& g, uint64_t size, ObjectStatus status) {
   if (ended_) {
     return;
   }
-  g.begin_object(size, status).arrived = clock_.now();
+  Object& o = g.begin_object(size, status);
+  o.arrived = clock_.now();
+  o.timestamp = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(o.arrived.time_since_epoch()).count());
+  notify();
+}
+
+void Track::begin_timed_object(Group& g, uint64_t size, uint64_t timestamp) {
+  if (ended_) {
+    return;
+  }
+  Object& o = g.begin_object(size);
+  o.arrived = clock_.now();
+  o.timestamp = timestamp;
+  notify();
+}
+
+void Track::expect_properties() {
+  if (!ended_) {
+    properties_pending_ = true;
+  }
+}
+
+void Track::set_properties(const TrackProperties& p) {
+  if (ended_) {
+    return;
+  }
+  properties_ = p;
+  properties_pending_ = false;
   notify();
 }
 

@@ -20,6 +20,19 @@ namespace moqd::model {
 
 class Track;
 
+// A track's immutable publisher properties (moq-lite-05 TRACK_INFO). A source that learns them
+// from its peer (a moq-lite-05 publisher) marks the track's properties pending while it asks; every
+// other source leaves the defaults: timescale 1000, and objects stamped with the millisecond their
+// first byte reached moqd (moq-lite-01..04 and the bridge's own clock carry no timestamps).
+struct TrackProperties {
+  static constexpr uint64_t kMillis = 1000;
+  uint8_t priority = 0;
+  bool ordered = false;
+  uint64_t max_latency_ms = 0;
+  uint64_t timescale = kMillis;  // units per second, never 0
+  friend bool operator==(const TrackProperties&, const TrackProperties&) = default;
+};
+
 // Cache bounds for one track. The newest group is never evicted, whatever its size or age.
 struct CacheLimits {
   size_t max_groups = 8;                     // groups kept (--cache-groups)
@@ -94,6 +107,12 @@ class Track final : private TurnWork {
   // GroupRef, since eviction may drop the cache's. Producer calls after end() are no-ops.
   Group* begin_group(uint64_t sequence);
   void begin_object(Group& g, uint64_t size, ObjectStatus status = ObjectStatus::kNormal);
+  // The same, with the object's presentation timestamp (Object::timestamp).
+  void begin_timed_object(Group& g, uint64_t size, uint64_t timestamp);
+  // The source is asking its peer for the track's properties (moq-lite-05 TRACK): properties()
+  // is empty until set_properties(). Listeners hear of the answer through on_track_data.
+  void expect_properties();
+  void set_properties(const TrackProperties& p);
   void append_chunk(Group& g, Bytes chunk);
   void finish_group(Group& g);
   void abort_group(Group& g);
@@ -147,6 +166,10 @@ class Track final : private TurnWork {
   }
   // The next arrival index that will be assigned (one past the newest).
   uint64_t next_arrival() const { return next_arrival_; }
+  // The track's properties, or nullopt while the source is still asking for them.
+  std::optional<TrackProperties> properties() const {
+    return properties_pending_ ? std::nullopt : std::optional<TrackProperties>(properties_);
+  }
   // Largest group sequence seen, if any.
   std::optional<uint64_t> largest_sequence() const { return largest_sequence_; }
 
@@ -201,6 +224,8 @@ class Track final : private TurnWork {
   std::optional<uint64_t> largest_sequence_;
   std::optional<uint64_t> sequence_floor_;
   std::optional<uint8_t> priority_;
+  TrackProperties properties_;
+  bool properties_pending_ = false;
   struct BudgetLink {
     CacheBudget* budget = nullptr;
     CacheBudget::Link link;

@@ -17,6 +17,9 @@ class RemoteTrack final : public model::TrackSource {
 
   void start_track(model::Track& track) override {
     close();
+    // The home worker's track may still be asking its publisher (moq-lite-05 TRACK): its feed
+    // posts the properties once it has them.
+    track.expect_properties();
     id_ = bridge_.open_feed(home_, path_, name_, track);
   }
   void stop_track(model::Track&) override { close(); }
@@ -109,6 +112,15 @@ class Feed final : public model::TrackListener {
   void pump() {
     if (finished_) {
       return;
+    }
+    if (!properties_sent_ && track_ != nullptr) {
+      if (auto p = track_->properties()) {
+        properties_sent_ = true;
+        FeedEvent e;
+        e.kind = FeedEvent::Kind::kProperties;
+        e.properties = *p;
+        emit(std::move(e));
+      }
     }
     collect_new_groups();
     skip_ahead();
@@ -215,7 +227,7 @@ class Feed final : public model::TrackListener {
         case model::GroupCursor::Kind::kNothing:
           return true;
         case model::GroupCursor::Kind::kObjectStart:
-          emit({FeedEvent::Kind::kObject, seq, step.object->size, Bytes()});
+          emit({FeedEvent::Kind::kObject, seq, step.object->size, Bytes(), step.object->timestamp});
           break;
         case model::GroupCursor::Kind::kChunk:
           // The one copy per receiving core: the receiver owns it outright.
@@ -270,6 +282,7 @@ class Feed final : public model::TrackListener {
   std::vector<FeedEvent> events_;
   std::optional<Error> end_reason_;  // the track ended; the end is posted once cursors_ drain
   bool finished_ = false;
+  bool properties_sent_ = false;
   bool skip_logged_ = false;
   Instant skip_logged_at_{};
   uint64_t skipped_unlogged_ = 0;
@@ -477,6 +490,13 @@ void Bridge::on_feed_events(uint64_t id, std::vector<FeedEvent> events) {
   uint64_t bytes = 0;
   for (auto& e : events) {
     bytes += e.cost();
+    if (e.kind == FeedEvent::Kind::kProperties) {
+      track.set_properties(e.properties);
+      if (inbound_.find(id) == inbound_.end()) {
+        return;  // a listener callback closed the feed
+      }
+      continue;
+    }
     if (e.kind == FeedEvent::Kind::kGroup) {
       if (model::Group* g = track.begin_group(e.sequence); g != nullptr) {
         in.groups[e.sequence] = model::GroupRef(g);
@@ -493,7 +513,7 @@ void Bridge::on_feed_events(uint64_t id, std::vector<FeedEvent> events) {
     }
     switch (e.kind) {
       case FeedEvent::Kind::kObject:
-        track.begin_object(*group, e.size);
+        track.begin_timed_object(*group, e.size, e.timestamp);
         break;
       case FeedEvent::Kind::kChunk:
         track.append_chunk(*group, std::move(e.chunk));
@@ -505,6 +525,7 @@ void Bridge::on_feed_events(uint64_t id, std::vector<FeedEvent> events) {
         track.abort_group(*group);
         break;
       case FeedEvent::Kind::kGroup:
+      case FeedEvent::Kind::kProperties:
         break;
     }
     if (inbound_.find(id) == inbound_.end()) {

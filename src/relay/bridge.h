@@ -34,7 +34,9 @@ class Feed;
 
 // What B receives for a feed, in order.
 struct FeedEvent {
-  enum class Kind : uint8_t { kGroup, kObject, kChunk, kGroupEnd, kGroupAbort };
+  // kProperties: the track's properties became known on the home worker (model::Track::
+  // properties); sent once per feed, before or between group events.
+  enum class Kind : uint8_t { kGroup, kObject, kChunk, kGroupEnd, kGroupAbort, kProperties };
   // Credit an event costs besides its payload, so that events without payload (empty frames,
   // group ends, aborts) are paced too.
   static constexpr uint64_t kCost = 64;
@@ -43,6 +45,8 @@ struct FeedEvent {
   uint64_t sequence = 0;  // the group's
   uint64_t size = 0;      // kObject: declared size
   Bytes chunk;            // kChunk: a copy owned by the receiving worker
+  uint64_t timestamp = 0; // kObject: Object::timestamp
+  model::TrackProperties properties{};  // kProperties
 
   uint64_t cost() const { return kCost + chunk.size(); }
 };

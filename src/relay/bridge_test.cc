@@ -316,3 +316,49 @@ TEST(BridgeTest, ReceiverThatKeepsUpGetsEveryGroup) {
 
 }  // namespace
 }  // namespace moqd::relay
+
+namespace moqd::relay {
+namespace {
+
+// moq-lite-05's track properties and object timestamps cross to the other worker as they are:
+// worker 1's track reports its properties only once worker 0's are posted.
+TEST(BridgeTest, TrackPropertiesAndTimestampsCrossToTheOtherWorker) {
+  TwoWorkers w(BridgeLimits{});
+  const model::TrackProperties props{.priority = 5, .ordered = true, .max_latency_ms = 70,
+                                     .timescale = 48000};
+  w.run_on(0, [&] {
+    Side& s = w.side(0);
+    s.publisher = std::make_unique<TestBroadcast>(s.origin, kPath);
+    s.bridge.publish_local(kPath, true, {}, 0);
+    model::Track* t = s.origin.track(kPath, kTrack);
+    ASSERT_NE(t, nullptr);
+    t->set_properties(props);
+  });
+  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).origin.is_active(kPath); }));
+  w.run_on(1, [&] { ASSERT_TRUE(w.side(1).viewer.subscribe(w.side(1).origin, kPath, kTrack)); });
+  ASSERT_TRUE(w.wait_for(1, [&] {
+    auto p = w.side(1).viewer.track()->properties();
+    return p.has_value() && *p == props;
+  }));
+  w.run_on(0, [&] {
+    model::Track* t = w.track();
+    model::Group* g = t->begin_group(3);
+    ASSERT_NE(g, nullptr);
+    t->begin_timed_object(*g, 1, 96000);
+    t->append_chunk(*g, Bytes::copy(std::string("a")));
+    t->begin_timed_object(*g, 1, 95040);
+    t->append_chunk(*g, Bytes::copy(std::string("b")));
+    t->finish_group(*g);
+  });
+  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).viewer.finished_sequences().size() == 1; }));
+  std::vector<uint64_t> stamps;
+  w.run_on(1, [&] {
+    for (const auto& o : w.side(1).viewer.track()->newest_group()->objects()) {
+      stamps.push_back(o.timestamp);
+    }
+  });
+  EXPECT_EQ(stamps, (std::vector<uint64_t>{96000, 95040}));
+}
+
+}  // namespace
+}  // namespace moqd::relay

@@ -17,8 +17,8 @@ namespace moqd::relay {
 // Protocol versions as metric labels, in a fixed order.
 inline constexpr wire::Version kMetricVersions[] = {
     wire::Version::kLite01,      wire::Version::kLite02,      wire::Version::kLite03,
-    wire::Version::kLite04,      wire::Version::kTransport14, wire::Version::kTransport15,
-    wire::Version::kTransport16, wire::Version::kTransport17,
+    wire::Version::kLite04,      wire::Version::kLite05,      wire::Version::kTransport14,
+    wire::Version::kTransport15, wire::Version::kTransport16, wire::Version::kTransport17,
 };
 inline constexpr size_t kMetricVersionCount = std::size(kMetricVersions);
 size_t metric_version_index(wire::Version v);

@@ -21,7 +21,8 @@ wire::VersionSet only(std::initializer_list<wire::Version> versions) {
 
 TEST(RelayProtocolsTest, QuicAlpnsFollowTheTableAndVersions) {
   EXPECT_THAT(quic_alpns(wire::VersionSet::all()),
-              ElementsAre("moq-lite-04", "moq-lite-03", "moql", "h3"));
+              ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moql", "h3"));
+  EXPECT_THAT(quic_alpns(only({wire::Version::kLite05})), ElementsAre("moq-lite-05", "h3"));
   EXPECT_THAT(quic_alpns(only({wire::Version::kLite02})), ElementsAre("moql", "h3"));
   EXPECT_THAT(quic_alpns(only({wire::Version::kLite03})), ElementsAre("moq-lite-03", "h3"));
   EXPECT_THAT(quic_alpns(only({wire::Version::kTransport16})), ElementsAre());
@@ -37,9 +38,11 @@ TEST(RelayProtocolsTest, WebTransportChoiceForTheRealClients) {
   const std::vector<std::string> lite022 = {"moq-lite-04", "moq-lite-03", "moql",
                                             "moqt-17",     "moqt-16",     "moqt-15"};
   auto all = moq_protocols(wire::VersionSet::all());
-  EXPECT_EQ(wt::select_protocol(net034, all), "moq-lite-04");
+  EXPECT_EQ(wt::select_protocol(net034, all), "moq-lite-05");
   EXPECT_EQ(wt::select_protocol(net019, all), "moq-lite-04");
   EXPECT_EQ(wt::select_protocol(lite022, all), "moq-lite-04");
+  auto lite04 = moq_protocols(only({wire::Version::kLite04}));
+  EXPECT_EQ(wt::select_protocol(net034, lite04), "moq-lite-04");
   auto lite02 = moq_protocols(only({wire::Version::kLite02, wire::Version::kLite01}));
   EXPECT_EQ(wt::select_protocol(net034, lite02), "moql");
   EXPECT_EQ(wt::select_protocol({"moqt-17", "moqt-16"}, all), std::nullopt);

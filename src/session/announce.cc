@@ -57,13 +57,24 @@ void AnnounceResponder::on_readable() {
     session_.set_announce_stream_count(session_.announce_stream_count() + 1);
     full_prefix_ = full;
     exclude_hop_ = please->exclude_hop;
-    collecting_init_ = !wire::is_lite03_plus(*session_.version());
+    const wire::Version v = *session_.version();
+    // lite-01/02 send the current set as ANNOUNCE_INIT; lite-05 counts it in ANNOUNCE_OK, which
+    // comes first. Both collect it while add_listener() reports it.
+    collecting_init_ = !wire::is_lite03_plus(v) || wire::is_lite05(v);
     listening_ = true;
     session_.origin().add_listener(full, this);
     if (collecting_init_) {
       collecting_init_ = false;
       std::vector<uint8_t> out;
-      wire::encode(*session_.version(), wire::AnnounceInit{std::move(init_suffixes_)}, out);
+      if (wire::is_lite05(v)) {
+        wire::encode(v, wire::AnnounceOk{session_.config().hop_id, init_suffixes_.size()}, out);
+        for (size_t i = 0; i < init_suffixes_.size(); ++i) {
+          wire::encode(v, wire::Announce{true, init_suffixes_[i], std::move(init_hops_[i])}, out);
+        }
+        init_hops_.clear();
+      } else {
+        wire::encode(v, wire::AnnounceInit{std::move(init_suffixes_)}, out);
+      }
       init_suffixes_.clear();
       write_bytes(std::move(out));
     }
@@ -114,6 +125,7 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, const 
   }
   if (collecting_init_) {
     init_suffixes_.emplace_back(*suffix);
+    init_hops_.push_back(hops);
     return;
   }
   MOQD_LOG(kDebug, "session %llu announce %s %s", static_cast<unsigned long long>(session_.id()),
@@ -122,7 +134,8 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, const 
   m.active = active;
   m.suffix = std::string(*suffix);
   m.hops = hops;
-  if (session_.config().hop_id != 0) {
+  // lite-04 appends our own hop to every route; lite-05 names it once, in ANNOUNCE_OK.
+  if (session_.config().hop_id != 0 && !wire::is_lite05(*session_.version())) {
     m.hops.push_back(session_.config().hop_id);
   }
   std::vector<uint8_t> out;
@@ -159,6 +172,17 @@ void AnnounceRequester::on_session_closed() {
 void AnnounceRequester::on_readable() {
   const wire::Version v = *session_.version();
   while (stream_ != nullptr && !stream_->peek().empty()) {
+    if (wire::is_lite05(v) && !got_init_) {
+      auto ok = read_message<wire::AnnounceOk>([&](auto in) {
+        return wire::decode_announce_ok(v, in, session_.config().decode);
+      });
+      if (!ok) {
+        return;
+      }
+      got_init_ = true;
+      responder_hop_ = ok->hop_id;
+      continue;
+    }
     if (!wire::is_lite03_plus(v) && !got_init_) {
       auto init = read_message<wire::AnnounceInit>([&](auto in) {
         return wire::decode_announce_init(v, in, session_.config().decode);
@@ -177,6 +201,9 @@ void AnnounceRequester::on_readable() {
     });
     if (!m) {
       return;
+    }
+    if (responder_hop_ != 0 && m->active) {
+      m->hops.push_back(responder_hop_);  // lite-05: the responder is the route's last hop
     }
     apply(m->suffix, m->active, std::move(m->hops));
   }

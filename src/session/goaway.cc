@@ -6,7 +6,7 @@
 namespace moqd::session {
 
 bool Session::send_goaway(const std::string& uri) {
-  if (closed_ || !version_ || *version_ != wire::Version::kLite04) {
+  if (closed_ || !version_ || !wire::is_lite04_plus(*version_)) {
     return false;
   }
   transport::Stream* stream = transport_.open_bidi();

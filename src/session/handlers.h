@@ -46,6 +46,65 @@ class SetupClient final : public StreamHandler {
   bool done_ = false;
 };
 
+// lite-05: the peer's uni SETUP stream. Its SETUP is decoded (a malformed one closes the session)
+// and its Origin kept; the stream ends with the peer's FIN.
+class LiteSetupReceiver final : public StreamHandler {
+ public:
+  LiteSetupReceiver(Session& s, transport::Stream& stream);
+  void on_readable() override;
+  void on_reset(uint64_t) override { finish(); }
+
+ private:
+  bool done_ = false;
+};
+
+// lite-05 TRACK stream (bidi type 6) opened by the peer: answers TRACK_INFO from the origin's
+// track and FINs. When the track's properties are still being asked of its publisher (a lite-05
+// publisher's TRACK_INFO, or another worker's), it listens to the track until they arrive; it
+// resets the stream for an unknown track, or when the track ends first.
+class TrackResponder final : public StreamHandler, public model::TrackListener {
+ public:
+  TrackResponder(Session& s, transport::Stream& stream);
+  ~TrackResponder() override;
+  void on_readable() override;
+  void on_session_closed() override;
+  void on_track_data(model::Track& track) override;
+  void on_track_ended(model::Track& track, Error reason) override;
+  bool is_viewer() const override { return false; }
+
+ private:
+  void answer(const model::TrackProperties& p);
+  void unlisten();
+
+  bool started_ = false;
+  model::Track* track_ = nullptr;
+};
+
+// lite-05 FETCH stream (bidi type 3) opened by the peer: one cached group, as lite-05 FRAMEs
+// directly on the stream, then FIN. A group still arriving is followed until it ends. The stream is
+// reset when the group is not cached (not found) or is aborted.
+class FetchResponder final : public StreamHandler, public model::TrackListener {
+ public:
+  FetchResponder(Session& s, transport::Stream& stream);
+  ~FetchResponder() override;
+  void on_readable() override;
+  void on_writable() override { pump(); }
+  void on_session_closed() override;
+  void on_track_data(model::Track&) override { pump(); }
+  void on_track_ended(model::Track& track, Error reason) override;
+
+ private:
+  void start(const wire::Fetch& req);
+  void pump();
+  void unlisten();
+
+  bool started_ = false;
+  model::Track* track_ = nullptr;
+  std::optional<model::GroupCursor> cursor_;
+  model::GroupCursor::Step step_;
+  std::vector<uint8_t> header_;
+};
+
 // A lite-03+ PROBE stream opened by the peer: kept open and drained; never reset, because
 // @moq/lite 0.2.2 treats a reset probe stream as fatal.
 class ProbeHolder final : public StreamHandler {
@@ -87,6 +146,7 @@ class AnnounceResponder final : public StreamHandler, public model::AnnounceList
   uint64_t exclude_hop_ = 0;  // the peer's hop id (lite-04 ANNOUNCE_PLEASE): routes through it are not sent
   bool collecting_init_ = false;
   std::vector<std::string> init_suffixes_;
+  std::vector<model::Hops> init_hops_;  // lite-05: the hops of each init_suffixes_ entry
   std::set<std::string> active_;
   bool listening_ = false;
 };
@@ -105,7 +165,8 @@ class AnnounceRequester final : public StreamHandler {
   void withdraw_all();
 
   std::string prefix_;
-  bool got_init_ = false;
+  bool got_init_ = false;  // lite-01/02 ANNOUNCE_INIT, lite-05 ANNOUNCE_OK
+  uint64_t responder_hop_ = 0;  // lite-05: ANNOUNCE_OK's hop id, the last hop of every route
   std::set<std::string> active_;  // full paths
 };
 
@@ -149,8 +210,12 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   // Moves finished writers to spare_writers_.
   void recycle_done_writers();
   // The object's FRAME header, encoded once per object (Object::header) and shared.
-  const Bytes& frame_header(const model::Object& object);
+  const Bytes& frame_header(const model::Group& group, const model::Object& object);
   static constexpr uint8_t kLiteFrameHeader = 1;  // Object::header_format of a moq-lite FRAME
+  // lite-05 FRAME (zigzag timestamp delta, size): the same for every lite-05 reader of the group.
+  static constexpr uint8_t kLite05FrameHeader = 2;
+  // lite-05: SUBSCRIBE_END{end} before our FIN when the track (or the requested range) ended.
+  void send_subscribe_end();
   void remove_writer(GroupWriter* w);
   void end_subscription();
   bool wants_group(const model::Group& g) const;
@@ -180,7 +245,14 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   bool skip_logged_ = false;
   Instant skip_logged_at_{};
   uint64_t skipped_unlogged_ = 0;  // groups skipped since the last skip-ahead line
+  bool start_sent_ = false;  // lite-05 SUBSCRIBE_START
+  uint64_t end_group_ = 0;   // lite-05: one past the largest sequence sent (SUBSCRIBE_END)
 };
+
+// lite-05 encoding of an object's FRAME header; false when the timestamp delta cannot be encoded
+// (|delta| >= 2^61: never for timestamps a lite-05 peer sent).
+bool encode_lite05_frame_header(const model::Group& group, const model::Object& object,
+                                std::vector<uint8_t>& out);
 
 // An upstream subscription: the track source for one (broadcast, track) of the peer's broadcasts.
 // Owned by the Session (one per track name, reused across start/stop).
@@ -213,6 +285,10 @@ class UpstreamTrack final : public model::TrackSource, public transport::StreamV
   void release_stream();
   void end_track(Error e);
   void maybe_end_after_publisher_fin();
+  // lite-05: the TRACK stream asking the publisher for TRACK_INFO.
+  class TrackInfoRequest;
+  void on_track_info(const wire::TrackInfo& info);
+  void release_track_stream();
 
   Session& session_;
   std::string path_;  // full
@@ -225,6 +301,7 @@ class UpstreamTrack final : public model::TrackSource, public transport::StreamV
   bool grace_over_ = false;
   size_t active_groups_ = 0;
   TimerId grace_timer_ = 0;
+  std::unique_ptr<TrackInfoRequest> info_request_;
 };
 
 // A group uni stream from the peer: GROUP header, then FRAMEs until FIN, written into the track
@@ -247,6 +324,7 @@ class GroupReceiver final : public StreamHandler {
   model::GroupRef group_;
   uint64_t frame_left_ = 0;
   bool in_frame_ = false;
+  uint64_t timestamp_ = 0;  // lite-05: the previous frame's timestamp on this stream
 };
 
 }  // namespace moqd::session

@@ -65,20 +65,21 @@ std::string choose(std::initializer_list<const char*> offers,
 TEST(WebSocketSubprotocolTest, RealClientsGetTheNewestProtocolMoqdServes) {
   EXPECT_EQ(choose({kLite022}), "qmux-00");
   EXPECT_EQ(choose({kNet019}), "qmux-01");
-  EXPECT_EQ(choose({kNet028}), "qmux-02.moq-lite-04");
-  EXPECT_EQ(choose({kNet034}), "qmux-02.moq-lite-04");
+  EXPECT_EQ(choose({kNet028}), "qmux-02.moq-lite-05");
+  EXPECT_EQ(choose({kNet034}), "qmux-02.moq-lite-05");
 }
 
 TEST(WebSocketSubprotocolTest, MixedListsPickOnlyWhatIsServed) {
-  // The reproduction: lite-05 is not served, lite-04 is.
-  EXPECT_EQ(choose({"qmux-00.moq-lite-05, qmux-00.moq-lite-04, qmux-00"}), "qmux-00.moq-lite-04");
+  // The reproduction: the newest protocol served wins.
+  EXPECT_EQ(choose({"qmux-00.moq-lite-05, qmux-00.moq-lite-04, qmux-00"}), "qmux-00.moq-lite-05");
+  EXPECT_EQ(choose({"qmux-00.moq-lite-04, qmux-00.moq-lite-05"}), "qmux-00.moq-lite-05");
   // Server preference, whatever the client's order.
   EXPECT_EQ(choose({"qmux-00, qmux-00.moq-lite-03, qmux-00.moq-lite-04"}), "qmux-00.moq-lite-04");
   EXPECT_EQ(choose({"webtransport, qmux-00"}), "qmux-00");
   // Offers on several header lines count as one list.
   EXPECT_EQ(choose({"qmux-00.moqt-16", "qmux-00.moq-lite-03"}), "qmux-00.moq-lite-03");
   // Unserved protocols and unknown framings only: refused.
-  EXPECT_EQ(choose({"qmux-00.moqt-17, qmux-00.moqt-16, qmux-00.moq-lite-05"}), "400");
+  EXPECT_EQ(choose({"qmux-00.moqt-17, qmux-00.moqt-16, qmux-00.moq-lite-06-wip"}), "400");
   EXPECT_EQ(choose({"chat, qmux-07.moq-lite-04, qmux-00.moq-lite-4"}), "400");
   EXPECT_EQ(choose({}), "400");
 }
@@ -86,6 +87,7 @@ TEST(WebSocketSubprotocolTest, MixedListsPickOnlyWhatIsServed) {
 TEST(WebSocketSubprotocolTest, VersionsRestrictionChangesTheChoice) {
   const auto lite03 = only({wire::Version::kLite03});
   const auto lite02 = only({wire::Version::kLite02});
+  EXPECT_EQ(choose({kNet034}, only({wire::Version::kLite04})), "qmux-02.moq-lite-04");
   EXPECT_EQ(choose({kNet034}, lite03), "qmux-02.moq-lite-03");
   EXPECT_EQ(choose({kNet034}, lite02), "qmux-02.moql");
   EXPECT_EQ(choose({kNet019}, lite02), "qmux-01");

@@ -162,6 +162,9 @@ void Session::on_setup_complete(wire::Version version) {
   progress_at_ = clock_.now();
   active_at_ = progress_at_;
   stall_timer_ = timers_.schedule(Duration::zero(), [this] { check_stalls(); });
+  if (wire::is_lite05(version)) {
+    open_lite_setup_stream();
+  }
   if (config_.discover_prefix) {
     open_discovery();
   }
@@ -172,6 +175,29 @@ void Session::on_setup_complete(wire::Version version) {
       handlers_[i]->on_session_ready();
     }
   }
+}
+
+void Session::open_lite_setup_stream() {
+  // Over qmux-00 no stream opens before the peer's transport parameters: on_streams_available()
+  // calls here again.
+  transport::Stream* stream = transport_.open_uni();
+  if (stream == nullptr) {
+    lite_setup_waits_for_stream_ = true;
+    return;
+  }
+  lite_setup_waits_for_stream_ = false;
+  // Our Origin, so that the peer can drop announcements that already crossed us. No Probe: moqd
+  // never sends PROBEs, so the peer must not open a probe stream to wait for them.
+  wire::LiteSetup setup;
+  if (config_.hop_id != 0) {
+    setup.add_varint(wire::LiteSetup::kOrigin, config_.hop_id);
+  }
+  std::vector<uint8_t> out;
+  Writer(out).varint(static_cast<uint64_t>(wire::UniType::kSetup));
+  wire::encode(*version_, setup, out);
+  stream->write(Bytes::from(out));
+  stream->finish();
+  stream->release();
 }
 
 void Session::open_discovery() {
@@ -211,6 +237,9 @@ void Session::on_incoming_stream(transport::Stream& stream) {
 void Session::on_streams_available() {
   if (setup_waits_for_stream_) {
     open_setup_stream();
+  }
+  if (lite_setup_waits_for_stream_ && !closed_) {
+    open_lite_setup_stream();
   }
   if (discovery_waits_for_stream_ && !closed_) {
     open_discovery();

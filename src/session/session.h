@@ -1,5 +1,5 @@
 #pragma once
-// A moq-lite session (drafts 01..04) over one transport session, for either role. It is symmetric:
+// A moq-lite session (drafts 01..05) over one transport session, for either role. It is symmetric:
 // it serves the peer's ANNOUNCE_PLEASE and SUBSCRIBE streams from the origin, and it learns the
 // peer's broadcasts (its own ANNOUNCE_PLEASE) and feeds the origin's tracks from the peer
 // (its own SUBSCRIBEs). The relay and the `moq` client both use it. One worker thread; owned by
@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -94,6 +95,11 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   void register_upstream(uint64_t id, UpstreamTrack* u) { upstreams_[id] = u; }
   void announce_from_peer(const std::string& full, bool active, const model::Hops& hops);
   size_t announce_stream_count() const { return announce_streams_; }
+  // lite-05: the peer opened its SETUP stream; false when it already had one.
+  bool note_peer_setup_stream() { return !std::exchange(peer_setup_seen_, true); }
+  // lite-05: the Origin the peer's SETUP named (0: none).
+  void set_peer_hop_id(uint64_t id) { peer_hop_id_ = id; }
+  uint64_t peer_hop_id() const { return peer_hop_id_; }
   void set_announce_stream_count(size_t n) { announce_streams_ = n; }
   template <class H, class... Args>
   H* adopt(Args&&... args);
@@ -105,6 +111,8 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   // The peer's broadcasts leave the origin (through the handler).
   void withdraw_peer_announcements();
   void open_setup_stream();
+  // lite-05: our SETUP on a uni stream (type 1), then FIN.
+  void open_lite_setup_stream();
   void continue_start();
   void check_stalls();
   // Counts one announcement change of the peer against max_announce_rate; false (and the session
@@ -128,6 +136,9 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   bool admission_pending_ = false;
   bool closing_ = false;  // close() was called
   bool discovery_waits_for_stream_ = false;
+  bool lite_setup_waits_for_stream_ = false;
+  bool peer_setup_seen_ = false;
+  uint64_t peer_hop_id_ = 0;
   TimerId setup_timer_ = 0;
   TimerId stall_timer_ = 0;
   TimerId sweep_timer_ = 0;

@@ -41,14 +41,39 @@ void PendingStream::on_readable() {
     if (!ready) {
       return;  // held until SETUP completes (on_session_ready): loss can reorder streams
     }
-    if (data[0] != static_cast<uint8_t>(wire::UniType::kGroup)) {
+    // Up to lite-04 the type is one raw byte; lite-05 reads a varint (NET-0.3.md §3.1).
+    uint64_t uni_type = data[0];
+    size_t type_size = 1;
+    if (wire::is_lite05(*session_.version())) {
+      auto t = wire::decode_stream_type(data);
+      if (!t) {
+        session_.fail(t.error());
+        return;
+      }
+      if (!t->has_value()) {
+        return;
+      }
+      uni_type = (*t)->value;
+      type_size = (*t)->consumed;
+    }
+    const bool setup = wire::is_lite05(*session_.version()) &&
+                       uni_type == static_cast<uint64_t>(wire::UniType::kSetup);
+    if (uni_type != static_cast<uint64_t>(wire::UniType::kGroup) && !setup) {
       stream.stop_sending(static_cast<uint64_t>(ErrorCode::kUnexpectedStream));
       finish();
       return;
     }
-    stream.consume(1);
+    stream.consume(type_size);
     stream_ = nullptr;
     session_.retire(this);
+    if (setup) {
+      if (!session_.note_peer_setup_stream()) {
+        session_.fail(make_error(ErrorCode::kProtocolViolation, "second SETUP stream"));
+        return;
+      }
+      session_.adopt<LiteSetupReceiver>(stream)->on_readable();
+      return;
+    }
     session_.adopt<GroupReceiver>(stream)->on_readable();
     return;
   }
@@ -92,9 +117,20 @@ void PendingStream::on_readable() {
       }
       break;
     case wire::BidiType::kGoaway:
-      if (*session_.version() == wire::Version::kLite04 &&
-          session_.config().role == Role::kClient) {
+      if (wire::is_lite04_plus(*session_.version()) && session_.config().role == Role::kClient) {
         session_.adopt<GoawayStream>(stream, true)->on_readable();
+        return;
+      }
+      break;
+    case wire::BidiType::kTrack:
+      if (wire::is_lite05(*session_.version())) {
+        session_.adopt<TrackResponder>(stream)->on_readable();
+        return;
+      }
+      break;
+    case wire::BidiType::kFetch:
+      if (wire::is_lite05(*session_.version())) {
+        session_.adopt<FetchResponder>(stream)->on_readable();
         return;
       }
       break;
@@ -195,6 +231,31 @@ void SetupClient::on_readable() {
 
 void SetupClient::on_reset(uint64_t) {
   session_.fail(make_error(ErrorCode::kProtocolViolation, "session stream reset"));
+}
+
+LiteSetupReceiver::LiteSetupReceiver(Session& s, transport::Stream& stream) : StreamHandler(s) {
+  attach(stream);
+}
+
+void LiteSetupReceiver::on_readable() {
+  if (stream_ == nullptr) {
+    return;
+  }
+  if (!done_) {
+    auto setup = read_message<wire::LiteSetup>([&](auto in) {
+      return wire::decode_lite_setup(*session_.version(), in, session_.config().decode);
+    });
+    if (!setup) {
+      return;
+    }
+    done_ = true;
+    session_.set_peer_hop_id(setup->varint(wire::LiteSetup::kOrigin).value_or(0));
+  }
+  // SETUP is the stream's only message; the peer FINs it. Anything after it is ignored.
+  stream_->consume(stream_->peek().size());
+  if (stream_->is_fin_received()) {
+    finish();
+  }
 }
 
 ProbeHolder::ProbeHolder(Session& s, transport::Stream& stream) : StreamHandler(s) {

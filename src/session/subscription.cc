@@ -162,17 +162,20 @@ void Subscription::start(const wire::Subscribe& req) {
   stream_->set_send_order(0);
 
   const wire::Version v = *session_.version();
-  wire::SubscribeOk ok;
-  ok.priority = req.priority;
-  if (wire::is_lite03_plus(v)) {
-    ok.ordered = req.ordered;
-    ok.max_latency_ms = req.max_latency_ms;
-    ok.start_group = req.start_group;
-    ok.end_group = req.end_group;
+  // lite-05 accepts implicitly: SUBSCRIBE_START goes out with the first group (open_writers).
+  if (!wire::is_lite05(v)) {
+    wire::SubscribeOk ok;
+    ok.priority = req.priority;
+    if (wire::is_lite03_plus(v)) {
+      ok.ordered = req.ordered;
+      ok.max_latency_ms = req.max_latency_ms;
+      ok.start_group = req.start_group;
+      ok.end_group = req.end_group;
+    }
+    std::vector<uint8_t> out;
+    wire::encode(v, ok, out);
+    write_bytes(std::move(out));
   }
-  std::vector<uint8_t> out;
-  wire::encode(v, ok, out);
-  write_bytes(std::move(out));
 
   // A late joiner starts at the newest group; an explicit start looks through the whole cache.
   if (req.start_group) {
@@ -312,6 +315,15 @@ bool Subscription::open_writers() {
     }
     model::GroupRef group = std::move(pending_.front());
     pending_.erase(pending_.begin());
+    if (wire::is_lite05(*session_.version())) {
+      if (!start_sent_) {
+        start_sent_ = true;
+        header_.clear();
+        wire::encode(*session_.version(), wire::SubscribeStart{group->sequence()}, header_);
+        stream_->write(Bytes::from(header_));
+      }
+      end_group_ = std::max(end_group_, group->sequence() + 1);
+    }
     header_.clear();
     header_.push_back(static_cast<uint8_t>(wire::UniType::kGroup));
     wire::encode(*session_.version(), wire::GroupHeader{req_.id, group->sequence()}, header_);
@@ -338,10 +350,19 @@ void Subscription::write_group(GroupWriter& w) {
     switch (w.cursor_.next(capacity, step)) {
       case model::GroupCursor::Kind::kNothing:
         return;
-      case model::GroupCursor::Kind::kObjectStart:
-        w.stream_->write(frame_header(*step.object));
+      case model::GroupCursor::Kind::kObjectStart: {
+        const Bytes& header = frame_header(*w.cursor_.group(), *step.object);
+        if (header.empty()) {
+          // A timestamp this version cannot carry: the group is cut short, as if aborted.
+          w.stream_->reset(static_cast<uint64_t>(ErrorCode::kWrongSize));
+          w.done_ = true;
+          writer_done_ = true;
+          break;
+        }
+        w.stream_->write(header);
         count_delivery(step);
         break;
+      }
       case model::GroupCursor::Kind::kChunk:
         count_delivery(step);
         w.stream_->write(std::move(step.chunk));
@@ -412,16 +433,37 @@ void Subscription::pump() {
   }
 }
 
-// A moq-lite FRAME header is the payload size, the same for every subscriber of every lite
-// version: encoded once per object and shared (a reference per subscriber, no encoding, no copy).
-const Bytes& Subscription::frame_header(const model::Object& object) {
-  if (object.header_format != kLiteFrameHeader) {
+bool encode_lite05_frame_header(const model::Group& group, const model::Object& object,
+                                std::vector<uint8_t>& out) {
+  return wire::encode_timed_frame_header(
+      wire::TimedFrameHeader{group.timestamp_delta(object), object.size}, out);
+}
+
+// A moq-lite-01..04 FRAME header is the payload size, the same for every subscriber of those
+// versions; a lite-05 one adds the timestamp delta from the group's previous object, again the
+// same for every lite-05 subscriber. Encoded once per object and shared (a reference per
+// subscriber, no encoding, no copy); a track watched in both forms re-encodes when they alternate.
+// Empty when the timestamp cannot be encoded.
+const Bytes& Subscription::frame_header(const model::Group& group, const model::Object& object) {
+  const bool lite05 = wire::is_lite05(*session_.version());
+  const uint8_t format = lite05 ? kLite05FrameHeader : kLiteFrameHeader;
+  if (object.header_format != format) {
     header_.clear();
-    wire::encode_frame_header(object.size, header_);
+    if (lite05) {
+      encode_lite05_frame_header(group, object, header_);
+    } else {
+      wire::encode_frame_header(object.size, header_);
+    }
     object.header = Bytes::from(header_);
-    object.header_format = kLiteFrameHeader;
+    object.header_format = format;
   }
   return object.header;
+}
+
+void Subscription::send_subscribe_end() {
+  std::vector<uint8_t> out;
+  wire::encode(*session_.version(), wire::SubscribeEnd{end_group_}, out);
+  write_bytes(std::move(out));
 }
 
 void Subscription::recycle_done_writers() {
@@ -467,6 +509,9 @@ void Subscription::end_subscription() {
   session_.forget_subscription(this);
   if (stream_ != nullptr && !fin_sent_) {
     fin_sent_ = true;
+    if (wire::is_lite05(*session_.version()) && !unsubscribed_) {
+      send_subscribe_end();  // the track or the requested range ended
+    }
     stream_->finish();
   }
   finish();

@@ -5,6 +5,59 @@
 
 namespace moqd::session {
 
+// lite-05: the TRACK stream asking the publisher for TRACK_INFO, opened before SUBSCRIBE. Its
+// answer sets the track's properties; a reset, or a FIN without TRACK_INFO, ends the track (the
+// publisher does not know it).
+class UpstreamTrack::TrackInfoRequest final : public transport::StreamVisitor {
+ public:
+  TrackInfoRequest(UpstreamTrack& owner, transport::Stream& stream)
+      : owner_(owner), stream_(&stream) {
+    stream.set_visitor(this);
+  }
+  ~TrackInfoRequest() override { release(); }
+  void release() {
+    if (stream_ != nullptr) {
+      stream_->set_visitor(nullptr);
+      stream_->release();
+      stream_ = nullptr;
+    }
+  }
+  void forget_stream() { stream_ = nullptr; }
+  void on_readable() override {
+    if (stream_ == nullptr || done_) {
+      return;
+    }
+    Session& s = owner_.session_;
+    auto r = wire::decode_track_info(*s.version(), stream_->peek(), s.config().decode);
+    if (!r) {
+      s.fail(r.error());
+      return;
+    }
+    if (!r->has_value()) {
+      if (stream_->has_peer_fin()) {
+        owner_.end_track(make_error(ErrorCode::kNotFound, "track stream ended before TRACK_INFO"));
+      }
+      return;
+    }
+    stream_->consume((*r)->consumed);
+    done_ = true;
+    stream_->finish();
+    owner_.on_track_info((*r)->value);  // may release this request's stream: return at once
+  }
+  void on_writable() override {}
+  void on_reset(uint64_t) override {
+    if (!done_) {
+      owner_.end_track(make_error(ErrorCode::kNotFound, "track stream reset by publisher"));
+    }
+  }
+  void on_stop_sending(uint64_t) override {}
+
+ private:
+  UpstreamTrack& owner_;
+  transport::Stream* stream_;
+  bool done_ = false;
+};
+
 UpstreamTrack::UpstreamTrack(Session& s, std::string path, std::string name)
     : session_(s), path_(std::move(path)), name_(std::move(name)) {}
 
@@ -19,10 +72,15 @@ UpstreamTrack::~UpstreamTrack() {
     t->end(make_error(ErrorCode::kClosed, "publisher session ended"));
   }
   release_stream();
+  release_track_stream();
 }
 
 void UpstreamTrack::start_track(model::Track& track) {
   track_ = &track;
+  info_request_.reset();
+  if (wire::is_lite05(*session_.version())) {
+    track.expect_properties();  // until the publisher's TRACK_INFO
+  }
   got_ok_ = false;
   publisher_finished_ = false;
   grace_over_ = false;
@@ -41,12 +99,28 @@ void UpstreamTrack::open_subscribe_stream() {
     end_track(make_error(ErrorCode::kNotFound, "broadcast outside the session root"));
     return;
   }
+  const wire::Version v = *session_.version();
+  if (wire::is_lite05(v) && info_request_ == nullptr) {
+    // TRACK first: the track's properties (its timescale above all) come from TRACK_INFO.
+    transport::Stream* ts = session_.transport().open_bidi();
+    if (ts == nullptr) {
+      session_.wait_for_streams(this);
+      return;
+    }
+    std::vector<uint8_t> out;
+    out.push_back(static_cast<uint8_t>(wire::BidiType::kTrack));
+    wire::encode(v, wire::TrackRequest{*peer_path, name_}, out);
+    ts->write(Bytes::from(out));
+    info_request_ = std::make_unique<TrackInfoRequest>(*this, *ts);
+  }
   transport::Stream* stream = session_.transport().open_bidi();
   if (stream == nullptr) {
     session_.wait_for_streams(this);
     return;
   }
   stream_ = stream;
+  // lite-05 accepts implicitly (no SUBSCRIBE_OK): groups may come at once.
+  got_ok_ = wire::is_lite05(v);
   stream->set_visitor(this);
   wire::Subscribe req;
   req.id = id_;
@@ -71,6 +145,26 @@ void UpstreamTrack::stop_track(model::Track&) {
     stream_->finish();  // unsubscribe: FIN our side (protocol/README.md §3.5.1)
   }
   release_stream();
+  release_track_stream();
+}
+
+void UpstreamTrack::release_track_stream() {
+  if (info_request_ != nullptr) {
+    info_request_->release();
+  }
+}
+
+void UpstreamTrack::on_track_info(const wire::TrackInfo& info) {
+  release_track_stream();
+  if (track_ == nullptr) {
+    return;
+  }
+  model::TrackProperties p;
+  p.priority = info.priority;
+  p.ordered = info.ordered;
+  p.max_latency_ms = info.max_latency_ms;
+  p.timescale = info.timescale;
+  track_->set_properties(p);
 }
 
 void UpstreamTrack::release_stream() {
@@ -83,6 +177,9 @@ void UpstreamTrack::release_stream() {
 
 void UpstreamTrack::on_session_closed() {
   stream_ = nullptr;
+  if (info_request_ != nullptr) {
+    info_request_->forget_stream();
+  }
   session_.forget_upstream(this);
 }
 
@@ -93,6 +190,7 @@ void UpstreamTrack::end_track(Error e) {
   track_ = nullptr;
   session_.forget_upstream(this);
   release_stream();
+  release_track_stream();
   if (t != nullptr) {
     t->end(e);
   }
@@ -121,6 +219,25 @@ void UpstreamTrack::on_readable() {
       return;
     }
     got_ok_ = true;
+  }
+  if (wire::is_lite05(*session_.version())) {
+    // SUBSCRIBE_START / END / DROP, any number until FIN: each must decode, none changes what
+    // the relay does (groups are taken as they come; the FIN ends the track).
+    while (stream_ != nullptr && !stream_->peek().empty()) {
+      auto r = wire::decode_subscribe_response(*session_.version(), stream_->peek(),
+                                               session_.config().decode);
+      if (!r) {
+        session_.fail(r.error());
+        return;
+      }
+      if (!r->has_value()) {
+        if (stream_->has_peer_fin()) {
+          session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
+        }
+        return;
+      }
+      stream_->consume((*r)->consumed);
+    }
   }
   // Later responses (lite-03 SUBSCRIBE_DROP) carry nothing the relay acts on.
   stream_->consume(stream_->peek().size());
@@ -232,15 +349,34 @@ void GroupReceiver::on_readable() {
       if (data.empty()) {
         break;
       }
-      auto size = wire::decode_frame_header(data);
-      if (!size) {
-        session_.fail(size.error());
-        return;
+      uint64_t frame_size = 0;
+      size_t header_size = 0;
+      int64_t delta = 0;
+      const bool timed = wire::is_lite05(v);
+      if (timed) {
+        auto h = wire::decode_timed_frame_header(data);
+        if (!h) {
+          session_.fail(h.error());
+          return;
+        }
+        if (!h->has_value()) {
+          break;
+        }
+        frame_size = (*h)->value.size;
+        delta = (*h)->value.timestamp_delta;
+        header_size = (*h)->consumed;
+      } else {
+        auto size = wire::decode_frame_header(data);
+        if (!size) {
+          session_.fail(size.error());
+          return;
+        }
+        if (!size->has_value()) {
+          break;
+        }
+        frame_size = (*size)->value;
+        header_size = (*size)->consumed;
       }
-      if (!size->has_value()) {
-        break;
-      }
-      uint64_t frame_size = (*size)->value;
       if (frame_size > session_.config().limits.max_frame_size) {
         MOQD_LOG(kInfo, "session %llu frame of %llu bytes over --max-frame-size; group dropped code=%u",
                  static_cast<unsigned long long>(session_.id()),
@@ -249,11 +385,17 @@ void GroupReceiver::on_readable() {
         abandon(ErrorCode::kWrongSize);
         return;
       }
-      stream_->consume((*size)->consumed);
+      stream_->consume(header_size);
       if (TrafficCounters* tc = session_.config().traffic) {
         tc->frames_in.add();
       }
-      t->begin_object(*group_, frame_size);
+      if (timed) {
+        // Exact: the timestamps are kept as the publisher sent them (modulo 2^64).
+        timestamp_ += static_cast<uint64_t>(delta);
+        t->begin_timed_object(*group_, frame_size, timestamp_);
+      } else {
+        t->begin_object(*group_, frame_size);  // stamped with its arrival (model::TrackProperties)
+      }
       frame_left_ = frame_size;
       in_frame_ = frame_size > 0;
       continue;

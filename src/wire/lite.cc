@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-// moq-lite 01..04 codecs (protocol/README.md §1, §2.4, §2.6, §3.4). Contract details the header
+// moq-lite 01..05 codecs (protocol/README.md §1, §2.4, §2.6, §3.4; lite-05: NET-0.3.md §3). Contract details the header
 // leaves open:
 // - Encoding a message with a version that lacks it writes nothing; decoding it is kVersion.
 //   Non-lite versions count as lacking every message here.
@@ -21,10 +21,14 @@ constexpr uint64_t kClientSetupType = 0x20;
 constexpr uint64_t kServerSetupType = 0x21;
 constexpr uint64_t kSubscribeOkType = 0x0;
 constexpr uint64_t kSubscribeDropType = 0x1;
+// lite-05 subscribe responses.
+constexpr uint64_t kSubscribeStartType = 0x0;
+constexpr uint64_t kSubscribeEndType = 0x1;
+constexpr uint64_t kSubscribeDrop05Type = 0x2;
 constexpr size_t kMaxSetupBody = 0xffff;  // u16 length prefix
 
 bool is_lite_01_02(Version v) { return v == Version::kLite01 || v == Version::kLite02; }
-bool is_lite04(Version v) { return v == Version::kLite04; }
+bool is_lite04(Version v) { return is_lite04_plus(v); }  // hop ids, exclude_hop, rtt, GOAWAY
 
 tl::unexpected<Error> version_error() {
   return fail(ErrorCode::kVersion, "message not defined in this version");
@@ -284,6 +288,42 @@ Status parse_subscribe_ok(Version v, Reader& r, SubscribeOk& m) {
   return {};
 }
 
+ParseResult<SubscribeDrop> decode_drop_body(Span in, const DecodeLimits& l) {
+  return decode_sized<SubscribeDrop>(in, l, [](Reader& br, SubscribeDrop& m) {
+    m.start = br.varint().value_or(0);
+    m.end = br.varint().value_or(0);
+    m.error_code = br.varint().value_or(0);
+    return Status();
+  });
+}
+
+// A one-varint body: SUBSCRIBE_START and SUBSCRIBE_END.
+template <class T>
+ParseResult<T> decode_group_body(Span in, const DecodeLimits& l) {
+  return decode_sized<T>(in, l, [](Reader& r, T& m) {
+    m.group = r.varint().value_or(0);
+    return Status();
+  });
+}
+
+ParseResult<SubscribeResponse> decode_subscribe_response05(uint64_t type, Span rest, size_t offset,
+                                                           const DecodeLimits& l) {
+  switch (type) {
+    case kSubscribeStartType:
+      return as_variant<SubscribeResponse>(decode_group_body<SubscribeStart>(rest, l), offset);
+    case kSubscribeEndType:
+      return as_variant<SubscribeResponse>(decode_group_body<SubscribeEnd>(rest, l), offset);
+    case kSubscribeDrop05Type:
+      return as_variant<SubscribeResponse>(decode_drop_body(rest, l), offset);
+    default:
+      return fail(ErrorCode::kDecode, "unknown subscribe response type");
+  }
+}
+
+bool is_varint_setup_parameter(uint64_t id) {
+  return id == LiteSetup::kProbe || id == LiteSetup::kRole || id == LiteSetup::kOrigin;
+}
+
 }  // namespace
 
 // --- SETUP (README §2.4).
@@ -423,7 +463,14 @@ ParseResult<Announce> decode_announce(Version v, Span in, const DecodeLimits& l)
     return version_error();
   }
   return decode_sized<Announce>(in, l, [&](Reader& r, Announce& m) {
-    if (Status s = read_bool(r, m.active); !s) {
+    if (is_lite05(v)) {
+      // 0 ended, 1 active, 2 restart (read as active: lite-05's duplicate ANNOUNCE replaces).
+      auto status = r.u8();
+      if (status && *status > 2) {
+        return Status(fail(ErrorCode::kDecode, "unknown announce status"));
+      }
+      m.active = status.value_or(0) != 0;
+    } else if (Status s = read_bool(r, m.active); !s) {
       return s;
     }
     read_string(r, l.max_path_size, m.suffix);
@@ -469,7 +516,7 @@ ParseResult<Subscribe> decode_subscribe(Version v, Span in, const DecodeLimits& 
 }
 
 void encode(Version v, const SubscribeOk& m, std::vector<uint8_t>& out) {
-  if (!is_lite(v)) {
+  if (!is_lite(v) || is_lite05(v)) {
     return;
   }
   if (is_lite03_plus(v)) {
@@ -488,7 +535,7 @@ void encode(Version v, const SubscribeDrop& m, std::vector<uint8_t>& out) {
   if (!is_lite03_plus(v)) {
     return;
   }
-  Writer(out).varint(kSubscribeDropType);
+  Writer(out).varint(is_lite05(v) ? kSubscribeDrop05Type : kSubscribeDropType);
   write_sized(out, [&](Writer& w) {
     w.varint(m.start);
     w.varint(m.end);
@@ -511,19 +558,16 @@ ParseResult<SubscribeResponse> decode_subscribe_response(Version v, Span in,
     return need_more<SubscribeResponse>();
   }
   Span rest = r.rest();
+  if (is_lite05(v)) {
+    return decode_subscribe_response05(*type, rest, r.consumed(), l);
+  }
   if (*type == kSubscribeOkType) {
     return as_variant<SubscribeResponse>(decode_sized<SubscribeOk>(rest, l, ok), r.consumed());
   }
   if (*type != kSubscribeDropType) {
     return fail(ErrorCode::kDecode, "unknown subscribe response type");
   }
-  auto drop = decode_sized<SubscribeDrop>(rest, l, [](Reader& br, SubscribeDrop& m) {
-    m.start = br.varint().value_or(0);
-    m.end = br.varint().value_or(0);
-    m.error_code = br.varint().value_or(0);
-    return Status();
-  });
-  return as_variant<SubscribeResponse>(std::move(drop), r.consumed());
+  return as_variant<SubscribeResponse>(decode_drop_body(rest, l), r.consumed());
 }
 
 void encode(Version v, const SubscribeUpdate& m, std::vector<uint8_t>& out) {
@@ -641,6 +685,186 @@ ParseResult<Probe> decode_probe(Version v, Span in, const DecodeLimits& l) {
     }
     return Status();
   });
+}
+
+// --- lite-05 messages (NET-0.3.md §3).
+
+void encode(Version v, const SubscribeStart& m, std::vector<uint8_t>& out) {
+  if (!is_lite05(v)) {
+    return;
+  }
+  Writer(out).varint(kSubscribeStartType);
+  write_sized(out, [&](Writer& w) { w.varint(m.group); });
+}
+
+void encode(Version v, const SubscribeEnd& m, std::vector<uint8_t>& out) {
+  if (!is_lite05(v)) {
+    return;
+  }
+  Writer(out).varint(kSubscribeEndType);
+  write_sized(out, [&](Writer& w) { w.varint(m.group); });
+}
+
+std::optional<uint64_t> LiteSetup::varint(uint64_t id) const {
+  for (const auto& p : parameters) {
+    if (p.id == id) {
+      Reader r(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(p.value.data()),
+                                        p.value.size()));
+      auto v = r.varint();
+      if (v && r.empty()) {
+        return v;
+      }
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+void LiteSetup::add_varint(uint64_t id, uint64_t value) {
+  std::vector<uint8_t> bytes;
+  Writer(bytes).varint(value);
+  parameters.push_back(LiteSetupParameter{id, std::string(bytes.begin(), bytes.end())});
+}
+
+void encode(Version v, const LiteSetup& m, std::vector<uint8_t>& out) {
+  if (!is_lite05(v)) {
+    return;
+  }
+  write_sized(out, [&](Writer& w) {
+    w.varint(m.parameters.size());
+    for (const auto& p : m.parameters) {
+      w.varint(p.id);
+      w.string(p.value);
+    }
+  });
+}
+
+ParseResult<LiteSetup> decode_lite_setup(Version v, Span in, const DecodeLimits& l) {
+  if (!is_lite05(v)) {
+    return version_error();
+  }
+  return decode_sized<LiteSetup>(in, l, [&](Reader& r, LiteSetup& m) {
+    auto n = read_count(r, l.max_parameters, "too many setup parameters");
+    if (!n) {
+      return Status(tl::unexpected(n.error()));
+    }
+    reserve_bounded(m.parameters, *n, r);
+    for (size_t i = 0; i < *n && r.ok(); ++i) {
+      LiteSetupParameter p;
+      p.id = r.varint().value_or(0);
+      read_string(r, l.max_parameter_size, p.value);
+      if (!r.ok()) {
+        break;
+      }
+      for (const auto& q : m.parameters) {
+        if (q.id == p.id) {
+          return Status(fail(ErrorCode::kDecode, "duplicate setup parameter"));
+        }
+      }
+      m.parameters.push_back(std::move(p));
+      if (is_varint_setup_parameter(m.parameters.back().id) &&
+          !m.varint(m.parameters.back().id)) {
+        return Status(fail(ErrorCode::kDecode, "setup parameter is not one varint"));
+      }
+    }
+    return Status();
+  });
+}
+
+void encode(Version v, const AnnounceOk& m, std::vector<uint8_t>& out) {
+  if (!is_lite05(v)) {
+    return;
+  }
+  write_sized(out, [&](Writer& w) {
+    w.varint(m.hop_id);
+    w.varint(m.active_count);
+  });
+}
+
+ParseResult<AnnounceOk> decode_announce_ok(Version v, Span in, const DecodeLimits& l) {
+  if (!is_lite05(v)) {
+    return version_error();
+  }
+  return decode_sized<AnnounceOk>(in, l, [](Reader& r, AnnounceOk& m) {
+    m.hop_id = r.varint().value_or(0);
+    m.active_count = r.varint().value_or(0);
+    return Status();
+  });
+}
+
+void encode(Version v, const TrackRequest& m, std::vector<uint8_t>& out) {
+  if (!is_lite05(v)) {
+    return;
+  }
+  write_sized(out, [&](Writer& w) {
+    w.string(m.broadcast);
+    w.string(m.track);
+  });
+}
+
+ParseResult<TrackRequest> decode_track_request(Version v, Span in, const DecodeLimits& l) {
+  if (!is_lite05(v)) {
+    return version_error();
+  }
+  return decode_sized<TrackRequest>(in, l, [&](Reader& r, TrackRequest& m) {
+    read_string(r, l.max_path_size, m.broadcast);
+    read_string(r, l.max_track_name_size, m.track);
+    return Status();
+  });
+}
+
+void encode(Version v, const TrackInfo& m, std::vector<uint8_t>& out) {
+  if (!is_lite05(v) || m.timescale == 0) {
+    return;
+  }
+  write_sized(out, [&](Writer& w) {
+    w.u8(m.priority);
+    w.u8(m.ordered ? 1 : 0);
+    w.varint(m.max_latency_ms);
+    w.varint(m.timescale);
+  });
+}
+
+ParseResult<TrackInfo> decode_track_info(Version v, Span in, const DecodeLimits& l) {
+  if (!is_lite05(v)) {
+    return version_error();
+  }
+  return decode_sized<TrackInfo>(in, l, [](Reader& r, TrackInfo& m) {
+    m.priority = r.u8().value_or(0);
+    if (Status s = read_bool(r, m.ordered); !s) {
+      return s;
+    }
+    m.max_latency_ms = r.varint().value_or(0);
+    m.timescale = r.varint().value_or(0);
+    if (r.ok() && m.timescale == 0) {
+      return Status(fail(ErrorCode::kDecode, "track timescale 0"));
+    }
+    return Status();
+  });
+}
+
+bool encode_timed_frame_header(const TimedFrameHeader& m, std::vector<uint8_t>& out) {
+  uint64_t z = zigzag_encode(m.timestamp_delta);
+  if (z > kMaxVarint) {
+    return false;
+  }
+  Writer w(out);
+  w.varint(z);
+  w.varint(m.size);
+  return true;
+}
+
+ParseResult<TimedFrameHeader> decode_timed_frame_header(Span in) {
+  Reader r(in);
+  auto z = r.varint();
+  if (!z) {
+    return need_more<TimedFrameHeader>();
+  }
+  auto size = r.varint();
+  if (!size) {
+    return need_more<TimedFrameHeader>();
+  }
+  return Parsed<TimedFrameHeader>{TimedFrameHeader{zigzag_decode(*z), *size}, r.consumed()};
 }
 
 // --- Bare varints.

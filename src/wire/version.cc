@@ -14,6 +14,7 @@ constexpr ProtocolInfo kVersions[] = {
     {Version::kLite02, "moq-lite-02", Reach::kSetup, "moql", kQmuxAll, true},
     {Version::kLite03, "moq-lite-03", Reach::kAlpn, "moq-lite-03", kQmuxAll, true},
     {Version::kLite04, "moq-lite-04", Reach::kAlpn, "moq-lite-04", kQmuxAll, true},
+    {Version::kLite05, "moq-lite-05", Reach::kAlpn, "moq-lite-05", kQmuxAll, true},
     {Version::kTransport14, "moq-transport-14", Reach::kSetup, "moql", kQmuxAll, false},
     {Version::kTransport15, "moq-transport-15", Reach::kAlpn, "moqt-15", kQmuxAll, false},
     {Version::kTransport16, "moq-transport-16", Reach::kAlpn, "moqt-16", kQmuxAll, false},

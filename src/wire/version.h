@@ -13,6 +13,7 @@ enum class Version : uint64_t {
   kLite02 = 0xff0dad02,
   kLite03 = 0xff0dad03,
   kLite04 = 0xff0dad04,
+  kLite05 = 0xff0dad05,
   kTransport14 = 0xff00000e,
   kTransport15 = 0xff00000f,
   kTransport16 = 0xff000010,
@@ -52,10 +53,17 @@ std::optional<Version> version_from_name(std::string_view name);
 std::optional<Version> version_from_wire(uint64_t v);
 inline bool is_lite(Version v) {
   return v == Version::kLite01 || v == Version::kLite02 || v == Version::kLite03 ||
-         v == Version::kLite04;
+         v == Version::kLite04 || v == Version::kLite05;
 }
-// lite-03 and later: no SETUP, typed SUBSCRIBE responses, hop counts, PROBE.
-inline bool is_lite03_plus(Version v) { return v == Version::kLite03 || v == Version::kLite04; }
+// lite-03 and later: no SETUP on a bidi stream, typed SUBSCRIBE responses, hop counts, PROBE.
+inline bool is_lite03_plus(Version v) {
+  return v == Version::kLite03 || v == Version::kLite04 || v == Version::kLite05;
+}
+// lite-04 and later: hop ids in ANNOUNCE, exclude_hop, PROBE rtt, GOAWAY.
+inline bool is_lite04_plus(Version v) { return v == Version::kLite04 || v == Version::kLite05; }
+// lite-05: the uni SETUP stream, ANNOUNCE_OK, the TRACK stream, SUBSCRIBE_START/END, timestamped
+// FRAMEs, FETCH answered with FRAMEs.
+inline bool is_lite05(Version v) { return v == Version::kLite05; }
 
 // Set of versions, as a bitmask over the enum order above.
 class VersionSet;

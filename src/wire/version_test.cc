@@ -29,6 +29,7 @@ TEST(ProtocolTableTest, EveryVersionHasOneRowWithItsConventionsNames) {
       {Version::kLite02, "moq-lite-02", "moql", 0xff0dad02},
       {Version::kLite03, "moq-lite-03", "moq-lite-03", 0xff0dad03},
       {Version::kLite04, "moq-lite-04", "moq-lite-04", 0xff0dad04},
+      {Version::kLite05, "moq-lite-05", "moq-lite-05", 0xff0dad05},
       {Version::kTransport14, "moq-transport-14", "moql", 0xff00000e},
       {Version::kTransport15, "moq-transport-15", "moqt-15", 0xff00000f},
       {Version::kTransport16, "moq-transport-16", "moqt-16", 0xff000010},
@@ -56,7 +57,8 @@ TEST(ProtocolTableTest, AlpnLookupFindsOnlyProtocolsWithTheirOwnAlpn) {
 }
 
 TEST(ProtocolTableTest, ServedAlpnsNewestFirstThenMoql) {
-  EXPECT_THAT(served_alpns(VersionSet::all()), ElementsAre("moq-lite-04", "moq-lite-03", "moql"));
+  EXPECT_THAT(served_alpns(VersionSet::all()),
+              ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moql"));
 }
 
 TEST(ProtocolTableTest, RestrictionRemovesAlpns) {
@@ -73,6 +75,8 @@ TEST(ProtocolTableTest, WebSocketFormsByProtocolThenNewestDraftThenBareForms) {
               ElementsAre("qmux-02.moq-lite-04", "qmux-01.moq-lite-04", "qmux-00.moq-lite-04",
                           "qmux-02.moql", "qmux-01.moql", "qmux-00.moql", "qmux-02", "qmux-01",
                           "qmux-00", "webtransport.moql", "webtransport"));
+  EXPECT_THAT(websocket_subprotocols(only({Version::kLite05})),
+              ElementsAre("qmux-02.moq-lite-05", "qmux-01.moq-lite-05", "qmux-00.moq-lite-05"));
   EXPECT_THAT(websocket_subprotocols(only({Version::kLite03})),
               ElementsAre("qmux-02.moq-lite-03", "qmux-01.moq-lite-03", "qmux-00.moq-lite-03"));
 }

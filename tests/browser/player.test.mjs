@@ -3,8 +3,10 @@
 // in a second browser context plays it: the catalog arrives, video frames are decoded, and the
 // canvas changes between two samples a second apart. Once over WebTransport (WebSocket fallback
 // off in both pages, moqd must log both sessions as transport=webtransport), once over WebSocket
-// in pages whose WebTransport is deleted before the packages load (moqd serves no moq-lite-05,
-// so the player must take qmux-02.moq-lite-04 from its offer list).
+// in pages whose WebTransport is deleted before the packages load (the player takes
+// qmux-02.moq-lite-05, the first of its offers, while the publisher's offers lead to moq-lite-02:
+// moqd stamps the lite-02 frames with their arrival for the lite-05 player, whose container
+// carries its own presentation times).
 import assert from "node:assert/strict";
 import {
   browserTest, callPage, loggedTransports, moqdStopsCleanly, openPage, uniquePrefix, useBrowser, waitFor,
@@ -69,19 +71,22 @@ browserTest(ctx, "@moq/publish 0.2.17 -> moqd -> @moq/watch 0.4.6 over WebTransp
     assert.deepEqual(info.websockets, [], `${who} opened a WebSocket`);
   }
   assert.ok(sessions.length >= 2 && sessions.every((x) => x.transport === "webtransport"), `moqd's sessions: ${JSON.stringify(sessions)}`);
+  // The player (@moq/net 0.2.8) takes moq-lite-05; the publisher (@moq/net 0.1.9) has no lite-05.
+  assert.equal(watch.version, "moq-lite-05");
+  assert.equal(pub.version, "moq-lite-04");
 }, { timeout: CASE_TIMEOUT_MS });
 
-browserTest(ctx, "@moq/publish 0.2.17 -> moqd -> @moq/watch 0.4.6 over WebSocket (no WebTransport in the page): the player falls back to qmux-02.moq-lite-04", async (t, s) => {
+browserTest(ctx, "@moq/publish 0.2.17 -> moqd -> @moq/watch 0.4.6 over WebSocket (no WebTransport in the page): the player takes qmux-02.moq-lite-05", async (t, s) => {
   const { pub, watch, sessions } = await publishAndWatch(t, s, { webtransport: false });
   for (const [who, info] of [["publisher", pub], ["watcher", watch]]) {
     assert.deepEqual(info.webtransports, [], `${who} opened a WebTransport`);
     assert.ok(info.websockets.some((w) => w.state === "open"), `${who} has no open WebSocket: ${JSON.stringify(info.websockets)}`);
   }
-  // @moq/watch 0.4.6 (@moq/net 0.2.8) offers moq-lite-05 first; moqd does not serve it.
+  // @moq/watch 0.4.6 (@moq/net 0.2.8) offers moq-lite-05 first, and moqd serves it.
   assert.equal(watch.offered[0], "qmux-02.moq-lite-05");
-  assert.equal(watch.websockets.find((w) => w.state === "open").protocol, "qmux-02.moq-lite-04");
+  assert.equal(watch.websockets.find((w) => w.state === "open").protocol, "qmux-02.moq-lite-05");
   assert.ok(sessions.length >= 2 && sessions.every((x) => x.transport.startsWith("websocket")), `moqd's sessions: ${JSON.stringify(sessions)}`);
-  assert.ok(sessions.some((x) => x.version === "moq-lite-04"), `no moq-lite-04 session at moqd: ${JSON.stringify(sessions)}`);
+  assert.ok(sessions.some((x) => x.version === "moq-lite-05"), `no moq-lite-05 session at moqd: ${JSON.stringify(sessions)}`);
 }, { timeout: CASE_TIMEOUT_MS });
 
 moqdStopsCleanly(ctx);

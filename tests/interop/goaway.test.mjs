@@ -87,7 +87,7 @@ test("SIGTERM with --goaway-url moves a live moq sub to a second moqd, losing at
     const frames = parse(out.toString());
     return frames.length > 0 && frames.at(-1)[0] >= atSigterm + 20;
   }, 10_000, "frames from moqd B after the switch");
-  assert.match(b.stderrText(), /transport=quic version=moq-lite-04/);
+  assert.match(b.stderrText(), /transport=quic version=moq-lite-05/);
   assert.equal(sub.proc.exitCode, null, sub.describe());
   const frames = parse(sub.stdoutText());
   // In order, nothing twice, and at most the groups in flight lost at the switch.
@@ -107,7 +107,7 @@ test("SIGTERM with --goaway-url moves a live moq sub to a second moqd, losing at
 
 test("a client that ignores GOAWAY is closed at the deadline; a lite-02 session at once; moqd exits 0", T, async () => {
   // GOAWAY names a relay that is not there, so `moq sub` cannot move and stays; `moq pub` does
-  // not follow GOAWAY at all. Both speak moq-lite-04 over QUIC.
+  // not follow GOAWAY at all. Both speak moq-lite-05 over QUIC.
   const a = await moqd(["--goaway-url", "http://127.0.0.1:9/", "--drain-timeout", "4s"]);
   const p = H.uniquePrefix("deadline");
   const pub = H.spawnMoq(["pub", a.url, p, "--track", "video"]);

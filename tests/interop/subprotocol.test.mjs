@@ -56,14 +56,16 @@ test("every real client's offer list gets the newest protocol and framing moqd s
   const want = {
     "@moq/lite 0.2.2": "qmux-00",
     "@moq/net 0.1.9 (@moq/publish 0.2.17)": "qmux-01",
-    "@moq/net 0.2.8 (@moq/watch 0.4.6)": "qmux-02.moq-lite-04",
-    "@moq/net 0.3.4": "qmux-02.moq-lite-04",
+    "@moq/net 0.2.8 (@moq/watch 0.4.6)": "qmux-02.moq-lite-05",
+    "@moq/net 0.3.4": "qmux-02.moq-lite-05",
   };
   for (const [who, list] of Object.entries(LISTS)) {
     assert.deepEqual(await offer(moqd, list), { status: 101, protocol: want[who] }, who);
   }
-  // The issue's reproduction: lite-05 offered first, not served.
-  assert.deepEqual(await offer(moqd, "qmux-00.moq-lite-05, qmux-00.moq-lite-04, qmux-00"), { status: 101, protocol: "qmux-00.moq-lite-04" });
+  // The issue's reproduction: lite-05 offered first, and served.
+  assert.deepEqual(await offer(moqd, "qmux-00.moq-lite-05, qmux-00.moq-lite-04, qmux-00"), { status: 101, protocol: "qmux-00.moq-lite-05" });
+  // Offered last, still preferred.
+  assert.deepEqual(await offer(moqd, "qmux-00, qmux-01.moq-lite-04, qmux-01.moq-lite-05"), { status: 101, protocol: "qmux-01.moq-lite-05" });
   // Server preference whatever the client's order.
   assert.deepEqual(await offer(moqd, "webtransport, qmux-00, qmux-01.moq-lite-03"), { status: 101, protocol: "qmux-01.moq-lite-03" });
   await H.stopMoqdClean(moqd);
@@ -71,14 +73,17 @@ test("every real client's offer list gets the newest protocol and framing moqd s
 
 test("an offer list with nothing moqd serves gets 400 and a log line", { timeout: H.TEST_TIMEOUT_MS }, async () => {
   const moqd = await moqdWith([]);
-  const r = await offer(moqd, "qmux-01.moqt-20, qmux-00.moqt-17, qmux-00.moq-lite-05, qmux-09, chat");
+  const r = await offer(moqd, "qmux-01.moqt-20, qmux-00.moqt-17, qmux-00.moq-lite-06-wip, qmux-09, chat");
   assert.equal(r.status, 400);
   assert.equal(r.protocol, undefined);
-  await waitLog(moqd, /websocket refused peer=\S+: no acceptable subprotocol offered="qmux-01\.moqt-20, qmux-00\.moqt-17, qmux-00\.moq-lite-05, qmux-09, chat" accepted=qmux-02\.moq-lite-04,/);
+  await waitLog(moqd, /websocket refused peer=\S+: no acceptable subprotocol offered="qmux-01\.moqt-20, qmux-00\.moqt-17, qmux-00\.moq-lite-06-wip, qmux-09, chat" accepted=qmux-02\.moq-lite-05,/);
   await H.stopMoqdClean(moqd);
 });
 
 test("--versions changes the choice", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  const lite04 = await moqdWith(["--versions", "moq-lite-04"]);
+  assert.deepEqual(await offer(lite04, LISTS["@moq/net 0.3.4"]), { status: 101, protocol: "qmux-02.moq-lite-04" });
+  await H.stopMoqdClean(lite04);
   const lite03 = await moqdWith(["--versions", "moq-lite-03"]);
   assert.deepEqual(await offer(lite03, LISTS["@moq/net 0.3.4"]), { status: 101, protocol: "qmux-02.moq-lite-03" });
   assert.equal((await offer(lite03, LISTS["@moq/lite 0.2.2"])).status, 400);
@@ -138,11 +143,12 @@ for (const version of Object.keys(QMUX)) {
 
 // --- moq offers the same table ---
 
-test("moq over WebSocket gets qmux-02.moq-lite-04, or what --framing and --versions leave", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+test("moq over WebSocket gets qmux-02.moq-lite-05, or what --framing and --versions leave", { timeout: H.TEST_TIMEOUT_MS }, async () => {
   const moqd = await moqdWith([]);
   const cases = [
-    [[], "websocket/qmux-02 version=moq-lite-04"],
-    [["--framing", "qmux-01"], "websocket/qmux-01 version=moq-lite-04"],
+    [[], "websocket/qmux-02 version=moq-lite-05"],
+    [["--framing", "qmux-01"], "websocket/qmux-01 version=moq-lite-05"],
+    [["--versions", "moq-lite-04"], "websocket/qmux-02 version=moq-lite-04"],
     [["--versions", "moq-lite-03", "--framing", "qmux-00"], "websocket/qmux-00 version=moq-lite-03"],
     [["--versions", "moq-lite-02"], "websocket/qmux-02 version=moq-lite-02"],
     [["--framing", "webtransport"], "websocket/webtransport version=moq-lite-02"],

@@ -16,7 +16,7 @@ const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 // moqd logged a WebTransport session (the CLI's: the JS client is on WebSocket) rooted at `room`.
 async function assertWebTransportSession(room) {
-  const re = new RegExp(`session \\d+ start peer=\\S+ transport=webtransport version=moq-lite-04 path=/${escapeRe(room)}$`, "m");
+  const re = new RegExp(`session \\d+ start peer=\\S+ transport=webtransport version=moq-lite-05 path=/${escapeRe(room)}$`, "m");
   await waitLog(ctx.moqd, re, 5_000).catch((err) => {
     throw new Error(`${err.message}\nmoqd stderr:\n${ctx.moqd.stderrText()}`);
   });

@@ -346,7 +346,8 @@ std::vector<VersionCase> all_version_cases() {
   return {{"Lite01", "", wire::Version::kLite01},
           {"Lite02", "", wire::Version::kLite02},
           {"Lite03", "moq-lite-03", wire::Version::kLite03},
-          {"Lite04", "moq-lite-04", wire::Version::kLite04}};
+          {"Lite04", "moq-lite-04", wire::Version::kLite04},
+          {"Lite05", "moq-lite-05", wire::Version::kLite05}};
 }
 
 SessionPairOptions options_for(const VersionCase& c) {

@@ -274,7 +274,7 @@ struct VersionCase {
   std::string protocol;  // transport protocol ("" = SETUP)
   wire::Version version;  // what both sides must settle on
 };
-// lite-01 (SETUP with the server restricted to it), lite-02 (SETUP), lite-03, lite-04.
+// lite-01 (SETUP with the server restricted to it), lite-02 (SETUP), lite-03, lite-04, lite-05.
 std::vector<VersionCase> all_version_cases();
 void PrintTo(const VersionCase& c, std::ostream* os);
 // Options that reach `c`, otherwise default.
