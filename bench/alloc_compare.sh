@@ -18,6 +18,12 @@ duration=${DURATION:-6s}
 allocators=${ALLOCATORS:-glibc jemalloc mimalloc}
 libdir=/usr/lib/x86_64-linux-gnu
 declare -A preload=([glibc]="" [jemalloc]="$libdir/libjemalloc.so.2" [mimalloc]="$libdir/libmimalloc.so.2")
+for a in $allocators; do
+  if [[ -n ${preload[$a]} && ! -e ${preload[$a]} ]]; then
+    echo "alloc_compare: ${preload[$a]} missing: apt-get install libjemalloc2 libmimalloc2.0" >&2
+    exit 2
+  fi
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
