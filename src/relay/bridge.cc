@@ -371,8 +371,10 @@ void Bridge::flush_announces() {
   if (announce_acks_awaited_ > 0) {
     return;  // the last batch is not acknowledged yet; on_announce_ack flushes again
   }
-  auto pending = std::move(pending_announces_);
-  pending_announces_.clear();
+  std::map<std::string, PendingAnnounce> pending;
+  while (!pending_announces_.empty() && pending.size() < kMaxAnnounceBatch) {
+    pending.insert(pending_announces_.extract(pending_announces_.begin()));
+  }
   std::vector<AnnounceChange> batch;
   for (auto& entry : pending) {
     const std::string& path = entry.first;
@@ -392,6 +394,9 @@ void Bridge::flush_announces() {
     batch.push_back(AnnounceChange{path, p});
   }
   if (batch.empty()) {
+    if (!pending_announces_.empty()) {
+      schedule_flush();  // this slice changed nothing the others believe; the next may
+    }
     return;
   }
   for (size_t i = 0; i < bridges_.size(); ++i) {

@@ -75,6 +75,9 @@ struct FeedStats {
 
 class Bridge {
  public:
+  // Announcement changes per batch: the receiving worker applies a batch in one task, so a
+  // larger one would hold its loop (and its viewers) for longer; the rest waits for the next.
+  static constexpr size_t kMaxAnnounceBatch = 256;
   // A feed logs its skip-ahead at most once per this interval.
   static constexpr Duration kSkipLogInterval = std::chrono::seconds(10);
 
@@ -98,9 +101,9 @@ class Bridge {
   // A session on this worker announced or withdrew `path`: tell the other workers. Changes are
   // coalesced per path until the loop runs again (post_announce), and only a change of what the
   // other workers were last told crosses (so a path flipped between active and ended many times
-  // in one turn costs them at most one task). Credit: the changes of a turn cross as one batch,
-  // one task per other worker, and the next batch waits until every worker has acknowledged the
-  // last; meanwhile changes keep coalescing here, one entry per path. So what this worker has
+  // in one turn costs them at most one task). Credit: the changes cross in batches of at most
+  // kMaxAnnounceBatch, one task per other worker, and the next batch waits until every worker
+  // has acknowledged the last; meanwhile changes keep coalescing here, one entry per path. So what this worker has
   // queued towards another for announcements is at most one batch, whatever its sessions do.
   void publish_local(const std::string& path, bool active, const model::Hops& hops, uint64_t cost);
   // Announcement changes waiting for the flush, batches posted so far (one per other worker
