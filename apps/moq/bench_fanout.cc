@@ -124,6 +124,8 @@ class Fanout {
   Trial measure(size_t viewers);
   void pump(std::vector<GenProcess>& procs, double timeout_s);
   void print_progress(const std::vector<GenProcess>& viewers, size_t total, bool final);
+  // --sample-every: one line with the relay's memory and fds and the latency since the last one.
+  void sample(const std::vector<GenProcess>& procs, SteadyTime t0);
 
   const FanoutOptions& o_;
   CpuSplit cpus_;
@@ -131,6 +133,9 @@ class Fanout {
   SteadyTime last_progress_{};
   double progress_bytes_ = 0;
   SteadyTime progress_bytes_at_ = steady_now();
+  SteadyTime last_sample_{};
+  Histogram sampled_;       // the viewers' cumulative latency at the last sample
+  double sampled_frames_ = 0;
 };
 
 std::vector<std::string> Fanout::worker_argv(const std::string& role, const std::string& path,
@@ -208,6 +213,30 @@ void Fanout::print_progress(const std::vector<GenProcess>& procs, size_t total, 
   progress_bytes_at_ = steady_now();
   fprintf(stderr, "fanout: %.0f/%zu viewers attached, %.1f Mbit/s delivered, p99 %.1f ms so far\n",
           attached, total, std::max(0.0, mbps), h.quantile_ms(0.99));
+}
+
+void Fanout::sample(const std::vector<GenProcess>& procs, SteadyTime t0) {
+  if (o_.sample_every_s <= 0 || seconds_since(last_sample_) < o_.sample_every_s) {
+    return;
+  }
+  last_sample_ = steady_now();
+  Histogram h;
+  double frames = 0;
+  for (const auto& p : procs) {
+    if (p.role == "viewers") {
+      h.merge(Histogram::parse(field_text(p.last, "hist")));
+      frames += field_number(p.last, "frames");
+    }
+  }
+  Histogram d = h.since(sampled_);
+  fprintf(stderr,
+          "sample {\"t_s\":%.0f,\"rss_mib\":%.2f,\"fds\":%zu,\"frames\":%.0f,\"p50_ms\":%.2f,"
+          "\"p99_ms\":%.2f,\"p999_ms\":%.2f,\"max_ms\":%.2f}\n",
+          seconds_since(t0), static_cast<double>(relay_.rss_bytes()) / (1 << 20),
+          process_fd_count(relay_.pid()), frames - sampled_frames_, d.quantile_ms(0.5),
+          d.quantile_ms(0.99), d.quantile_ms(0.999), d.quantile_ms(1));
+  sampled_ = h;
+  sampled_frames_ = frames;
 }
 
 Trial Fanout::run(size_t viewers) {
@@ -298,6 +327,7 @@ Trial Fanout::measure(size_t viewers) {
     p.cpu_start = process_cpu_seconds(p.child.pid());
   }
   auto t0 = steady_now();
+  last_sample_ = t0;
   procs[0].child.send("go");
   bystander.child.send("go");
   std::optional<SteadyTime> done_at;
@@ -316,6 +346,7 @@ Trial Fanout::measure(size_t viewers) {
       }
     }
     print_progress(procs, viewers, false);
+    sample(procs, t0);
     if (procs[0].child.eof()) {
       t.error = "the publisher exited";
       break;
@@ -649,6 +680,7 @@ double parse_seconds(const std::string& s) {
   if (unit.empty() || unit == "s") return v;
   if (unit == "ms") return v / 1e3;
   if (unit == "m") return v * 60;
+  if (unit == "h") return v * 3600;
   return -1;
 }
 
@@ -656,7 +688,7 @@ double parse_seconds(const std::string& s) {
 
 void add_fanout_command(CLI::App& bench, int* exit_code) {
   static FanoutOptions o;
-  static std::string bitrate, duration = "10s", max_p99 = "50ms";
+  static std::string bitrate, duration = "10s", max_p99 = "50ms", sample_every;
   auto* cmd = bench.add_subcommand("fanout", "one track to N viewers through a relay, against the machine's limit");
   cmd->add_option("--moqd", o.moqd, "relay binary to start (default: moqd beside moq)");
   cmd->add_option("--relay", o.relay_url, "measure this running relay instead (with --relay-pid)");
@@ -665,7 +697,7 @@ void add_fanout_command(CLI::App& bench, int* exit_code) {
   cmd->add_option("--gen-cpus", o.gen_cpus, "CPUs for the generator (default: the others)");
   cmd->add_option("--gen-workers", o.gen_workers, "viewer processes (default: one per generator CPU)");
   cmd->add_option("--viewers", o.viewers, "viewer sessions (default 100; with --find-max the first count)");
-  cmd->add_option("--duration", duration, "how long to publish, e.g. 20s (default 10s)");
+  cmd->add_option("--duration", duration, "how long to publish, e.g. 20s, 5m, 1h (default 10s)");
   cmd->add_option("--bitrate", bitrate, "track bitrate, e.g. 1M (default 1M, or from --frame-size)");
   cmd->add_option("--fps", o.fps, "frames per second (default 30)");
   cmd->add_option("--group-frames", o.group_frames, "frames per group (default 60)");
@@ -683,11 +715,15 @@ void add_fanout_command(CLI::App& bench, int* exit_code) {
   cmd->add_option("--max-p99", max_p99, "latency bound for --find-max (default 50ms)");
   cmd->add_option("--max-trials", o.max_trials, "runs --find-max may make (default 8)");
   cmd->add_option("--limits-seconds", o.limits_seconds, "time per point of the limits probe (default 0.3)");
+  cmd->add_option("--sample-every", sample_every,
+                  "soak: a 'sample {json}' line on stderr this often, e.g. 60s (relay RSS, fds, "
+                  "latency over the interval)");
   cmd->callback([exit_code] {
     o.bitrate = bitrate.empty() ? 0 : parse_bitrate(bitrate);
+    o.sample_every_s = sample_every.empty() ? 0 : parse_seconds(sample_every);
     o.duration_s = parse_seconds(duration);
     o.max_p99_ms = parse_seconds(max_p99) * 1e3;
-    if (o.bitrate < 0 || o.duration_s <= 0 || o.max_p99_ms <= 0 || o.fps <= 0 || o.group_frames == 0) {
+    if (o.bitrate < 0 || o.duration_s <= 0 || o.sample_every_s < 0 || o.max_p99_ms <= 0 || o.fps <= 0 || o.group_frames == 0) {
       fprintf(stderr, "moq bench fanout: bad --bitrate, --duration, --max-p99, --fps or --group-frames\n");
       *exit_code = 2;
       return;

@@ -39,6 +39,9 @@ struct FanoutOptions {
   size_t max_trials = 8;
   bool progress = true;
   double limits_seconds = 0.3;
+  // Soak: every this many seconds of the publishing window, one "sample {json}" line on stderr
+  // with the relay's RSS and open fds and the viewers' latency over the interval; 0 = none.
+  double sample_every_s = 0;
 };
 
 // Adds `fanout` and the hidden `worker` subcommands to `bench`; the callback sets *exit_code.

@@ -47,6 +47,19 @@ class Histogram {
     total_ += o.total_;
     max_ns_ = std::max(max_ns_, o.max_ns_);
   }
+  // What was recorded after `earlier` (an older copy of this cumulative histogram); its max is
+  // the upper edge of the highest bucket that grew (the exact maximum is not kept per bucket).
+  Histogram since(const Histogram& earlier) const {
+    Histogram d;
+    for (int i = 0; i < kBuckets; ++i) {
+      d.counts_[i] = counts_[i] >= earlier.counts_[i] ? counts_[i] - earlier.counts_[i] : 0;
+      d.total_ += d.counts_[i];
+      if (d.counts_[i] != 0) {
+        d.max_ns_ = std::min<int64_t>(max_ns_, static_cast<int64_t>(upper_us(i)) * 1000);
+      }
+    }
+    return d;
+  }
   std::string serialize() const {
     std::string s = std::to_string(max_ns_);
     for (int i = 0; i < kBuckets; ++i) {

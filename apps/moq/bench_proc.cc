@@ -256,6 +256,18 @@ uint64_t process_rss_bytes(pid_t pid) {
   return 0;
 }
 
+size_t process_fd_count(pid_t pid) {
+  size_t n = 0;
+  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      n += e->d_name[0] != '.' ? 1 : 0;
+    }
+    ::closedir(d);
+  }
+  return n;
+}
+
 uint64_t udp_socket_drops(pid_t pid) {
   std::set<unsigned long> inodes;
   std::string dir = "/proc/" + std::to_string(pid) + "/fd";

@@ -63,6 +63,8 @@ void wait_for_output(const std::vector<Child*>& children, int timeout_ms);
 double process_cpu_seconds(pid_t pid);
 // Resident set size of `pid` (VmRSS), in bytes; 0 if gone.
 uint64_t process_rss_bytes(pid_t pid);
+// Open file descriptors of `pid` (entries of /proc/PID/fd); 0 if gone.
+size_t process_fd_count(pid_t pid);
 // Datagrams the kernel dropped on the UDP sockets that process `pid` holds (the drops column
 // of /proc/net/udp and udp6 for the socket inodes among its fds): full receive buffers.
 uint64_t udp_socket_drops(pid_t pid);

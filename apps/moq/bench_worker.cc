@@ -140,6 +140,10 @@ void close_peers(runtime::EventLoop& loop, std::vector<Peer*> peers) {
         });
       },
       std::chrono::seconds(2));
+  // A QUIC link counts as closed once its CONNECTION_CLOSE is written into the socket's send
+  // batch, which goes out at the end of a loop turn: one more turn sends it before we exit (else
+  // the relay keeps the session until its idle timeout).
+  loop.run_once(std::chrono::milliseconds(1));
 }
 
 // Publishes one track, a frame at a time, from this process.

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "bench_churn.h"
 #include "bench_fanout.h"
 #include "bench_limits.h"
 #include "bench_msgs.h"
@@ -649,12 +650,13 @@ int main(int argc, char** argv) {
   clock->add_option("--timeout", c.timeout, "sub: exit after this many seconds");
   add_transport_flags(clock, c);
   auto* bench_cmd = app.add_subcommand(
-      "bench", "measure a relay: limits (this machine's crypto + UDP), fanout (one track to N viewers), msgs");
+      "bench", "measure a relay: limits (this machine's crypto + UDP), fanout (one track to N viewers), msgs, churn");
   bench_cmd->require_subcommand(1);
   int bench_rc = 0;
   bench::add_limits_command(*bench_cmd, &bench_rc);
   bench::add_fanout_command(*bench_cmd, &bench_rc);
   bench::add_msgs_command(*bench_cmd, &bench_rc);
+  bench::add_churn_command(*bench_cmd, &bench_rc);
   int token_rc = 0;
   cli::add_token_command(app, &token_rc);
   try {

@@ -165,7 +165,8 @@ void add_flags(CLI::App& app, Options& o) {
                  "is only answered plain HTTP (/health) and others are refused; lowered at start "
                  "to fit the open-file limit (default 10000)");
   app.add_option("--max-connections-per-address", o.max_connections_per_address,
-                 "TCP connections from one source address; past it refused (default 256)");
+                 "connections from one source address, TCP and QUIC together, over the whole relay; past "
+                 "it refused (QUIC: counted once the address is proven; default 256)");
   app.add_option("--idle-timeout", o.idle_timeout,
                  "close a session with no announcement, subscription, discovery request or "
                  "traffic for this long; 0 for never (default 60s)");

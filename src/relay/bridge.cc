@@ -355,7 +355,11 @@ void Bridge::post_announce(const std::string& path, bool active, const model::Ho
     return;
   }
   pending_announces_[path] = PendingAnnounce{active, hops, cost};
-  if (flush_timer_ == 0) {
+  schedule_flush();
+}
+
+void Bridge::schedule_flush() {
+  if (flush_timer_ == 0 && announce_acks_awaited_ == 0) {
     flush_timer_ = workers_.loop(self_).schedule(Duration::zero(), [this] {
       flush_timer_ = 0;
       flush_announces();
@@ -364,10 +368,16 @@ void Bridge::post_announce(const std::string& path, bool active, const model::Ho
 }
 
 void Bridge::flush_announces() {
-  auto pending = std::move(pending_announces_);
-  pending_announces_.clear();
+  if (announce_acks_awaited_ > 0) {
+    return;  // the last batch is not acknowledged yet; on_announce_ack flushes again
+  }
+  std::map<std::string, PendingAnnounce> pending;
+  while (!pending_announces_.empty() && pending.size() < kMaxAnnounceBatch) {
+    pending.insert(pending_announces_.extract(pending_announces_.begin()));
+  }
+  std::vector<AnnounceChange> batch;
   for (auto& entry : pending) {
-    const std::string& path = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const std::string& path = entry.first;
     const PendingAnnounce& p = entry.second;
     auto told = posted_active_.find(path);
     bool same = p.active ? told != posted_active_.end() && told->second.first == p.hops &&
@@ -381,20 +391,35 @@ void Bridge::flush_announces() {
     } else {
       posted_active_.erase(told);
     }
-    bool active = p.active;
-    model::Hops hops = p.hops;
-    uint64_t cost = p.cost;
-    for (size_t i = 0; i < bridges_.size(); ++i) {
-      if (i == self_) {
-        continue;
-      }
-      Bridge* peer = bridges_[i];
-      size_t home = self_;
-      ++announce_posts_;
-      post(i, [peer, path, home, active, hops, cost] {
-        peer->on_remote_announce(path, home, active, hops, cost);
-      });
+    batch.push_back(AnnounceChange{path, p});
+  }
+  if (batch.empty()) {
+    if (!pending_announces_.empty()) {
+      schedule_flush();  // this slice changed nothing the others believe; the next may
     }
+    return;
+  }
+  for (size_t i = 0; i < bridges_.size(); ++i) {
+    if (i == self_) {
+      continue;
+    }
+    Bridge* peer = bridges_[i];
+    Bridge* home_bridge = this;
+    size_t home = self_;
+    ++announce_posts_;
+    ++announce_acks_awaited_;
+    post(i, [peer, home_bridge, home, batch] {
+      for (const auto& c : batch) {
+        peer->on_remote_announce(c.path, home, c.state.active, c.state.hops, c.state.cost);
+      }
+      peer->post(home, [home_bridge] { home_bridge->on_announce_ack(); });
+    });
+  }
+}
+
+void Bridge::on_announce_ack() {
+  if (announce_acks_awaited_ > 0 && --announce_acks_awaited_ == 0 && !pending_announces_.empty()) {
+    schedule_flush();
   }
 }
 

@@ -75,6 +75,9 @@ struct FeedStats {
 
 class Bridge {
  public:
+  // Announcement changes per batch: the receiving worker applies a batch in one task, so a
+  // larger one would hold its loop (and its viewers) for longer; the rest waits for the next.
+  static constexpr size_t kMaxAnnounceBatch = 256;
   // A feed logs its skip-ahead at most once per this interval.
   static constexpr Duration kSkipLogInterval = std::chrono::seconds(10);
 
@@ -98,15 +101,22 @@ class Bridge {
   // A session on this worker announced or withdrew `path`: tell the other workers. Changes are
   // coalesced per path until the loop runs again (post_announce), and only a change of what the
   // other workers were last told crosses (so a path flipped between active and ended many times
-  // in one turn costs them at most one task).
+  // in one turn costs them at most one task). Credit: the changes cross in batches of at most
+  // kMaxAnnounceBatch, one task per other worker, and the next batch waits until every worker
+  // has acknowledged the last; meanwhile changes keep coalescing here, one entry per path. So what this worker has
+  // queued towards another for announcements is at most one batch, whatever its sessions do.
   void publish_local(const std::string& path, bool active, const model::Hops& hops, uint64_t cost);
-  // Announcement changes waiting for the flush, and tasks they cost so far (for tests).
+  // Announcement changes waiting for the flush, batches posted so far (one per other worker
+  // each), and acknowledgements still awaited (for tests).
   size_t pending_announces() const { return pending_announces_.size(); }
   uint64_t announce_posts() const { return announce_posts_; }
+  size_t announce_acks_awaited() const { return announce_acks_awaited_; }
 
   // --- handlers of posted tasks (run on this bridge's worker) ---
   void on_remote_announce(const std::string& path, size_t home, bool active, model::Hops hops,
                           uint64_t cost);
+  // Another worker applied a batch of this worker's announcement changes.
+  void on_announce_ack();
   // True when `source` stands for another worker's broadcast here.
   bool is_remote(const model::BroadcastSource* source) const;
   void on_open_feed(const std::string& path, const std::string& name, uint8_t priority, size_t to,
@@ -159,10 +169,16 @@ class Bridge {
     model::Hops hops;
     uint64_t cost;
   };
+  struct AnnounceChange {
+    std::string path;
+    PendingAnnounce state;
+  };
+  void schedule_flush();
   std::map<std::string, PendingAnnounce> pending_announces_;
   std::map<std::string, std::pair<model::Hops, uint64_t>> posted_active_;
   TimerId flush_timer_ = 0;
   uint64_t announce_posts_ = 0;
+  size_t announce_acks_awaited_ = 0;  // for the batch in flight; none: the next may go
   uint64_t next_feed_id_ = 1;
 };
 

@@ -195,6 +195,46 @@ TEST(BridgeTest, AnnounceFlipFlopsAreCoalescedBeforeTheyCross) {
   w.run_on(0, [&] { EXPECT_EQ(w.side(0).bridge.announce_posts(), 2u); });
 }
 
+// Credit on announcements: while worker 1 is parked (not reading its mailbox), worker 0's
+// sessions announce 1,000 paths over 100 tasks. Worker 0 posts one batch and keeps the rest
+// coalesced, one entry per path, so its queue towards worker 1 holds one announcement task
+// however many changes are made; once worker 1 runs again, every path arrives, in batches of at
+// most kMaxAnnounceBatch.
+TEST(BridgeTest, AnnouncementsWaitForCreditWhileTheOtherWorkerIsParked) {
+  constexpr int kTurns = 100, kPerTurn = 10;
+  auto path = [](int i) { return "room/p" + std::to_string(i); };
+  TwoWorkers w(BridgeLimits{});
+  w.block(1);
+  for (int turn = 0; turn < kTurns; ++turn) {
+    w.run_on(0, [&] {
+      for (int i = 0; i < kPerTurn; ++i) {
+        w.side(0).bridge.publish_local(path(turn * kPerTurn + i), true, {}, 0);
+      }
+    });
+  }
+  w.run_on(0, [&] {
+    EXPECT_EQ(w.side(0).bridge.announce_posts(), 1u);
+    EXPECT_EQ(w.side(0).bridge.announce_acks_awaited(), 1u);
+    EXPECT_GE(w.side(0).bridge.pending_announces(), static_cast<size_t>(kTurns * kPerTurn * 9 / 10));
+  });
+  w.release();
+  ASSERT_TRUE(w.wait_for(1, [&] {
+    for (int i = 0; i < kTurns * kPerTurn; ++i) {
+      if (!w.side(1).origin.is_active(path(i))) {
+        return false;
+      }
+    }
+    return true;
+  }));
+  ASSERT_TRUE(w.wait_for(0, [&] { return w.side(0).bridge.announce_acks_awaited() == 0; }));
+  w.run_on(0, [&] {
+    size_t most = 1 + (kTurns * kPerTurn + Bridge::kMaxAnnounceBatch - 1) / Bridge::kMaxAnnounceBatch;
+    EXPECT_GE(w.side(0).bridge.announce_posts(), 2u);
+    EXPECT_LE(w.side(0).bridge.announce_posts(), most);
+    EXPECT_EQ(w.side(0).bridge.pending_announces(), 0u);
+  });
+}
+
 // The track ends right after a burst larger than the credit window: the remote viewer gets every
 // group the local viewer gets, byte for byte, before it sees the end.
 TEST(BridgeTest, TrackEndingAfterBurstOverCreditReachesRemoteViewerWhole) {

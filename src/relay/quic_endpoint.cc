@@ -6,6 +6,8 @@
 #include <optional>
 
 #include "base/log.h"
+#include "runtime/tcp.h"
+#include "relay/connection.h"
 #include "relay/relay.h"
 #include "relay/relay_session.h"
 #include "relay/worker.h"
@@ -53,6 +55,22 @@ class QuicServerSession final : public quic::ConnectionObserver, public wt::Serv
   ~QuicServerSession() override {
     worker_.connections.fetch_sub(1, std::memory_order_relaxed);
     validated();
+    if (counted_) {
+      worker_.relay().release_connection(address_);
+    }
+  }
+
+  // The source address (without the port), as TCP connections name theirs.
+  void set_address(std::string address) { address_ = std::move(address); }
+  const std::string& address() const { return address_; }
+  // --max-connections-per-address: the connection is counted against its source address once the
+  // address is proven (a Retry token at accept, or a completed handshake), so a spoofed Initial
+  // cannot use up another address's share. False when the address is at the cap.
+  bool count_address() {
+    if (!counted_) {
+      counted_ = worker_.relay().admit_address(address_);
+    }
+    return counted_;
   }
 
   // Accepted without a Retry token: counted as a pending unvalidated handshake until it completes
@@ -93,6 +111,12 @@ class QuicServerSession final : public quic::ConnectionObserver, public wt::Serv
   void on_handshake_completed(quic::Connection& conn) override {
     worker_.metrics().quic_handshakes_completed.add();
     validated();
+    if (!count_address()) {
+      // Handshakes that started while the address was under the cap and finished past it.
+      worker_.note_refused(conn.peer(), "max-connections-per-address");
+      conn.close(static_cast<uint64_t>(ErrorCode::kBoundsExceeded), "max-connections-per-address");
+      return;
+    }
     if (conn.protocol() == kH3Alpn) {
       wt::ServerConfig c;
       c.protocols = moq_protocols(worker_.relay().config().versions);
@@ -138,6 +162,8 @@ class QuicServerSession final : public quic::ConnectionObserver, public wt::Serv
   RelaySession session_;            // destroyed before h3_ and conn_
   std::vector<CidKey> cids_;        // every CID routed to us, until we are done
   bool unvalidated_ = false;
+  bool counted_ = false;  // against address_ (--max-connections-per-address)
+  std::string address_;
 };
 
 Result<std::unique_ptr<QuicEndpoint>> QuicEndpoint::open(RelayWorker& worker, size_t index,
@@ -270,6 +296,7 @@ void QuicEndpoint::accept(const ngtcp2_path& path, std::span<const uint8_t> data
   if (draining_ || cert == nullptr || ngtcp2_accept(&hd, datagram.data(), datagram.size()) != 0) {
     return;
   }
+  std::string address(peer_address(runtime::format_peer(path.remote.addr, path.remote.addrlen)));
   std::optional<quic::RetryInfo> retry;
   if (quic::has_retry_token(hd)) {
     auto r = quic::verify_retry_token(path, hd, worker_.loop().now());
@@ -278,8 +305,10 @@ void QuicEndpoint::accept(const ngtcp2_path& path, std::span<const uint8_t> data
       return;
     }
     retry = *r;  // a proven address: not counted against the handshake rate
-  } else if (!allow_handshake()) {
-    send_retry(path, hd);
+  } else if (worker_.relay().address_connections(address) >=
+                 worker_.relay().config().max_connections_per_address ||
+             !allow_handshake()) {
+    send_retry(path, hd);  // at the address cap: refused once the address is proven
     return;
   }
   if (static_cast<size_t>(std::max<int64_t>(0, worker_.relay().connection_count())) >=
@@ -294,6 +323,11 @@ void QuicEndpoint::accept(const ngtcp2_path& path, std::span<const uint8_t> data
   }
   auto owned = std::make_unique<QuicServerSession>(*this, cert);
   QuicServerSession* s = owned.get();
+  s->set_address(address);
+  if (retry && !s->count_address()) {
+    send_refused(path, hd, address);
+    return;
+  }
   std::vector<std::string> alpns = quic_alpns(worker_.relay().config().versions);
   auto tls = [s, alpns](ngtcp2_crypto_conn_ref* ref) {
     return quic::make_server_session(s->certificate(), alpns, ref);
@@ -337,6 +371,16 @@ void QuicEndpoint::send_invalid_token(const ngtcp2_path& path, const ngtcp2_pkt_
   uint8_t pkt[quic::kStatelessPacketBufferSize];
   auto n = quic::write_invalid_token_close(hd, pkt);
   worker_.metrics().quic_invalid_tokens.add();
+  if (n) {
+    socket_->send(path.remote.addr, path.remote.addrlen, {pkt, *n});
+  }
+}
+
+void QuicEndpoint::send_refused(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd,
+                                std::string_view address) {
+  uint8_t pkt[quic::kStatelessPacketBufferSize];
+  auto n = quic::write_refused_close(hd, pkt);
+  worker_.note_refused(address, "max-connections-per-address");
   if (n) {
     socket_->send(path.remote.addr, path.remote.addrlen, {pkt, *n});
   }

@@ -129,6 +129,9 @@ class QuicEndpoint final : public transport::quic::PacketSink {
   void accept(const ngtcp2_path& path, std::span<const uint8_t> datagram);
   void send_retry(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd);
   void send_invalid_token(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd);
+  // An Initial CONNECTION_CLOSE (CONNECTION_REFUSED) for a proven address at
+  // --max-connections-per-address; counted and logged.
+  void send_refused(const ngtcp2_path& path, const ngtcp2_pkt_hd& hd, std::string_view address);
   void send_stateless_reset(const sockaddr* to, socklen_t to_len, std::span<const uint8_t> dcid,
                             size_t trigger_len);
   void roll_window();

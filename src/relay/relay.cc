@@ -204,16 +204,26 @@ Relay::Admission Relay::admit_connection(std::string_view address, bool ops_allo
   if (verdict == Admission::kRefuseTotal) {
     return verdict;
   }
+  return admit_address(address) ? verdict : Admission::kRefuseAddress;
+}
+
+bool Relay::admit_address(std::string_view address) {
   MutexLock lock(addresses_mu_);
   size_t& n = connections_by_address_[std::string(address)];
   if (n >= config_.max_connections_per_address) {
     if (n == 0) {
       connections_by_address_.erase(std::string(address));
     }
-    return Admission::kRefuseAddress;
+    return false;
   }
   ++n;
-  return verdict;
+  return true;
+}
+
+size_t Relay::address_connections(std::string_view address) const {
+  MutexLock lock(addresses_mu_);
+  auto it = connections_by_address_.find(std::string(address));
+  return it == connections_by_address_.end() ? 0 : it->second;
 }
 
 void Relay::release_connection(std::string_view address) {

@@ -74,6 +74,12 @@ class Relay {
   static constexpr size_t kOpsReserve = 16;
   Admission admit_connection(std::string_view address, bool ops_allowed);
   void release_connection(std::string_view address);
+  // --max-connections-per-address alone (QUIC checks the total at accept): counts a connection
+  // against `address` until release_connection(address), or false when it is at the cap. The
+  // count is one per source address over the whole relay: TCP and QUIC, every worker.
+  bool admit_address(std::string_view address);
+  // Connections counted against `address` now. Any worker thread.
+  size_t address_connections(std::string_view address) const;
   size_t worker_count() const { return relay_workers_.size(); }
   // Worker `i`; touch it only from its own thread (post there first).
   RelayWorker& worker(size_t i) { return *relay_workers_[i]; }

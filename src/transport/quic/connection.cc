@@ -375,13 +375,23 @@ Result<RetryInfo> verify_retry_token(const ngtcp2_path& path, const ngtcp2_pkt_h
   return info;
 }
 
-Result<size_t> write_invalid_token_close(const ngtcp2_pkt_hd& hd, std::span<uint8_t> out) {
-  ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(
-      out.data(), out.size(), hd.version, &hd.scid, &hd.dcid, NGTCP2_INVALID_TOKEN, nullptr, 0);
+namespace {
+Result<size_t> write_initial_close(const ngtcp2_pkt_hd& hd, uint64_t code, std::span<uint8_t> out) {
+  ngtcp2_ssize n = ngtcp2_crypto_write_connection_close(out.data(), out.size(), hd.version,
+                                                        &hd.scid, &hd.dcid, code, nullptr, 0);
   if (n < 0) {
     return moqd::fail(ErrorCode::kTransport, "cannot write CONNECTION_CLOSE");
   }
   return static_cast<size_t>(n);
+}
+}  // namespace
+
+Result<size_t> write_invalid_token_close(const ngtcp2_pkt_hd& hd, std::span<uint8_t> out) {
+  return write_initial_close(hd, NGTCP2_INVALID_TOKEN, out);
+}
+
+Result<size_t> write_refused_close(const ngtcp2_pkt_hd& hd, std::span<uint8_t> out) {
+  return write_initial_close(hd, NGTCP2_CONNECTION_REFUSED, out);
 }
 
 Connection::~Connection() {

@@ -155,6 +155,9 @@ Result<RetryInfo> verify_retry_token(const ngtcp2_path& path, const ngtcp2_pkt_h
 // Writes into `out` an Initial CONNECTION_CLOSE with INVALID_TOKEN answering `hd` (§8.1.2: an
 // invalid Retry token closes the connection attempt). Returns its length, or kTransport.
 Result<size_t> write_invalid_token_close(const ngtcp2_pkt_hd& hd, std::span<uint8_t> out);
+// Writes into `out` an Initial CONNECTION_CLOSE with CONNECTION_REFUSED answering `hd` (a server
+// limit refuses the attempt before any connection state exists). Returns its length, or kTransport.
+Result<size_t> write_refused_close(const ngtcp2_pkt_hd& hd, std::span<uint8_t> out);
 
 class QuicStream;
 
