@@ -61,7 +61,7 @@ interop() {  # dir [test files...]
 }
 browser() {  # dir
   local dir=$1
-  (cd tests/browser && MOQD_BIN="$PWD/../../$dir/bin/moqd" node --test --test-concurrency=1 --test-force-exit ./*.test.mjs)
+  (cd tests/browser && MOQD_BIN="$PWD/../../$dir/bin/moqd" MOQ_BIN="$PWD/../../$dir/bin/moq" node --test --test-concurrency=1 --test-force-exit ./*.test.mjs)
 }
 
 bench_smoke() {  # dir

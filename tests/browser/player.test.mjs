@@ -6,10 +6,11 @@
 // in pages whose WebTransport is deleted before the packages load (the player takes
 // qmux-02.moq-lite-05, the first of its offers, while the publisher's offers lead to moq-lite-02:
 // moqd stamps the lite-02 frames with their arrival for the lite-05 player, whose container
-// carries its own presentation times).
+// carries its own presentation times). Each time `moq sub --track catalog.json` prints the live
+// broadcast's catalog too.
 import assert from "node:assert/strict";
 import {
-  browserTest, callPage, loggedTransports, moqdStopsCleanly, openPage, uniquePrefix, useBrowser, waitFor,
+  browserTest, callPage, loggedTransports, moqdStopsCleanly, openPage, spawnMoq, uniquePrefix, useBrowser, waitFor,
 } from "./browser.mjs";
 
 const ctx = useBrowser([], {
@@ -61,6 +62,20 @@ async function publishAndWatch(t, s, { webtransport }) {
 
   const sessions = loggedTransports(ctx.moqd, root);
   t.diagnostic(`moqd sessions at /${root}: ${JSON.stringify(sessions)}`);
+
+  // `moq` as a viewer at the protocol level: the catalog.json track of the live broadcast, one
+  // JSON frame per catalog, the same renditions the player read.
+  const sub = spawnMoq(["sub", url, "cam", "--track", "catalog.json", "--transport", "ws"]);
+  try {
+    await sub.waitStdout((out) => out.toString().includes("\n"), 10_000, "moq sub to print the catalog");
+    const printed = JSON.parse(sub.stdout().toString().split("\n")[0]);
+    t.diagnostic(`moq sub catalog.json: ${JSON.stringify(printed).slice(0, 300)}`);
+    assert.deepEqual(Object.keys(printed.video.renditions).sort(), Object.keys(watch.catalog.video.renditions).sort());
+    assert.deepEqual(Object.keys(printed.audio.renditions).sort(), Object.keys(watch.catalog.audio.renditions).sort());
+  } finally {
+    await sub.stop();
+  }
+
   return { pub, watch: after, sessions };
 }
 
