@@ -1,0 +1,138 @@
+// The browser side of net_webtransport.test.mjs: @moq/net 0.3.4 running in Chromium. esbuild
+// bundles this file at test time; the test calls the window.* functions below with
+// page.evaluate. Frames cross the page.evaluate boundary as base64 strings. The WebSocket
+// fallback is disabled, so only WebTransport can connect.
+import { webtransports } from "./record_webtransport.mjs";
+import * as Net from "@moq/net";
+
+const connections = [];
+
+function toBase64(u8) {
+  let s = "";
+  for (let i = 0; i < u8.length; i += 0x8000) s += String.fromCharCode(...u8.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+function fromBase64(b64) {
+  return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+}
+
+function deadline(promise, ms, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`page: timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+async function connect(url, ms) {
+  let conn;
+  try {
+    conn = await deadline(Net.Connection.connect(new URL(url), { websocket: { enabled: false } }), ms, `connect to ${url}`);
+  } catch (err) {
+    const reasons = err.errors ? err.errors.map((e) => e?.message ?? String(e)).join("; ") : err.message;
+    throw new Error(`connect to ${url} failed: ${reasons}; WebTransports: ${JSON.stringify(webtransports)}`);
+  }
+  connections.push(conn);
+  return conn;
+}
+
+// Group i is written only once the test called netRelease(i): the relay may skip a group that a
+// newer one overtakes, so the test releases the next group after the viewer has the previous one.
+const gates = [];
+function gate(i) {
+  while (gates.length <= i) {
+    let open;
+    const opened = new Promise((resolve) => (open = resolve));
+    gates.push({ opened, open });
+  }
+  return gates[i];
+}
+window.netRelease = (i) => gate(i).open();
+
+// Connects to `url` and publishes broadcast `path`; every request for `trackName` is accepted
+// and gets `groups` (arrays of base64 frames), group i once released. Requests are served
+// concurrently (with moq-lite-05 a relay's TRACK and SUBSCRIBE may both be pending). Resolves
+// once connected, with the negotiated version and the page's WebTransports.
+window.netPublish = async (url, path, trackName, groups, { ms = 10_000 } = {}) => {
+  const conn = await connect(url, ms);
+  const broadcast = new Net.Broadcast.Producer();
+  conn.publish(Net.Path.from(path), broadcast);
+  const serve = async (req) => {
+    if (req.name !== trackName) {
+      req.reject(new Error(`unknown track ${req.name}`));
+      return;
+    }
+    const track = req.accept();
+    let ts = 0;
+    for (const [i, frames] of groups.entries()) {
+      await gate(i).opened;
+      const group = track.appendGroup();
+      for (const frame of frames) group.writeFrame({ payload: fromBase64(frame), timestamp: Net.Time.Timestamp.fromMillis(ts++) });
+      group.close();
+    }
+    // The track stays open: the viewer reads what it needs, then the test closes everything.
+  };
+  (async () => {
+    for (;;) {
+      const req = await broadcast.requested();
+      if (!req) break;
+      serve(req).catch((err) => {
+        if (!/closed/.test(String(err?.message ?? err))) console.error("netPublish:", err);
+      });
+    }
+  })().catch((err) => console.error("netPublish:", err));
+  return { version: conn.version, webtransports };
+};
+
+// Connects to `url`, waits for `path` to be announced and subscribes to `trackName`; frames are
+// collected in the background (see netReceived). Resolves once subscribed, with the negotiated
+// version and the page's WebTransports.
+let received = [];
+window.netSubscribe = async (url, path, trackName, { ms = 10_000 } = {}) => {
+  const conn = await connect(url, ms);
+  const parent = path.slice(0, path.lastIndexOf("/"));
+  const name = path.slice(path.lastIndexOf("/") + 1);
+  const announced = conn.announced(Net.Path.from(parent)); // events carry the path under it
+  try {
+    await deadline(
+      (async () => {
+        for (;;) {
+          const entry = await announced.next();
+          if (!entry) throw new Error("announcements ended");
+          if (entry.path === name && entry.active) return;
+        }
+      })(),
+      ms,
+      `announcement of ${path}`,
+    );
+  } finally {
+    announced.close();
+  }
+  const sub = conn.consume(Net.Path.from(path)).subscribe(trackName);
+  received = [];
+  (async () => {
+    for (;;) {
+      const group = await sub.recvGroup();
+      if (!group) break;
+      const entry = { group: group.sequence, frames: [] };
+      received.push(entry);
+      (async () => {
+        for (let frame; (frame = await group.readFrame()); ) entry.frames.push(toBase64(frame.payload));
+      })().catch((err) => console.error("netSubscribe group:", err));
+    }
+  })().catch((err) => console.error("netSubscribe:", err));
+  return { version: conn.version, webtransports };
+};
+
+// What netSubscribe received so far: [{group, frames: [base64]}] sorted by group sequence.
+window.netReceived = () => [...received].sort((a, b) => a.group - b.group);
+
+window.closeAll = () => {
+  for (const conn of connections.splice(0)) {
+    try {
+      conn.close();
+    } catch {}
+  }
+};
+
+window.moqReady = true;
