@@ -19,6 +19,7 @@ import path from "node:path";
 import { after, test } from "node:test";
 import * as Token from "@moq/token";
 import * as H from "./harness.mjs";
+import { clusterOf, startClusterRelay, waitLinksUp } from "./cluster_harness.mjs";
 
 // Relays die mid-stream here: frames still in flight reach closed @moq/qmux streams.
 H.useTeardownGuards();
@@ -37,29 +38,7 @@ after(async () => {
   }
 });
 
-async function relay(name, args = []) {
-  const r = await H.startMoqd(["--cluster-node", name, "--metrics-listen", "127.0.0.1:0",
-    "--log-level", "info", ...args]);
-  started.push(r);
-  const m = /^moqd metrics url=(\S+)$/m.exec(r.stdoutText());
-  assert.ok(m, `metrics url of ${name}`);
-  r.metrics = m[1];
-  r.name = name;
-  return r;
-}
-
-async function clusterOf(r) {
-  const res = await H.httpGet(`${r.metrics}cluster`);
-  assert.equal(res.status, 200);
-  return res.json();
-}
-
-async function waitLinksUp(r, n, ms = 15_000) {
-  await H.waitFor(async () => {
-    const c = await clusterOf(r);
-    return c.links.filter((l) => l.state === "up").length === n;
-  }, ms, `${r.name}: ${n} cluster links up`, 100);
-}
+const relay = (name, args) => startClusterRelay(started, name, args);
 
 async function announcesTotal(r) {
   const text = await (await H.httpGet(`${r.metrics}metrics`)).text();

@@ -11,6 +11,7 @@ import dgram from "node:dgram";
 import net from "node:net";
 import { after, test } from "node:test";
 import * as H from "./harness.mjs";
+import { clusterOf, startClusterRelay } from "./cluster_harness.mjs";
 import { startDnsServer } from "./dns_server.mjs";
 
 H.useTeardownGuards();
@@ -39,24 +40,8 @@ after(async () => {
   if (dns) await dns.close();
 });
 
-async function relay(name, args = []) {
-  const r = await H.startMoqd(["--cluster-node", name, "--metrics-listen", "127.0.0.1:0",
-    "--log-level", "info", ...args]);
-  started.push(r);
-  const m = /^moqd metrics url=(\S+)$/m.exec(r.stdoutText());
-  assert.ok(m, `metrics url of ${name}`);
-  r.metrics = m[1];
-  r.name = name;
-  return r;
-}
+const relay = (name, args) => startClusterRelay(started, name, args);
 
-async function clusterOf(r) {
-  const res = await H.httpGet(`${r.metrics}cluster`);
-  assert.equal(res.status, 200);
-  return res.json();
-}
-
-// Binds TCP and UDP on host:port and lets go; true when both were free.
 async function freeOn(host, port) {
   const tcp = await new Promise((resolve) => {
     const s = net.createServer();

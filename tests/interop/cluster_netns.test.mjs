@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { after, test } from "node:test";
 import * as H from "./harness.mjs";
+import { clusterOf, waitLinksUp } from "./cluster_harness.mjs";
 import { startLinkProxy } from "./link_proxy.mjs";
 
 H.useTeardownGuards();
@@ -102,17 +103,6 @@ async function linkProxy(from, to, seed) {
   return p;
 }
 
-async function clusterOf(r) {
-  const res = await H.httpGet(`${r.metrics}cluster`);
-  assert.equal(res.status, 200);
-  return res.json();
-}
-
-async function waitLinksUp(r, n, ms = 20_000) {
-  await H.waitFor(async () => (await clusterOf(r)).links.filter((l) => l.state === "up").length === n,
-    ms, `${r.name}: ${n} cluster links up`, 100);
-}
-
 // Group sequence = time since t0 in GROUP_MS steps, so a track asked for again continues the same
 // numbering; one frame per group.
 function clockPublisher(conn, p) {
@@ -177,9 +167,9 @@ test("netns diamond: B killed mid-stream, every viewer on C continues through D"
   const cb = await linkProxy(c, b, 3);
   const cd = await linkProxy(c, d, 4);
   const rc = await relayOn(c, ["--cluster-connect", cb.url, "--cluster-connect", `${cd.url}?cost=1`]);
-  await waitLinksUp(rb, 1);
-  await waitLinksUp(rd, 1);
-  await waitLinksUp(rc, 2);
+  await waitLinksUp(rb, 1, 20_000);
+  await waitLinksUp(rd, 1, 20_000);
+  await waitLinksUp(rc, 2, 20_000);
 
   const pubConn = await H.connect(ra.url);
   const pub = clockPublisher(pubConn, "ns/cam");
