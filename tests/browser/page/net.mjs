@@ -3,26 +3,10 @@
 // page.evaluate. Frames cross the page.evaluate boundary as base64 strings. The WebSocket
 // fallback is disabled, so only WebTransport can connect.
 import { webtransports } from "./record_webtransport.mjs";
+import { deadline, fromBase64, toBase64 } from "./util.mjs";
 import * as Net from "@moq/net";
 
 const connections = [];
-
-function toBase64(u8) {
-  let s = "";
-  for (let i = 0; i < u8.length; i += 0x8000) s += String.fromCharCode(...u8.subarray(i, i + 0x8000));
-  return btoa(s);
-}
-function fromBase64(b64) {
-  return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-}
-
-function deadline(promise, ms, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`page: timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 async function connect(url, ms) {
   let conn;

@@ -2,26 +2,10 @@
 // at test time; the test calls the window.* functions below with page.evaluate. Frames cross the
 // page.evaluate boundary as base64 strings. Every function gives up by itself after `ms`.
 import { webtransports } from "./record_webtransport.mjs";
+import { deadline, fromBase64, toBase64 } from "./util.mjs";
 import * as Moq from "@moq/lite";
 
 const connections = [];
-
-function toBase64(u8) {
-  let s = "";
-  for (let i = 0; i < u8.length; i += 0x8000) s += String.fromCharCode(...u8.subarray(i, i + 0x8000));
-  return btoa(s);
-}
-function fromBase64(b64) {
-  return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-}
-
-function deadline(promise, ms, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`page: timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 // `websocket: false` disables @moq/lite's WebSocket fallback, so only WebTransport can connect.
 async function connect(url, { websocket = true, ms }) {
