@@ -8,6 +8,8 @@
 # with the totals it came from.
 #   bench/instructions.sh [build-dir]            default build-bench
 #   BENCH_SUBSCRIBERS=64 BENCH_GROUPS=10         the defaults
+#   BENCH_FRAMES=3000 BENCH_FRAME_SIZE=16        chat-shaped: long groups of small frames
+#                                                (defaults 30 and 1000)
 #   BENCH_WORKERS=2                              the 2-worker fan-out instead (less repeatable:
 #                                                how the two threads interleave varies by ~2%)
 #   KEEP=1                                       keep callgrind's output (for callgrind_annotate)
@@ -18,6 +20,8 @@ bin="$build/bin/moqd_bench_instructions"
 subscribers=${BENCH_SUBSCRIBERS:-64}
 groups=${BENCH_GROUPS:-10}
 workers=${BENCH_WORKERS:-1}
+frames=${BENCH_FRAMES:-30}
+frame_size=${BENCH_FRAME_SIZE:-1000}
 if [[ ! -x "$bin" ]]; then
   echo "instructions: $bin not found (configure $build with -DMOQD_BENCH=ON and build target" \
        "moqd_bench_instructions)" >&2
@@ -30,7 +34,8 @@ fi
 out=$(mktemp -d)
 trap '[[ -n "${KEEP:-}" ]] || rm -rf "$out"' EXIT
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/callgrind.out" \
-  "$bin" --subscribers "$subscribers" --groups "$groups" --workers "$workers" >"$out/stdout" 2>"$out/stderr" || {
+  "$bin" --subscribers "$subscribers" --groups "$groups" --workers "$workers" \
+  --frames-per-group "$frames" --frame-size "$frame_size" >"$out/stdout" 2>"$out/stderr" || {
   echo "instructions: the run failed:" >&2
   cat "$out/stdout" "$out/stderr" >&2
   exit 1

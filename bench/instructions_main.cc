@@ -1,6 +1,6 @@
 // Fixed work for `make bench-instructions`: the 1-worker fan-out of bench/fanout_rig.h to 64
 // subscribers, set up and warmed up with callgrind's instrumentation off, then exactly --groups
-// groups of 30 frames of 1000 bytes with it on (CALLGRIND_START/STOP_INSTRUMENTATION; run under
+// groups of 30 frames of 1000 bytes (--frames-per-group, --frame-size) with it on (CALLGRIND_START/STOP_INSTRUMENTATION; run under
 // `valgrind --tool=callgrind --instr-atstart=no`). Prints the deliveries made in the measured
 // phase; bench/instructions.sh divides callgrind's instruction total by them. No timing: an
 // instruction count compares two builds on a noisy machine. Outside valgrind the macros do nothing.
@@ -41,9 +41,14 @@ int main(int argc, char** argv) {
       groups = std::strtoull(argv[++i], nullptr, 10);
     } else if (i + 1 < argc && std::strcmp(argv[i], "--workers") == 0) {
       o.workers = std::strtoull(argv[++i], nullptr, 10);
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--frames-per-group") == 0) {
+      o.frames_per_group = std::strtoull(argv[++i], nullptr, 10);
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--frame-size") == 0) {
+      o.frame_size = std::strtoull(argv[++i], nullptr, 10);
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--subscribers N] [--groups N] [--workers N] [--assert-zero]\n",
+                   "usage: %s [--subscribers N] [--groups N] [--workers N] [--frames-per-group N] "
+                   "[--frame-size BYTES] [--assert-zero]\n",
                    argv[0]);
       return 2;
     }
