@@ -146,7 +146,12 @@ class FormReader {
  public:
   FormReader(Span data, VarintForm form) : r_(data), form_(form) {}
 
+  // After an invalid varint or an over-long string every read fails, so the first problem is the
+  // one reported.
   std::optional<uint64_t> varint() {
+    if (invalid_ || too_long_) {
+      return std::nullopt;
+    }
     if (form_ == VarintForm::kQuic) {
       return r_.varint();
     }
@@ -176,7 +181,12 @@ class FormReader {
     }
     return v;
   }
-  std::optional<uint8_t> u8() { return r_.u8(); }
+  std::optional<uint8_t> u8() {
+    if (invalid_ || too_long_) {
+      return std::nullopt;
+    }
+    return r_.u8();
+  }
   std::optional<uint16_t> u16() { return r_.u16(); }
   std::optional<std::span<const uint8_t>> bytes(size_t n) { return r_.bytes(n); }
   // A varint length then that many bytes; a length over `max` sets is_too_long().
@@ -1408,6 +1418,25 @@ ParseResult<ControlMessage> decode_control(Version v, Span in, const Limits& lim
 
 // --- Data streams (§10.4.2).
 
+namespace {
+// Where a data-stream read stopped, if it did: the first problem the reader met (an invalid
+// varint, an extension block over its limit: errors; the end of the input: need more), else
+// nullopt.
+template <class T>
+std::optional<ParseResult<T>> stream_stop(const FormReader& r) {
+  if (r.is_invalid()) {
+    return fail(ErrorCode::kDecode, "invalid varint");
+  }
+  if (r.is_too_long()) {
+    return fail(ErrorCode::kBoundsExceeded, "extension headers too long");
+  }
+  if (!r.ok()) {
+    return need_more<T>();
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 bool is_subgroup_type(Version v, uint64_t type) {
   if (draft(v) == nullptr) {
     return false;
@@ -1453,7 +1482,7 @@ void encode(Version v, const SubgroupHeader& h, std::vector<uint8_t>& out) {
   if (h.has_subgroup_field()) {
     w.varint(h.subgroup);
   }
-  if ((h.type & 0x20) == 0) {
+  if (h.has_priority()) {
     w.u8(h.publisher_priority.value_or(128));
   }
 }
@@ -1464,44 +1493,24 @@ ParseResult<SubgroupHeader> decode_subgroup_header(Version v, Span in, const Lim
     return fail(ErrorCode::kVersion, "not an IETF draft moqd speaks");
   }
   FormReader r(in, d->varint_form);
-  auto type = r.varint();
-  if (r.is_invalid()) {
-    return fail(ErrorCode::kDecode, "invalid varint");
+  SubgroupHeader h;
+  h.type = r.varint().value_or(0);
+  if (auto end = stream_stop<SubgroupHeader>(r)) {
+    return *end;
   }
-  if (!type) {
-    return need_more<SubgroupHeader>();
-  }
-  if (!is_subgroup_type(v, *type)) {
+  if (!is_subgroup_type(v, h.type)) {
     return fail(ErrorCode::kProtocolViolation, "not a SUBGROUP_HEADER type");
   }
-  SubgroupHeader h;
-  h.type = *type;
-  auto alias = r.varint();
-  auto group = r.varint();
-  if (r.is_invalid()) {
-    return fail(ErrorCode::kDecode, "invalid varint");
-  }
-  if (!alias || !group) {
-    return need_more<SubgroupHeader>();
-  }
-  h.track_alias = *alias;
-  h.group = *group;
+  h.track_alias = r.varint().value_or(0);
+  h.group = r.varint().value_or(0);
   if (h.has_subgroup_field()) {
-    auto sub = r.varint();
-    if (r.is_invalid()) {
-      return fail(ErrorCode::kDecode, "invalid varint");
-    }
-    if (!sub) {
-      return need_more<SubgroupHeader>();
-    }
-    h.subgroup = *sub;
+    h.subgroup = r.varint().value_or(0);
   }
-  if ((h.type & 0x20) == 0) {
-    auto prio = r.u8();
-    if (!prio) {
-      return need_more<SubgroupHeader>();
-    }
-    h.publisher_priority = *prio;
+  if (h.has_priority()) {
+    h.publisher_priority = r.u8().value_or(0);
+  }
+  if (auto end = stream_stop<SubgroupHeader>(r)) {
+    return *end;
   }
   return Parsed<SubgroupHeader>{h, r.consumed()};
 }
@@ -1531,48 +1540,20 @@ ParseResult<ObjectHeader> decode_object(Version v, const SubgroupHeader& h, Span
   }
   FormReader r(in, d->varint_form);
   ObjectHeader o;
-  auto delta = r.varint();
-  if (r.is_invalid()) {
-    return fail(ErrorCode::kDecode, "invalid varint");
-  }
-  if (!delta) {
-    return need_more<ObjectHeader>();
-  }
-  o.id_delta = *delta;
+  o.id_delta = r.varint().value_or(0);
   if (h.has_extensions()) {
-    auto ext = r.string(l.max_extensions);
-    if (r.is_too_long()) {
-      return fail(ErrorCode::kBoundsExceeded, "extension headers too long");
-    }
-    if (r.is_invalid()) {
-      return fail(ErrorCode::kDecode, "invalid varint");
-    }
-    if (!ext) {
-      return need_more<ObjectHeader>();
-    }
-    o.extensions.assign(*ext);
+    o.extensions.assign(r.string(l.max_extensions).value_or(std::string_view()));
   }
-  auto len = r.varint();
-  if (r.is_invalid()) {
-    return fail(ErrorCode::kDecode, "invalid varint");
-  }
-  if (!len) {
-    return need_more<ObjectHeader>();
-  }
-  o.payload_length = *len;
+  o.payload_length = r.varint().value_or(1);
   if (o.payload_length == 0) {
-    auto status = r.varint();
-    if (r.is_invalid()) {
-      return fail(ErrorCode::kDecode, "invalid varint");
-    }
-    if (!status) {
-      return need_more<ObjectHeader>();
-    }
-    // §10.2.1.1 Object Status: 0 normal, 1 does not exist, 3 end of group, 4 end of track.
-    if (*status == 2 || *status > 4) {
-      return fail(ErrorCode::kProtocolViolation, "unknown object status");
-    }
-    o.status = *status;
+    o.status = r.varint().value_or(0);
+  }
+  if (auto end = stream_stop<ObjectHeader>(r)) {
+    return *end;
+  }
+  // §10.2.1.1 Object Status: 0 normal, 1 does not exist, 3 end of group, 4 end of track.
+  if (o.payload_length == 0 && (o.status == 2 || o.status > 4)) {
+    return fail(ErrorCode::kProtocolViolation, "unknown object status");
   }
   return Parsed<ObjectHeader>{std::move(o), r.consumed()};
 }
