@@ -121,7 +121,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   using moqd::wire::ietf::Peer;
   using moqd::wire::ietf::VarintForm;
-  const size_t index = ((data[0] & 3u) | ((data[0] >> 2) & 4u)) % std::size(moqd::wire::ietf::kDrafts);
+  const size_t index =
+      ((data[0] & 3u) | ((data[0] >> 2) & 4u)) % std::size(moqd::wire::ietf::kDrafts);
   const moqd::wire::Version v = moqd::wire::ietf::kDrafts[index];
   const Peer peer = (data[0] & 0x20) != 0 ? Peer::kMoqNetJs : Peer::kDraftText;
   std::span<const uint8_t> in(data + 1, size - 1);

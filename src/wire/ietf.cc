@@ -7,7 +7,8 @@
 
 // IETF MoQ Transport drafts 14..20: the shared core. Section numbers are draft-14's unless
 // marked. Drafts 18 and 19 are the tagged texts of moq-wg/moq-transport; "d20" is its editor's
-// copy after draft-19 (commit e1ae858d), the text nearest to what @moq/net 0.3.4 calls draft 20. Contract details the header leaves open:
+// copy after draft-19 (commit e1ae858d), the text nearest to what @moq/net 0.3.4 calls draft 20.
+// Contract details the header leaves open:
 // - Fields a draft lacks are not written and decode to their defaults.
 // - On decode, parameters keep wire order with absolute types; on encode, d14/15 write them in
 //   the order given and d16+ sort them by type (a stable sort) for the delta coding.
@@ -63,7 +64,7 @@ constexpr uint64_t bit(MessageType t) {
   return v == 0x50 || v == 0x51 ? uint64_t{1} << (v - 0x50 + 48) : 0;
 }
 
-// How a typed parameter's value is written (d17 §9.3, d18 §9.2); before 17 the type's parity
+// How a typed parameter's value is written (d17 §9.3, d18 §10.2); before 17 the type's parity
 // decides. kLocation and kUint8Js: JS writes a Length in front (Peer::kMoqNetJs).
 enum class ParamForm : uint8_t { kVarint, kUint8, kLocation, kBytes, kNamespace, kUint8Js };
 
@@ -489,7 +490,7 @@ struct Decoder {
     }
   }
 
-  // d20 Location Filter (editor's copy §5.x "Location Filters"): up to four varints filling the
+  // d20 Location Filter (editor's copy §5.1.2 "Location Filters"): up to four varints filling the
   // value; their count says the kind (see FilterType).
   void filter_fields(FormReader& fr, Filter& f) {
     uint64_t v[4] = {};
@@ -521,7 +522,7 @@ struct Decoder {
     }
   }
 
-  // Track Properties / Extensions (d16 §9.10, d18 §11.x): Key-Value-Pairs, delta-coded, no count,
+  // Track Properties / Extensions (d16 §9.10, d18 §10.8): Key-Value-Pairs, delta-coded, no count,
   // to the end of the message. Kept raw; read once to check they are well formed.
   void properties(std::string& out) {
     raw(out, [this] {
@@ -935,7 +936,7 @@ void read(Decoder& dec, RequestError& m) {
   }
   dec.reason(m.reason);
   if (dec.d.error_redirect && m.error_code == kErrorRedirect && dec.ok()) {
-    // d18 §9.x Redirect {Connect URI, Track Namespace, Track Name}.
+    // d18 §10.6.1 Redirect {Connect URI, Track Namespace, Track Name}.
     Redirect r;
     dec.string(dec.l.max_uri, r.uri, "redirect URI too long");
     size_t name = 0;
@@ -1274,7 +1275,8 @@ void write_varint(VarintForm f, uint64_t v, std::vector<uint8_t>& out) {
   size_t n = 0;  // bytes after the first
   uint8_t prefix = 0;
   // d18+: 1111110x is the 7-byte form, up to 2^49.
-  const size_t forms = f == VarintForm::kLeadingOnes7 ? std::size(kLoLimit) : std::size(kLoLimit) - 1;
+  const size_t forms =
+      f == VarintForm::kLeadingOnes7 ? std::size(kLoLimit) : std::size(kLoLimit) - 1;
   while (n < forms && v >= kLoLimit[n]) {
     ++n;
   }
@@ -1448,7 +1450,7 @@ bool is_subgroup_type(Version v, uint64_t type) {
     return false;
   }
   // JS: @moq/net accepts the 0x30 range in d14 as well; the d14 text defines only 0x10..0x1D.
-  // d18 §10.4.2: FIRST_OBJECT (0x40) on top, 0x50..0x7D.
+  // d18 §11.4.2: FIRST_OBJECT (0x40) on top, 0x50..0x7D.
   if (base == 0x50 || base == 0x70) {
     return draft(v)->first_object_bit;
   }

@@ -60,13 +60,13 @@ struct Draft {
   // d17 §9.3: a message parameter's value layout comes from its type (uint8, varint, Location,
   // length-prefixed), not from the type's parity.
   bool typed_params;
-  // d18 §9.x (#1542): SUBSCRIBE_NAMESPACE is 0x50 with no Subscribe Options, SUBSCRIBE_TRACKS
+  // d18 §10.18, §10.19 (#1542): SUBSCRIBE_NAMESPACE is 0x50 with no Subscribe Options, SUBSCRIBE_TRACKS
   // (0x51) has the same layout; 0x11 is gone.
   bool namespace_v2 = false;
-  bool goaway_request_id = false;  // d18 only: GOAWAY may end with a Request ID (#1559; d19 drops it)
-  bool ok_track_properties = false;  // d18: REQUEST_OK ends with Track Properties
-  bool error_redirect = false;       // d18: REQUEST_ERROR ends with a Redirect when the code is 0x34
-  bool first_object_bit = false;     // d18 §10.4.2 (#1618): SUBGROUP_HEADER types | 0x40
+  bool goaway_request_id = false;  // d18 only: GOAWAY may end with a Request ID (#1559)
+  bool ok_track_properties = false;  // d18+: REQUEST_OK ends with Track Properties
+  bool error_redirect = false;       // d18+: REQUEST_ERROR ends with a Redirect (code 0x34)
+  bool first_object_bit = false;     // d18 §11.4.2 (#1618): SUBGROUP_HEADER types | 0x40
   // d20 (editor's copy, see ietf.cc): LOCATION_FILTER is 0..4 varints whose count says the kind,
   // instead of a Filter Type tag.
   bool filter_fields = false;
@@ -119,7 +119,7 @@ enum class MessageType : uint64_t {
   kSubscribeNamespace2 = 0x50,  // d18+ SUBSCRIBE_NAMESPACE (replaces 0x11)
   kSubscribeTracks = 0x51,      // d18+
 };
-// REQUEST_ERROR code REDIRECT (d18 §9.x, error table): the message ends with a Redirect.
+// REQUEST_ERROR code REDIRECT (d18 §10.6.2, §15.10.2): the message ends with a Redirect.
 inline constexpr uint64_t kErrorRedirect = 0x34;
 
 // Bounds on what a peer may make a decoder allocate or accept.

@@ -631,7 +631,7 @@ TEST(IetfDraft18, SubscribeJs) {
 }
 
 TEST(IetfDraft18, SubscribeOkTrackPropertiesJs) {
-  // Track Properties (d18 §9.x SUBSCRIBE_OK, last field): TIMESCALE 0x08 = 1000 (83 e8), then
+  // Track Properties (d18 §10.8 SUBSCRIBE_OK, last field): TIMESCALE 0x08 = 1000 (83 e8), then
   // +0x12 = 0x22 DEFAULT_PUBLISHER_GROUP_ORDER 2.
   SubscribeOk ok{0, 2, 0, 2, std::nullopt, {}, "\x08\x83\xe8\x1a\x02"};
   expect_round_trip(k18, "04000702000883e81a02", ok);
@@ -657,7 +657,7 @@ TEST(IetfDraft20, SubscribeFillAndIncludePropertiesJs) {
       k20,
       "030029020204726f6f6d05616c69636505766964656f06100110070104050104040102010401210103120100",
       sub, Peer::kMoqNetJs);
-  // The text's form: INCLUDE_PROPERTIES a bare uint8 (editor's copy §9.2.x).
+  // The text's form: INCLUDE_PROPERTIES a bare uint8 (editor's copy §10.2.20).
   expect_round_trip(
       k20, "030028020204726f6f6d05616c69636505766964656f061001100701040501040401020104012101031200",
       sub);
@@ -681,7 +681,7 @@ std::string d20_subscribe(std::string_view fields) {
 }
 
 TEST(IetfDraft20, LocationFilterFieldsDraft) {
-  // Editor's copy §5.x "Location Filters": the number of fields says the kind.
+  // Editor's copy §5.1.2 "Location Filters": the number of fields says the kind.
   struct Case {
     std::string_view fields;
     Filter want;
@@ -724,7 +724,7 @@ TEST(IetfDraft20, IncludePropertiesDraft) {
 }
 
 TEST(IetfDraft18, SubscribeNamespaceAndTracksDraft) {
-  // d18 §9.x (#1542): SUBSCRIBE_TRACKS 0x51 has SUBSCRIBE_NAMESPACE's layout; FORWARD is one of
+  // d18 §10.19 (#1542): SUBSCRIBE_TRACKS 0x51 has SUBSCRIBE_NAMESPACE's layout; FORWARD is one of
   // its parameters but no longer one of SUBSCRIBE_NAMESPACE's.
   SubscribeNamespace tracks{0, 0, {"room"}, 0, {var(kParamForward, 0)}, true};
   expect_round_trip(k18, "51000a 00 01 04726f6f6d 01 10 00", tracks);
@@ -740,7 +740,7 @@ TEST(IetfDraft18, SubscribeNamespaceAndTracksDraft) {
 }
 
 TEST(IetfDraft18, GoawayRequestIdDraft) {
-  // d18 §9.x GOAWAY: an optional trailing Request ID (control stream only); d19 drops it.
+  // d18 §10.4 GOAWAY: an optional trailing Request ID (control stream only); d19 drops it.
   expect_round_trip(k18, "100003 00 00 04", Goaway{"", 0, 4});
   expect_error(k19, "100003 00 00 04", ErrorCode::kDecode, TerminationCode::kProtocolViolation);
   std::vector<uint8_t> out;
@@ -748,7 +748,7 @@ TEST(IetfDraft18, GoawayRequestIdDraft) {
 }
 
 TEST(IetfDraft18, RequestErrorRedirectAndRequestOkPropertiesDraft) {
-  // d18 §9.x REQUEST_ERROR: code REDIRECT (0x34), Retry Interval 0, empty reason, then Redirect
+  // d18 §10.6.1, §10.6.2 REQUEST_ERROR: code REDIRECT (0x34), Retry Interval 0, empty reason, then Redirect
   // {Connect URI "", namespace (a), track t}.
   RequestError e{MessageType::kRequestError, 0, kErrorRedirect, 0, "", Redirect{"", {"a"}, "t"}};
   expect_round_trip(k18, "050009 34 00 00 00 01 0161 0174", e);
@@ -763,7 +763,7 @@ TEST(IetfDraft18, RequestErrorRedirectAndRequestOkPropertiesDraft) {
 }
 
 TEST(IetfDraft18, ParameterTableDraft) {
-  // d18 §9.2.x TRACK_NAMESPACE_PREFIX (0x34) in REQUEST_UPDATE: a namespace tuple with no length.
+  // d18 §10.2.14 TRACK_NAMESPACE_PREFIX (0x34) in REQUEST_UPDATE: a namespace tuple with no length.
   expect_round_trip(k18, "020008 04 01 34 02 0161 0162",
                     SubscribeUpdate{4, 0, 0, {}, 0, 128, true, {bin(0x34, "\x02\x01" "a\x01" "b")}});
   // SUBGROUP_DELIVERY_TIMEOUT (0x06) in SUBSCRIBE, a varint: 100 ms (leading-ones 40 64).
@@ -773,7 +773,7 @@ TEST(IetfDraft18, ParameterTableDraft) {
   // GROUP_ORDER left SUBSCRIBE_OK in d18 (it was there in d17).
   expect_error(k18, "040004 02 01 22 02", ErrorCode::kProtocolViolation,
                TerminationCode::kProtocolViolation);
-  // d19 §5.x Range Filters: SUBGROUP_FILTER (0x25) may repeat; d18 does not know it.
+  // d19 §5.1.3 Range Filters: SUBGROUP_FILTER (0x25) may repeat; d18 does not know it.
   const std::string_view ranges = "030011 00 01 0161 0174 04 10 01 10 80 05 01 00 00 01 01";
   expect_round_trip(k19, ranges,
                     Subscribe{0, 0, {"a"}, "t", 128, 0, true, std::nullopt,
@@ -794,7 +794,7 @@ TEST(IetfDraft18, ClusterExtension) {
 }
 
 TEST(IetfDraft18, SubgroupFirstObjectBitDraft) {
-  // d18 §10.4.2 (#1618): FIRST_OBJECT 0x40 on top of 0x10..0x3D; 0x56 stays invalid.
+  // d18 §11.4.2 (#1618): FIRST_OBJECT 0x40 on top of 0x10..0x3D; 0x56 stays invalid.
   auto bytes = from_hex("50 02 05 80");
   auto h = decode_subgroup_header(k18, std::span<const uint8_t>(bytes), Limits{});
   ASSERT_TRUE(h.has_value() && h->has_value());
