@@ -1,11 +1,14 @@
 // Round-trip fuzzer for the IETF MoQ Transport codecs (src/wire/ietf.h). The first input byte
-// picks the draft (bits 0-1: 14, 15, 16, 17) and the decoder (bit 2: control message or a
-// SUBGROUP stream: header then objects with their payloads; bit 3: varints back to back in the
-// leading-ones form instead). Whatever decodes must re-encode to
+// picks the draft (bits 0-1, and bit 4 adding 4: 14, 15, 16, 17, 18, 19, 20, then 14 again), the
+// decoder (bit 2: control message or a SUBGROUP stream: header then objects with their payloads;
+// bit 3: varints back to back in the leading-ones form instead, d18's 7-byte form with bit 4) and
+// the peer whose forms are read first and written (bit 5: @moq/net's). Whatever decodes must
+// re-encode to
 // bytes that decode to the same value and re-encode identically; a mismatch aborts (a codec bug).
 // Anything else must come back as need-more or an error, never a crash or a sanitizer report.
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 #include "wire/ietf.h"
 
@@ -13,16 +16,18 @@ namespace moqd::wire::ietf {
 namespace {
 
 constexpr Version kDrafts[] = {Version::kTransport14, Version::kTransport15,
-                               Version::kTransport16, Version::kTransport17};
+                               Version::kTransport16, Version::kTransport17,
+                               Version::kTransport18, Version::kTransport19,
+                               Version::kTransport20};
 
 [[noreturn]] void bug(const char* what) {
   std::fprintf(stderr, "ietf_fuzzer: %s\n", what);
   std::abort();
 }
 
-void control(Version v, std::span<const uint8_t> in) {
+void control(Version v, Peer peer, std::span<const uint8_t> in) {
   const Limits limits;
-  auto first = decode_control(v, in, limits);
+  auto first = decode_control(v, in, limits, peer);
   if (!first || !first->has_value()) {
     return;
   }
@@ -30,10 +35,10 @@ void control(Version v, std::span<const uint8_t> in) {
     bug("consumed out of range");
   }
   std::vector<uint8_t> bytes;
-  if (!encode(v, (*first)->value, bytes)) {
+  if (!encode(v, (*first)->value, bytes, peer)) {
     bug("a decoded message does not encode");
   }
-  auto second = decode_control(v, std::span<const uint8_t>(bytes), limits);
+  auto second = decode_control(v, std::span<const uint8_t>(bytes), limits, peer);
   if (!second || !second->has_value()) {
     bug("re-encoded message does not decode");
   }
@@ -44,7 +49,7 @@ void control(Version v, std::span<const uint8_t> in) {
     bug("re-decode consumed a different size");
   }
   std::vector<uint8_t> again;
-  encode(v, (*second)->value, again);
+  encode(v, (*second)->value, again, peer);
   if (again != bytes) {
     bug("encoding is not deterministic");
   }
@@ -90,15 +95,15 @@ void subgroup(Version v, std::span<const uint8_t> in) {
   }
 }
 
-void varints(std::span<const uint8_t> in) {
+void varints(VarintForm form, std::span<const uint8_t> in) {
   while (!in.empty()) {
-    auto v = read_varint(VarintForm::kLeadingOnes, in);
+    auto v = read_varint(form, in);
     if (!v || !v->has_value()) {
       return;
     }
     std::vector<uint8_t> out;
-    write_varint(VarintForm::kLeadingOnes, (*v)->value, out);
-    auto again = read_varint(VarintForm::kLeadingOnes, std::span<const uint8_t>(out));
+    write_varint(form, (*v)->value, out);
+    auto again = read_varint(form, std::span<const uint8_t>(out));
     if (!again || !again->has_value() || (*again)->value != (*v)->value ||
         (*again)->consumed != out.size() || out.size() > (*v)->consumed) {
       bug("leading-ones varint does not round-trip minimally");
@@ -114,12 +119,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) {
     return 0;
   }
-  const moqd::wire::Version v = moqd::wire::ietf::kDrafts[data[0] & 3];
+  using moqd::wire::ietf::Peer;
+  using moqd::wire::ietf::VarintForm;
+  const size_t index =
+      ((data[0] & 3u) | ((data[0] >> 2) & 4u)) % std::size(moqd::wire::ietf::kDrafts);
+  const moqd::wire::Version v = moqd::wire::ietf::kDrafts[index];
+  const Peer peer = (data[0] & 0x20) != 0 ? Peer::kMoqNetJs : Peer::kDraftText;
   std::span<const uint8_t> in(data + 1, size - 1);
   if ((data[0] & 8) != 0) {
-    moqd::wire::ietf::varints(in);
+    moqd::wire::ietf::varints(
+        (data[0] & 0x10) != 0 ? VarintForm::kLeadingOnes7 : VarintForm::kLeadingOnes, in);
   } else if ((data[0] & 4) == 0) {
-    moqd::wire::ietf::control(v, in);
+    moqd::wire::ietf::control(v, peer, in);
   } else {
     moqd::wire::ietf::subgroup(v, in);
   }

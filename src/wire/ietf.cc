@@ -5,8 +5,10 @@
 #include <iterator>
 #include <utility>
 
-// IETF MoQ Transport drafts 14..17: the shared core. Section numbers are draft-14's unless
-// marked. Contract details the header leaves open:
+// IETF MoQ Transport drafts 14..20: the shared core. Section numbers are draft-14's unless
+// marked. Drafts 18 and 19 are the tagged texts of moq-wg/moq-transport; "d20" is its editor's
+// copy after draft-19 (commit e1ae858d), the text nearest to what @moq/net 0.3.4 calls draft 20.
+// Contract details the header leaves open:
 // - Fields a draft lacks are not written and decode to their defaults.
 // - On decode, parameters keep wire order with absolute types; on encode, d14/15 write them in
 //   the order given and d16+ sort them by type (a stable sort) for the delta coding.
@@ -15,8 +17,10 @@
 //   take it, is kept in d14/15 (the text: "Receivers ignore unrecognized parameters", duplicates
 //   of unknown ones allowed) and a violation from d16 (d16 §9.2). JS: @moq/net rejects every
 //   duplicate, known or not.
-// - d17 LARGEST_OBJECT (a Location, no length) is kept in Parameter::bytes as its two varints,
-//   in the draft's form, as they were on the wire.
+// - d17+ LARGEST_OBJECT (a Location, no length) is kept in Parameter::bytes as its two varints,
+//   in the draft's form, as they were on the wire. JS writes a Length in front (see Peer).
+// - d18+ TRACK_NAMESPACE_PREFIX (a namespace tuple, no length) is kept in Parameter::bytes as the
+//   tuple's wire bytes.
 
 namespace moqd::wire::ietf {
 namespace {
@@ -40,15 +44,29 @@ constexpr Draft kDrafts[] = {
      true, true, true, true, false, false, false},
     {Version::kTransport17, 17, VarintForm::kLeadingOnes, false, true, true, true, true, true,
      true, true, true, true, true, true, true, true},
+    // ... typed_params, namespace_v2, goaway_request_id, ok_track_properties, error_redirect,
+    // first_object_bit, filter_fields
+    {Version::kTransport18, 18, VarintForm::kLeadingOnes7, false, true, true, true, true, true,
+     true, false, true, true, true, true, false, true, true, true, true, true, true, false},
+    {Version::kTransport19, 19, VarintForm::kLeadingOnes7, false, true, true, true, true, true,
+     true, false, true, true, true, true, false, true, true, false, true, true, true, false},
+    {Version::kTransport20, 20, VarintForm::kLeadingOnes7, false, true, true, true, true, true,
+     true, false, true, true, true, true, false, true, true, false, true, true, true, true},
 };
 
-// Message types below 32 (every one that takes message parameters) as a bit; 0 for the others.
-constexpr uint32_t bit(MessageType t) {
-  return static_cast<uint64_t>(t) < 32 ? uint32_t{1} << static_cast<uint64_t>(t) : 0;
+// A message type that takes message parameters as a bit: types below 48 as themselves, d18's
+// 0x50 / 0x51 as bits 48 / 49; 0 for the others.
+constexpr uint64_t bit(MessageType t) {
+  const auto v = static_cast<uint64_t>(t);
+  if (v < 48) {
+    return uint64_t{1} << v;
+  }
+  return v == 0x50 || v == 0x51 ? uint64_t{1} << (v - 0x50 + 48) : 0;
 }
 
-// How a typed parameter's value is written (d17 §9.3); before 17 the type's parity decides.
-enum class ParamForm : uint8_t { kVarint, kUint8, kLocation, kBytes };
+// How a typed parameter's value is written (d17 §9.3, d18 §10.2); before 17 the type's parity
+// decides. kLocation and kUint8Js: JS writes a Length in front (Peer::kMoqNetJs).
+enum class ParamForm : uint8_t { kVarint, kUint8, kLocation, kBytes, kNamespace, kUint8Js };
 
 // Which message parameters a draft defines, which messages take them and how the value is
 // written (d15 §9.2.1, d16 §9.2.2, d17 §9.3; d14 §9.2.1 defines only the first three).
@@ -57,30 +75,50 @@ struct ParamRule {
   uint64_t type;
   uint8_t first_draft;
   uint8_t last_draft;
-  uint32_t messages;  // bit(MessageType)
+  uint64_t messages;  // bit(MessageType)
   ParamForm form;
   bool repeatable = false;
 };
-constexpr uint32_t kSub = bit(MessageType::kSubscribe);
-constexpr uint32_t kSubOk = bit(MessageType::kSubscribeOk);
-constexpr uint32_t kUpd = bit(MessageType::kSubscribeUpdate);
-constexpr uint32_t kReqOk = bit(MessageType::kRequestOk);
-constexpr uint32_t kPubNs = bit(MessageType::kPublishNamespace);
-constexpr uint32_t kSubNs = bit(MessageType::kSubscribeNamespace);
+constexpr uint64_t kSub = bit(MessageType::kSubscribe);
+constexpr uint64_t kSubOk = bit(MessageType::kSubscribeOk);
+constexpr uint64_t kUpd = bit(MessageType::kSubscribeUpdate);
+constexpr uint64_t kReqOk = bit(MessageType::kRequestOk);
+constexpr uint64_t kPubNs = bit(MessageType::kPublishNamespace);
+constexpr uint64_t kSubNs =
+    bit(MessageType::kSubscribeNamespace) | bit(MessageType::kSubscribeNamespace2);
+constexpr uint64_t kSubTr = bit(MessageType::kSubscribeTracks);
+// d18+ rows: the messages this codec has among those each parameter's section lists (FETCH,
+// PUBLISH, PUBLISH_OK and TRACK_STATUS are not decoded here).
 constexpr ParamRule kParamRules[] = {
     {kParamDeliveryTimeout, 14, 17, kSub | kSubOk | kUpd | kReqOk, ParamForm::kVarint},
-    {kParamAuthorizationToken, 14, 17, kSub | kUpd | kPubNs | kSubNs, ParamForm::kBytes, true},
+    {kParamDeliveryTimeout, 18, 20, kSub | kUpd, ParamForm::kVarint},  // OBJECT_DELIVERY_TIMEOUT
+    {kParamAuthorizationToken, 14, 20, kSub | kUpd | kPubNs | kSubNs | kSubTr, ParamForm::kBytes,
+     true},
     {kParamMaxCacheDuration, 14, 15, kSubOk | kReqOk, ParamForm::kVarint},
-    {0x04, 17, 17, kSub, ParamForm::kVarint},  // RENDEZVOUS_TIMEOUT (d17)
-    {kParamExpires, 15, 17, kSubOk | kReqOk, ParamForm::kVarint},
-    {kParamLargestObject, 15, 17, kSubOk | kReqOk, ParamForm::kLocation},
+    {0x04, 17, 20, kSub, ParamForm::kVarint},  // RENDEZVOUS_TIMEOUT (d17)
+    {kParamSubgroupDeliveryTimeout, 18, 20, kSub | kUpd, ParamForm::kVarint},
+    {kParamExpires, 15, 20, kSubOk | kReqOk, ParamForm::kVarint},
+    {kParamLargestObject, 15, 20, kSubOk | kReqOk, ParamForm::kLocation},
     {kParamPublisherPriority, 15, 15, kSubOk, ParamForm::kUint8},
     {kParamForward, 15, 17, kSub | kUpd | kSubNs, ParamForm::kUint8},
-    {kParamSubscriberPriority, 15, 17, kSub | kUpd, ParamForm::kUint8},
-    {kParamSubscriptionFilter, 15, 17, kSub | kUpd, ParamForm::kBytes},
+    {kParamForward, 18, 20, kSub | kUpd | kSubTr, ParamForm::kUint8},
+    {kParamSubscriberPriority, 15, 20, kSub | kUpd, ParamForm::kUint8},
+    {kParamSubscriptionFilter, 15, 20, kSub | kUpd, ParamForm::kBytes},
     {kParamGroupOrder, 15, 17, kSub | kSubOk | kReqOk, ParamForm::kUint8},
+    {kParamGroupOrder, 18, 18, kSub, ParamForm::kUint8},
+    {kParamGroupOrder, 19, 20, kSub | kSubTr, ParamForm::kUint8},  // #1777
+    {kParamFillParameters, 20, 20, kSub, ParamForm::kBytes},       // JS only
+    {0x25, 19, 20, kSub | kUpd | kSubTr, ParamForm::kBytes, true},  // SUBGROUP_FILTER
+    {0x26, 19, 20, kSub | kUpd | kSubTr, ParamForm::kBytes, true},  // OBJECTID_FILTER
+    {0x27, 19, 20, kSub | kUpd | kSubTr, ParamForm::kBytes, true},  // PRIORITY_FILTER
+    {0x28, 19, 20, kSub | kUpd | kSubTr, ParamForm::kBytes, true},  // OBJECT_PROPERTY_FILTER
+    {0x29, 19, 20, kUpd | kSubTr, ParamForm::kBytes, true},         // TRACK_PROPERTY_FILTER
     {0x30, 15, 15, kSubOk, ParamForm::kVarint},        // DYNAMIC_GROUPS (d15)
-    {0x32, 15, 17, kSub | kUpd, ParamForm::kVarint},   // NEW_GROUP_REQUEST
+    {0x32, 15, 20, kSub | kUpd, ParamForm::kVarint},   // NEW_GROUP_REQUEST
+    {kParamTrackNamespacePrefix, 18, 20, kUpd, ParamForm::kNamespace},
+    {kParamIncludeProperties, 20, 20, kSub | kSubTr, ParamForm::kUint8Js},
+    {kParamHopPath, 17, 20, kPubNs, ParamForm::kBytes},     // cluster extension
+    {kParamRouteCost, 17, 20, kPubNs, ParamForm::kVarint},  // cluster extension
 };
 
 const ParamRule* param_rule(const Draft& d, uint64_t type) {
@@ -102,13 +140,19 @@ bool is_known_setup_param(uint64_t type) {
 // varint form: every varint, and every length in front of a string, goes through it.
 
 constexpr uint64_t kLoLimit[] = {uint64_t{1} << 7,  uint64_t{1} << 14, uint64_t{1} << 21,
-                                 uint64_t{1} << 28, uint64_t{1} << 35, uint64_t{1} << 42};
+                                 uint64_t{1} << 28, uint64_t{1} << 35, uint64_t{1} << 42,
+                                 uint64_t{1} << 49};
 
 class FormReader {
  public:
   FormReader(Span data, VarintForm form) : r_(data), form_(form) {}
 
+  // After an invalid varint or an over-long string every read fails, so the first problem is the
+  // one reported.
   std::optional<uint64_t> varint() {
+    if (invalid_ || too_long_) {
+      return std::nullopt;
+    }
     if (form_ == VarintForm::kQuic) {
       return r_.varint();
     }
@@ -117,14 +161,14 @@ class FormReader {
       return std::nullopt;
     }
     const int ones = std::countl_one(*first);
-    if (ones == 6) {
-      invalid_ = true;  // 1111110x
+    if (ones == 6 && form_ == VarintForm::kLeadingOnes) {
+      invalid_ = true;  // 1111110x (d17)
       return std::nullopt;
     }
-    // 0..5 ones: 1..6 bytes, 7 - ones value bits in the first byte; 7: 8 bytes, 8: 9 bytes,
+    // 0..6 ones: 1..7 bytes, 7 - ones value bits in the first byte; 7: 8 bytes, 8: 9 bytes,
     // none in the first. Either way `ones` bytes follow.
     const size_t more = static_cast<size_t>(ones);
-    uint64_t v = ones <= 5 ? (*first & (0x7fu >> ones)) : 0;
+    uint64_t v = ones <= 6 ? (*first & (0x7fu >> ones)) : 0;
     auto rest = r_.bytes(more);
     if (!rest) {
       return std::nullopt;
@@ -138,7 +182,12 @@ class FormReader {
     }
     return v;
   }
-  std::optional<uint8_t> u8() { return r_.u8(); }
+  std::optional<uint8_t> u8() {
+    if (invalid_ || too_long_) {
+      return std::nullopt;
+    }
+    return r_.u8();
+  }
   std::optional<uint16_t> u16() { return r_.u16(); }
   std::optional<std::span<const uint8_t>> bytes(size_t n) { return r_.bytes(n); }
   // A varint length then that many bytes; a length over `max` sets is_too_long().
@@ -174,7 +223,8 @@ class FormReader {
 
 class FormWriter {
  public:
-  FormWriter(std::vector<uint8_t>& out, VarintForm form) : out_(out), form_(form) {}
+  FormWriter(std::vector<uint8_t>& out, VarintForm form, Peer peer = Peer::kDraftText)
+      : out_(out), form_(form), peer_(peer) {}
   void varint(uint64_t v) { write_varint(form_, v, out_); }
   void u8(uint8_t v) { out_.push_back(v); }
   void u16(uint16_t v) { Writer(out_).u16(v); }
@@ -185,10 +235,12 @@ class FormWriter {
     bytes(s);
   }
   VarintForm form() const { return form_; }
+  Peer peer() const { return peer_; }
 
  private:
   std::vector<uint8_t>& out_;
   VarintForm form_;
+  Peer peer_;
 };
 
 Span as_span(const std::string& s) {
@@ -208,6 +260,8 @@ struct Decoder {
   const Draft& d;
   const Limits& l;
   std::optional<Error> error;
+  bool js_forms = false;   // read the Peer::kMoqNetJs forms of LARGEST_OBJECT / INCLUDE_PROPERTIES
+  bool saw_dual = false;   // a parameter with two peer forms was read (decode_control may retry)
 
   void fail_with(ErrorCode code, const char* detail) {
     if (!error) {
@@ -322,19 +376,60 @@ struct Decoder {
   // A parameter's value: by its rule's form where the draft types parameters (`rule` non-null),
   // else by the type's parity (even: varint; odd: length-prefixed bytes).
   void value(Parameter& p, const ParamRule* rule) {
-    if (rule != nullptr && rule->form == ParamForm::kUint8) {
-      p.value = u8();
-    } else if (rule != nullptr && rule->form == ParamForm::kLocation) {
-      Span before = r.rest();
-      varint();
-      varint();
-      const size_t n = before.size() - r.rest().size();
-      p.bytes.assign(before.begin(), before.begin() + static_cast<ptrdiff_t>(n));
-    } else if (rule != nullptr ? rule->form == ParamForm::kVarint : p.type % 2 == 0) {
-      p.value = varint();
-    } else {
-      string(kMaxBody, p.bytes, "parameter value over 65535 bytes");
+    const ParamForm form = rule != nullptr ? rule->form
+                           : p.type % 2 == 0 ? ParamForm::kVarint
+                                             : ParamForm::kBytes;
+    if (form == ParamForm::kLocation || form == ParamForm::kUint8Js) {
+      saw_dual = true;
+      if (js_forms) {
+        js_value(p, form);
+        return;
+      }
     }
+    switch (form) {
+      case ParamForm::kUint8:
+      case ParamForm::kUint8Js:
+        p.value = u8();
+        break;
+      case ParamForm::kLocation:
+        raw(p.bytes, [this] { location(); });
+        break;
+      case ParamForm::kNamespace:
+        raw(p.bytes, [this] {
+          TrackNamespace ns;
+          tuple(ns, false);
+        });
+        break;
+      case ParamForm::kVarint:
+        p.value = varint();
+        break;
+      case ParamForm::kBytes:
+        string(kMaxBody, p.bytes, "parameter value over 65535 bytes");
+        break;
+    }
+  }
+  // JS: the value inside a Length (a Location's two varints, or one byte).
+  void js_value(Parameter& p, ParamForm form) {
+    string(kMaxBody, p.bytes, "parameter value over 65535 bytes");
+    FormReader inner(as_span(p.bytes), d.varint_form);
+    if (form == ParamForm::kUint8Js) {
+      p.value = inner.u8().value_or(0);
+      p.bytes.clear();
+    } else {
+      inner.varint();
+      inner.varint();
+    }
+    if (!inner.ok() || !inner.empty()) {
+      fail_with(ErrorCode::kWrongSize, "parameter does not fill its Length");
+    }
+  }
+  // The bytes `read` consumes, as they were on the wire.
+  template <class F>
+  void raw(std::string& out, F read) {
+    Span before = r.rest();
+    read();
+    const size_t n = before.size() - r.rest().size();
+    out.assign(before.begin(), before.begin() + static_cast<ptrdiff_t>(n));
   }
 
   // Message parameters with the draft's rules for message `m` (see the file comment).
@@ -347,6 +442,10 @@ struct Decoder {
           fail_with(ErrorCode::kProtocolViolation, "parameter not allowed in this message");
         }
         continue;
+      }
+      if (rule->form == ParamForm::kUint8Js && out[i].value > 1) {
+        // d20 INCLUDE_PROPERTIES: 0 or 1.
+        fail_with(ErrorCode::kProtocolViolation, "parameter value other than 0 or 1");
       }
       for (size_t j = 0; j < i && !rule->repeatable; ++j) {
         if (out[j].type == out[i].type) {
@@ -391,6 +490,90 @@ struct Decoder {
     }
   }
 
+  // d20 Location Filter (editor's copy §5.1.2 "Location Filters"): up to four varints filling the
+  // value; their count says the kind (see FilterType).
+  void filter_fields(FormReader& fr, Filter& f) {
+    uint64_t v[4] = {};
+    size_t n = 0;
+    while (!fr.empty() && n < 4 && fr.ok()) {
+      v[n++] = fr.varint().value_or(0);
+    }
+    if (!fr.empty()) {
+      fail_with(ErrorCode::kProtocolViolation, "more than four filter fields");
+      return;
+    }
+    switch (n) {
+      case 0: f.type = FilterType::kUnfiltered; break;
+      case 1:
+        f.type = v[0] == 0 ? FilterType::kNextGroupStart : FilterType::kRelative;
+        f.relative_groups = v[0] == 0 ? 0 : v[0];
+        break;
+      case 2:
+        f.type = v[0] == 0 && v[1] == 0 ? FilterType::kLargestObject : FilterType::kAbsoluteStart;
+        f.start = f.type == FilterType::kAbsoluteStart ? Location{v[0], v[1]} : Location{};
+        break;
+      default:
+        f.type = FilterType::kAbsoluteRange;
+        f.start = Location{v[0], v[1]};
+        f.end_group = v[2];
+        if (n == 4) {
+          f.end_object = v[3];
+        }
+    }
+  }
+
+  // Track Properties / Extensions (d16 §9.10, d18 §10.8): Key-Value-Pairs, delta-coded, no count,
+  // to the end of the message. Kept raw; read once to check they are well formed.
+  void properties(std::string& out) {
+    raw(out, [this] {
+      uint64_t type = 0;
+      while (!r.empty() && ok()) {
+        const uint64_t t = varint();
+        if (t > kMaxVarint - type) {
+          fail_with(ErrorCode::kProtocolViolation, "property type delta overflows");
+          return;
+        }
+        type += t;
+        Parameter p{type, 0, {}};
+        value(p, nullptr);
+      }
+    });
+  }
+
+  // A request's Request ID, then d17's Required Request ID Delta.
+  void request_id(uint64_t& id, uint64_t& delta) {
+    id = varint();
+    if (d.request_id_delta) {
+      delta = varint();
+    }
+  }
+  // A response's Request ID: gone with the control stream in d17 (the stream says which request).
+  void response_id(uint64_t& id) {
+    if (!d.request_streams) {
+      id = varint();
+    }
+  }
+  // PUBLISH_NAMESPACE_DONE / _CANCEL: d14/15 name the namespace, d16 the request id.
+  void namespace_or_id(TrackNamespace& ns, uint64_t& id) {
+    if (d.done_by_request_id) {
+      id = varint();
+    } else {
+      tuple(ns, true);
+    }
+  }
+
+  // The rest of the message, raw: d16 Track Extensions as they come; from d17 (typed drafts) Track
+  // Properties, checked to be well-formed Key-Value-Pairs.
+  void rest_or_properties(std::string& out) {
+    if (d.typed_params) {
+      properties(out);
+      return;
+    }
+    auto rest = r.rest();
+    out.assign(rest.begin(), rest.end());
+    r.bytes(rest.size());
+  }
+
   void group_order(uint64_t v, bool zero_ok, uint8_t& out) {
     if (v > 2 || (v == 0 && !zero_ok)) {
       fail_with(ErrorCode::kProtocolViolation, "group order outside 1..2");
@@ -414,6 +597,38 @@ void write_tuple(FormWriter& w, const TrackNamespace& ns) {
   }
 }
 
+// One parameter's value, the inverse of Decoder::value (null rule: by the type's parity).
+void write_value(FormWriter& w, const ParamRule* rule, const Parameter& p) {
+  const ParamForm form = rule != nullptr ? rule->form
+                         : p.type % 2 == 0 ? ParamForm::kVarint
+                                           : ParamForm::kBytes;
+  const bool js = w.peer() == Peer::kMoqNetJs;
+  switch (form) {
+    case ParamForm::kUint8Js:
+      if (js) {
+        w.varint(1);
+      }
+      [[fallthrough]];
+    case ParamForm::kUint8:
+      w.u8(static_cast<uint8_t>(p.value));
+      break;
+    case ParamForm::kLocation:
+      if (js) {
+        w.varint(p.bytes.size());
+      }
+      [[fallthrough]];
+    case ParamForm::kNamespace:
+      w.bytes(p.bytes);  // already in the draft's form
+      break;
+    case ParamForm::kVarint:
+      w.varint(p.value);
+      break;
+    case ParamForm::kBytes:
+      w.string(p.bytes);
+      break;
+  }
+}
+
 // `until_end`: no count (d17 Setup Options). Typed drafts write each known type's form.
 void write_kvps(FormWriter& w, const Draft& d, const Parameters& params, bool until_end = false) {
   if (!until_end) {
@@ -432,15 +647,28 @@ void write_kvps(FormWriter& w, const Draft& d, const Parameters& params, bool un
     w.varint(d.delta_types ? p.type - prev : p.type);
     prev = p.type;
     const ParamRule* rule = d.typed_params && !until_end ? param_rule(d, p.type) : nullptr;
-    if (rule != nullptr && rule->form == ParamForm::kUint8) {
-      w.u8(static_cast<uint8_t>(p.value));
-    } else if (rule != nullptr && rule->form == ParamForm::kLocation) {
-      w.bytes(p.bytes);  // the two varints, already in the draft's form
-    } else if (rule != nullptr ? rule->form == ParamForm::kVarint : p.type % 2 == 0) {
-      w.varint(p.value);
-    } else {
-      w.string(p.bytes);
-    }
+    write_value(w, rule, p);
+  }
+}
+
+void write_request_id(FormWriter& w, const Draft& d, uint64_t id, uint64_t delta) {
+  w.varint(id);
+  if (d.request_id_delta) {
+    w.varint(delta);
+  }
+}
+
+void write_response_id(FormWriter& w, const Draft& d, uint64_t id) {
+  if (!d.request_streams) {
+    w.varint(id);
+  }
+}
+
+void write_namespace_or_id(FormWriter& w, const Draft& d, const TrackNamespace& ns, uint64_t id) {
+  if (d.done_by_request_id) {
+    w.varint(id);
+  } else {
+    write_tuple(w, ns);
   }
 }
 
@@ -449,9 +677,49 @@ void write_location(FormWriter& w, const Location& l) {
   w.varint(l.object);
 }
 
-std::string filter_bytes(const Filter& f, VarintForm form) {
+// d20: the fields the kind needs (an open AbsoluteStart {0, 0} is unfiltered, written empty so it
+// does not read back as Next Object). Earlier drafts have no kUnfiltered / kRelative tag: the
+// first is written as AbsoluteStart {0, 0} (what it means), the second only for 0 (Next Group).
+std::optional<std::string> filter_fields_bytes(const Filter& f, VarintForm form) {
   std::vector<uint8_t> out;
   FormWriter w(out, form);
+  switch (f.type) {
+    case FilterType::kUnfiltered: break;
+    case FilterType::kNextGroupStart: w.varint(0); break;
+    case FilterType::kRelative: w.varint(f.relative_groups); break;
+    case FilterType::kLargestObject: write_location(w, Location{}); break;
+    case FilterType::kAbsoluteStart:
+      if (f.start != Location{}) {
+        write_location(w, f.start);
+      }
+      break;
+    case FilterType::kAbsoluteRange:
+      write_location(w, f.start);
+      w.varint(f.end_group);
+      if (f.end_object) {
+        w.varint(*f.end_object);
+      }
+      break;
+    default: return std::nullopt;
+  }
+  return std::string(out.begin(), out.end());
+}
+
+std::optional<std::string> filter_bytes(const Filter& given, const Draft& d) {
+  if (d.filter_fields) {
+    return filter_fields_bytes(given, d.varint_form);
+  }
+  Filter f = given;
+  if (f.type == FilterType::kUnfiltered) {
+    f = Filter{FilterType::kAbsoluteStart, {}, 0, 0, std::nullopt};
+  } else if (f.type == FilterType::kRelative && f.relative_groups == 0) {
+    f.type = FilterType::kNextGroupStart;
+  } else if (f.type == FilterType::kRelative || f.end_object ||
+             static_cast<uint64_t>(f.type) > 4) {
+    return std::nullopt;
+  }
+  std::vector<uint8_t> out;
+  FormWriter w(out, d.varint_form);
   w.varint(static_cast<uint64_t>(f.type));
   if (f.type == FilterType::kAbsoluteStart || f.type == FilterType::kAbsoluteRange) {
     write_location(w, f.start);
@@ -500,18 +768,18 @@ TypeOrNone write(FormWriter& w, const Draft& d, const ServerSetup& m) {
 // d15+: priority, group order, forward, filter become parameters, in the order @moq/net writes
 // them (priority, order, forward, then the filter after the others).
 TypeOrNone write(FormWriter& w, const Draft& d, const Subscribe& m) {
-  w.varint(m.request_id);
-  if (d.request_id_delta) {
-    w.varint(m.request_id_delta);
-  }
+  write_request_id(w, d, m.request_id, m.request_id_delta);
   write_tuple(w, m.ns);
   w.string(m.track);
   if (!d.subscribe_params) {
     w.u8(m.subscriber_priority);
     w.u8(m.group_order);
     w.u8(m.forward ? 1 : 0);
-    const Filter f = m.filter.value_or(Filter{});
-    w.bytes(filter_bytes(f, w.form()));
+    const auto f = filter_bytes(m.filter.value_or(Filter{}), d);
+    if (!f) {
+      return std::nullopt;
+    }
+    w.bytes(*f);
     write_kvps(w, d, m.params);
     return MessageType::kSubscribe;
   }
@@ -523,17 +791,18 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Subscribe& m) {
   all.push_back(varint_param(kParamForward, m.forward ? 1 : 0));
   all.insert(all.end(), m.params.begin(), m.params.end());
   if (m.filter) {
-    all.push_back(bytes_param(kParamSubscriptionFilter, filter_bytes(*m.filter, w.form())));
+    const auto f = filter_bytes(*m.filter, d);
+    if (!f) {
+      return std::nullopt;  // a d20 filter kind the draft cannot write
+    }
+    all.push_back(bytes_param(kParamSubscriptionFilter, *f));
   }
   write_kvps(w, d, all);
   return MessageType::kSubscribe;
 }
 
 void read(Decoder& dec, Subscribe& m) {
-  m.request_id = dec.varint();
-  if (dec.d.request_id_delta) {
-    m.request_id_delta = dec.varint();
-  }
+  dec.request_id(m.request_id, m.request_id_delta);
   size_t name = 0;
   dec.tuple(m.ns, true, name);
   dec.track_name(m.track, name);
@@ -567,7 +836,11 @@ void read(Decoder& dec, Subscribe& m) {
         // d15 §9.2.1.7: the filter must fill the parameter exactly.
         FormReader fr(as_span(p.bytes), dec.d.varint_form);
         Filter f;
-        dec.filter(fr, f);
+        if (dec.d.filter_fields) {
+          dec.filter_fields(fr, f);
+        } else {
+          dec.filter(fr, f);
+        }
         if (!fr.ok() || !fr.empty()) {
           dec.fail_with(ErrorCode::kProtocolViolation, "filter does not fill its parameter");
         }
@@ -581,9 +854,7 @@ void read(Decoder& dec, Subscribe& m) {
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeOk& m) {
-  if (!d.request_streams) {
-    w.varint(m.request_id);
-  }
+  write_response_id(w, d, m.request_id);
   w.varint(m.track_alias);
   if (!d.subscribe_params) {
     w.varint(m.expires);
@@ -603,9 +874,7 @@ TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeOk& m) {
 }
 
 void read(Decoder& dec, SubscribeOk& m) {
-  if (!dec.d.request_streams) {
-    m.request_id = dec.varint();
-  }
+  dec.response_id(m.request_id);
   m.track_alias = dec.varint();
   if (!dec.d.subscribe_params) {
     m.expires = dec.varint();
@@ -630,9 +899,7 @@ void read(Decoder& dec, SubscribeOk& m) {
   }
   if (dec.d.track_extensions && dec.ok()) {
     // JS: @moq/net writes nothing here in d16, which is an empty Track Extensions block.
-    auto rest = dec.r.rest();
-    m.track_extensions.assign(rest.begin(), rest.end());
-    dec.r.bytes(rest.size());
+    dec.rest_or_properties(m.track_extensions);
   }
 }
 
@@ -643,26 +910,40 @@ TypeOrNone write(FormWriter& w, const Draft& d, const RequestError& m) {
   if (m.type != MessageType::kRequestError && !(d14_only && !d.request_ok)) {
     return std::nullopt;
   }
-  if (!d.request_streams) {
-    w.varint(m.request_id);
-  }
+  write_response_id(w, d, m.request_id);
   w.varint(m.error_code);
   if (d.retry_interval) {
     w.varint(m.retry_interval);
   }
   w.string(m.reason);
+  const bool redirect = d.error_redirect && m.error_code == kErrorRedirect;
+  if (redirect != m.redirect.has_value()) {
+    return std::nullopt;  // a Redirect goes with REDIRECT, and only from d18
+  }
+  if (m.redirect) {
+    w.string(m.redirect->uri);
+    write_tuple(w, m.redirect->ns);
+    w.string(m.redirect->track);
+  }
   return m.type;
 }
 
 void read(Decoder& dec, RequestError& m) {
-  if (!dec.d.request_streams) {
-    m.request_id = dec.varint();
-  }
+  dec.response_id(m.request_id);
   m.error_code = dec.varint();
   if (dec.d.retry_interval) {
     m.retry_interval = dec.varint();
   }
   dec.reason(m.reason);
+  if (dec.d.error_redirect && m.error_code == kErrorRedirect && dec.ok()) {
+    // d18 §10.6.1 Redirect {Connect URI, Track Namespace, Track Name}.
+    Redirect r;
+    dec.string(dec.l.max_uri, r.uri, "redirect URI too long");
+    size_t name = 0;
+    dec.tuple(r.ns, true, name);
+    dec.track_name(r.track, name);
+    m.redirect = std::move(r);
+  }
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const RequestOk& m) {
@@ -671,29 +952,31 @@ TypeOrNone write(FormWriter& w, const Draft& d, const RequestOk& m) {
   if (m.type != MessageType::kRequestOk && !(d14_only && !d.request_ok)) {
     return std::nullopt;
   }
-  if (!d.request_streams) {
-    w.varint(m.request_id);
-  }
+  write_response_id(w, d, m.request_id);
   if (d.request_ok) {
     write_kvps(w, d, m.params);
+  }
+  if (d.ok_track_properties) {
+    w.bytes(m.track_properties);
+  } else if (!m.track_properties.empty()) {
+    return std::nullopt;
   }
   return m.type;
 }
 
 void read(Decoder& dec, RequestOk& m) {
-  if (!dec.d.request_streams) {
-    m.request_id = dec.varint();
-  }
+  dec.response_id(m.request_id);
   if (dec.d.request_ok) {
     dec.message_params(MessageType::kRequestOk, m.params);
+  }
+  if (dec.d.ok_track_properties && dec.ok()) {
+    // d18: Track Properties end REQUEST_OK; JS: @moq/net writes none (an empty block).
+    dec.properties(m.track_properties);
   }
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeUpdate& m) {
-  w.varint(m.request_id);
-  if (d.request_id_delta) {
-    w.varint(m.request_id_delta);
-  }
+  write_request_id(w, d, m.request_id, m.request_id_delta);
   if (!d.request_streams) {
     w.varint(m.existing_request_id);
   }
@@ -708,10 +991,7 @@ TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeUpdate& m) {
 }
 
 void read(Decoder& dec, SubscribeUpdate& m) {
-  m.request_id = dec.varint();
-  if (dec.d.request_id_delta) {
-    m.request_id_delta = dec.varint();
-  }
+  dec.request_id(m.request_id, m.request_id_delta);
   if (!dec.d.request_streams) {
     m.existing_request_id = dec.varint();
   }
@@ -735,20 +1015,14 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Unsubscribe& m) {
 void read(Decoder& dec, Unsubscribe& m) { m.request_id = dec.varint(); }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const PublishNamespace& m) {
-  w.varint(m.request_id);
-  if (d.request_id_delta) {
-    w.varint(m.request_id_delta);
-  }
+  write_request_id(w, d, m.request_id, m.request_id_delta);
   write_tuple(w, m.ns);
   write_kvps(w, d, m.params);
   return MessageType::kPublishNamespace;
 }
 
 void read(Decoder& dec, PublishNamespace& m) {
-  m.request_id = dec.varint();
-  if (dec.d.request_id_delta) {
-    m.request_id_delta = dec.varint();
-  }
+  dec.request_id(m.request_id, m.request_id_delta);
   dec.tuple(m.ns, true);
   dec.message_params(MessageType::kPublishNamespace, m.params);
 }
@@ -757,64 +1031,53 @@ TypeOrNone write(FormWriter& w, const Draft& d, const PublishNamespaceDone& m) {
   if (d.request_streams) {
     return std::nullopt;
   }
-  if (d.done_by_request_id) {
-    w.varint(m.request_id);
-  } else {
-    write_tuple(w, m.ns);
-  }
+  write_namespace_or_id(w, d, m.ns, m.request_id);
   return MessageType::kPublishNamespaceDone;
 }
 
 void read(Decoder& dec, PublishNamespaceDone& m) {
-  if (dec.d.done_by_request_id) {
-    m.request_id = dec.varint();
-  } else {
-    dec.tuple(m.ns, true);
-  }
+  dec.namespace_or_id(m.ns, m.request_id);
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const PublishNamespaceCancel& m) {
   if (d.request_streams) {
     return std::nullopt;
   }
-  if (d.done_by_request_id) {
-    w.varint(m.request_id);
-  } else {
-    write_tuple(w, m.ns);
-  }
+  write_namespace_or_id(w, d, m.ns, m.request_id);
   w.varint(m.error_code);
   w.string(m.reason);
   return MessageType::kPublishNamespaceCancel;
 }
 
 void read(Decoder& dec, PublishNamespaceCancel& m) {
-  if (dec.d.done_by_request_id) {
-    m.request_id = dec.varint();
-  } else {
-    dec.tuple(m.ns, true);
-  }
+  dec.namespace_or_id(m.ns, m.request_id);
   m.error_code = dec.varint();
   dec.reason(m.reason);
 }
 
-TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeNamespace& m) {
-  w.varint(m.request_id);
-  if (d.request_id_delta) {
-    w.varint(m.request_id_delta);
+// The type of a SUBSCRIBE_NAMESPACE / SUBSCRIBE_TRACKS in draft `d` (0x11 before d18).
+MessageType subscribe_namespace_type(const Draft& d, bool tracks) {
+  if (!d.namespace_v2) {
+    return MessageType::kSubscribeNamespace;
   }
+  return tracks ? MessageType::kSubscribeTracks : MessageType::kSubscribeNamespace2;
+}
+
+TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeNamespace& m) {
+  if (m.tracks && !d.namespace_v2) {
+    return std::nullopt;
+  }
+  write_request_id(w, d, m.request_id, m.request_id_delta);
   write_tuple(w, m.prefix);
   if (d.subscribe_options) {
     w.varint(m.options);
   }
   write_kvps(w, d, m.params);
-  return MessageType::kSubscribeNamespace;
+  return subscribe_namespace_type(d, m.tracks);
 }
 
 void read(Decoder& dec, SubscribeNamespace& m) {
-  m.request_id = dec.varint();
-  if (dec.d.request_id_delta) {
-    m.request_id_delta = dec.varint();
-  }
+  dec.request_id(m.request_id, m.request_id_delta);
   dec.tuple(m.prefix, false);
   if (dec.d.subscribe_options) {
     m.options = dec.varint();
@@ -822,7 +1085,7 @@ void read(Decoder& dec, SubscribeNamespace& m) {
       dec.fail_with(ErrorCode::kProtocolViolation, "subscribe options outside 0..2");
     }
   }
-  dec.message_params(MessageType::kSubscribeNamespace, m.params);
+  dec.message_params(subscribe_namespace_type(dec.d, m.tracks), m.params);
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const Namespace& m) {
@@ -836,9 +1099,7 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Namespace& m) {
 void read(Decoder& dec, Namespace& m) { dec.tuple(m.suffix, false); }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const PublishDone& m) {
-  if (!d.request_streams) {
-    w.varint(m.request_id);
-  }
+  write_response_id(w, d, m.request_id);
   w.varint(m.status_code);
   w.varint(m.stream_count);
   w.string(m.reason);
@@ -846,9 +1107,7 @@ TypeOrNone write(FormWriter& w, const Draft& d, const PublishDone& m) {
 }
 
 void read(Decoder& dec, PublishDone& m) {
-  if (!dec.d.request_streams) {
-    m.request_id = dec.varint();
-  }
+  dec.response_id(m.request_id);
   m.status_code = dec.varint();
   m.stream_count = dec.varint();
   dec.reason(m.reason);
@@ -869,6 +1128,12 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Goaway& m) {
   if (d.request_streams) {
     w.varint(m.timeout);
   }
+  if (m.request_id && !d.goaway_request_id) {
+    return std::nullopt;
+  }
+  if (m.request_id) {
+    w.varint(*m.request_id);
+  }
   return MessageType::kGoaway;
 }
 
@@ -876,6 +1141,9 @@ void read(Decoder& dec, Goaway& m) {
   dec.string(dec.l.max_uri, m.uri, "GOAWAY URI too long");
   if (dec.d.request_streams) {
     m.timeout = dec.varint();
+  }
+  if (dec.d.goaway_request_id && dec.ok() && !dec.r.empty()) {
+    m.request_id = dec.varint();  // d18: present only on the control stream
   }
 }
 
@@ -948,7 +1216,21 @@ std::optional<ControlMessage> message_for(const Draft& d, uint64_t type) {
       }
       return std::nullopt;  // d14: TRACK_STATUS reply, not decoded here
     case MessageType::kGoaway: return Goaway{};
-    case MessageType::kSubscribeNamespace: return SubscribeNamespace{};
+    case MessageType::kSubscribeNamespace:
+      if (d.namespace_v2) {
+        return std::nullopt;  // d18: renumbered to 0x50
+      }
+      return SubscribeNamespace{};
+    case MessageType::kSubscribeNamespace2:
+    case MessageType::kSubscribeTracks:
+      if (!d.namespace_v2) {
+        return std::nullopt;
+      }
+      {
+        SubscribeNamespace m;
+        m.tracks = t == MessageType::kSubscribeTracks;
+        return m;
+      }
     case MessageType::kSubscribeNamespaceOk:
       if (!d.request_ok) {
         return RequestOk{MessageType::kSubscribeNamespaceOk, 0, {}};
@@ -965,6 +1247,24 @@ std::optional<ControlMessage> message_for(const Draft& d, uint64_t type) {
   }
 }
 
+// One message body into `msg`; `js`: read the Peer::kMoqNetJs forms. `dual`: a parameter with two
+// peer forms was read.
+std::optional<Error> decode_body(const Draft& d, Span body, const Limits& limits, bool js,
+                                 ControlMessage& msg, bool& dual) {
+  Decoder dec{FormReader(body, d.varint_form), d, limits, std::nullopt};
+  dec.js_forms = js;
+  std::visit([&](auto& m) { read(dec, m); }, msg);
+  dual = dec.saw_dual;
+  if (dec.error) {
+    return dec.error;
+  }
+  if (!dec.r.ok() || !dec.r.empty()) {
+    // §9: a length that does not match the payload is a PROTOCOL_VIOLATION.
+    return make_error(ErrorCode::kDecode, "message length does not match its fields");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void write_varint(VarintForm f, uint64_t v, std::vector<uint8_t>& out) {
@@ -974,10 +1274,13 @@ void write_varint(VarintForm f, uint64_t v, std::vector<uint8_t>& out) {
   }
   size_t n = 0;  // bytes after the first
   uint8_t prefix = 0;
-  while (n < std::size(kLoLimit) && v >= kLoLimit[n]) {
+  // d18+: 1111110x is the 7-byte form, up to 2^49.
+  const size_t forms =
+      f == VarintForm::kLeadingOnes7 ? std::size(kLoLimit) : std::size(kLoLimit) - 1;
+  while (n < forms && v >= kLoLimit[n]) {
     ++n;
   }
-  if (n < std::size(kLoLimit)) {
+  if (n < forms) {
     prefix = static_cast<uint8_t>(0xff00u >> n);  // n ones, then a zero
     out.push_back(static_cast<uint8_t>(prefix | (v >> (8 * n))));
   } else {
@@ -1026,6 +1329,19 @@ TerminationCode termination_code(ErrorCode code) {
   }
 }
 
+std::optional<uint64_t> relay_hops_origin(Version v, const Parameters& options) {
+  const Draft* d = draft(v);
+  const Parameter* p = find(options, kSetupRelayHops);
+  if (d == nullptr || p == nullptr) {
+    return std::nullopt;
+  }
+  auto r = read_varint(d->varint_form, as_span(p->bytes));
+  if (!r || !r->has_value() || (*r)->consumed != p->bytes.size()) {
+    return std::nullopt;
+  }
+  return (*r)->value;
+}
+
 const Parameter* find(const Parameters& params, uint64_t type) {
   for (const auto& p : params) {
     if (p.type == type) {
@@ -1036,12 +1352,16 @@ const Parameter* find(const Parameters& params, uint64_t type) {
 }
 
 bool encode(Version v, const ControlMessage& m, std::vector<uint8_t>& out) {
+  return encode(v, m, out, Peer::kDraftText);
+}
+
+bool encode(Version v, const ControlMessage& m, std::vector<uint8_t>& out, Peer peer) {
   const Draft* d = draft(v);
   if (d == nullptr) {
     return false;
   }
   std::vector<uint8_t> body;
-  FormWriter bw(body, d->varint_form);
+  FormWriter bw(body, d->varint_form, peer);
   TypeOrNone type = std::visit([&](const auto& msg) { return write(bw, *d, msg); }, m);
   if (!type || body.size() > kMaxBody) {
     return false;
@@ -1054,6 +1374,10 @@ bool encode(Version v, const ControlMessage& m, std::vector<uint8_t>& out) {
 }
 
 ParseResult<ControlMessage> decode_control(Version v, Span in, const Limits& limits) {
+  return decode_control(v, in, limits, Peer::kDraftText);
+}
+
+ParseResult<ControlMessage> decode_control(Version v, Span in, const Limits& limits, Peer peer) {
   const Draft* d = draft(v);
   if (d == nullptr) {
     return fail(ErrorCode::kVersion, "not an IETF draft moqd speaks");
@@ -1076,19 +1400,44 @@ ParseResult<ControlMessage> decode_control(Version v, Span in, const Limits& lim
   if (!body) {
     return need_more<ControlMessage>();
   }
-  Decoder dec{FormReader(*body, d->varint_form), *d, limits, std::nullopt};
-  std::visit([&](auto& m) { read(dec, m); }, *msg);
-  if (dec.error) {
-    return tl::unexpected(*dec.error);
+  const ControlMessage blank = *msg;
+  bool dual = false;
+  std::optional<Error> err = decode_body(*d, *body, limits, peer == Peer::kMoqNetJs, *msg, dual);
+  if (err && dual) {
+    // The other peer's form of LARGEST_OBJECT / INCLUDE_PROPERTIES (see Peer).
+    ControlMessage other = blank;
+    bool unused = false;
+    if (!decode_body(*d, *body, limits, peer != Peer::kMoqNetJs, other, unused)) {
+      *msg = std::move(other);
+      err.reset();
+    }
   }
-  if (!dec.r.ok() || !dec.r.empty()) {
-    // §9: a length that does not match the payload is a PROTOCOL_VIOLATION.
-    return fail(ErrorCode::kDecode, "message length does not match its fields");
+  if (err) {
+    return tl::unexpected(*err);
   }
   return Parsed<ControlMessage>{std::move(*msg), r.consumed()};
 }
 
 // --- Data streams (§10.4.2).
+
+namespace {
+// Where a data-stream read stopped, if it did: the first problem the reader met (an invalid
+// varint, an extension block over its limit: errors; the end of the input: need more), else
+// nullopt.
+template <class T>
+std::optional<ParseResult<T>> stream_stop(const FormReader& r) {
+  if (r.is_invalid()) {
+    return fail(ErrorCode::kDecode, "invalid varint");
+  }
+  if (r.is_too_long()) {
+    return fail(ErrorCode::kBoundsExceeded, "extension headers too long");
+  }
+  if (!r.ok()) {
+    return need_more<T>();
+  }
+  return std::nullopt;
+}
+}  // namespace
 
 bool is_subgroup_type(Version v, uint64_t type) {
   if (draft(v) == nullptr) {
@@ -1101,15 +1450,25 @@ bool is_subgroup_type(Version v, uint64_t type) {
     return false;
   }
   // JS: @moq/net accepts the 0x30 range in d14 as well; the d14 text defines only 0x10..0x1D.
+  // d18 §11.4.2: FIRST_OBJECT (0x40) on top, 0x50..0x7D.
+  if (base == 0x50 || base == 0x70) {
+    return draft(v)->first_object_bit;
+  }
   return base == 0x10 || base == 0x30;
 }
 
 uint64_t subgroup_type(bool extensions, bool explicit_subgroup, bool end_of_group,
                        bool with_priority) {
+  return subgroup_type(extensions, explicit_subgroup, end_of_group, with_priority, false);
+}
+
+uint64_t subgroup_type(bool extensions, bool explicit_subgroup, bool end_of_group,
+                       bool with_priority, bool first_object) {
   uint64_t t = with_priority ? 0x10 : 0x30;
   t |= extensions ? 0x01 : 0;
   t |= explicit_subgroup ? 0x04 : 0;
   t |= end_of_group ? 0x08 : 0;
+  t |= first_object ? 0x40 : 0;
   return t;
 }
 
@@ -1125,7 +1484,7 @@ void encode(Version v, const SubgroupHeader& h, std::vector<uint8_t>& out) {
   if (h.has_subgroup_field()) {
     w.varint(h.subgroup);
   }
-  if ((h.type & 0x20) == 0) {
+  if (h.has_priority()) {
     w.u8(h.publisher_priority.value_or(128));
   }
 }
@@ -1136,44 +1495,24 @@ ParseResult<SubgroupHeader> decode_subgroup_header(Version v, Span in, const Lim
     return fail(ErrorCode::kVersion, "not an IETF draft moqd speaks");
   }
   FormReader r(in, d->varint_form);
-  auto type = r.varint();
-  if (r.is_invalid()) {
-    return fail(ErrorCode::kDecode, "invalid varint");
+  SubgroupHeader h;
+  h.type = r.varint().value_or(0);
+  if (auto end = stream_stop<SubgroupHeader>(r)) {
+    return *end;
   }
-  if (!type) {
-    return need_more<SubgroupHeader>();
-  }
-  if (!is_subgroup_type(v, *type)) {
+  if (!is_subgroup_type(v, h.type)) {
     return fail(ErrorCode::kProtocolViolation, "not a SUBGROUP_HEADER type");
   }
-  SubgroupHeader h;
-  h.type = *type;
-  auto alias = r.varint();
-  auto group = r.varint();
-  if (r.is_invalid()) {
-    return fail(ErrorCode::kDecode, "invalid varint");
-  }
-  if (!alias || !group) {
-    return need_more<SubgroupHeader>();
-  }
-  h.track_alias = *alias;
-  h.group = *group;
+  h.track_alias = r.varint().value_or(0);
+  h.group = r.varint().value_or(0);
   if (h.has_subgroup_field()) {
-    auto sub = r.varint();
-    if (r.is_invalid()) {
-      return fail(ErrorCode::kDecode, "invalid varint");
-    }
-    if (!sub) {
-      return need_more<SubgroupHeader>();
-    }
-    h.subgroup = *sub;
+    h.subgroup = r.varint().value_or(0);
   }
-  if ((h.type & 0x20) == 0) {
-    auto prio = r.u8();
-    if (!prio) {
-      return need_more<SubgroupHeader>();
-    }
-    h.publisher_priority = *prio;
+  if (h.has_priority()) {
+    h.publisher_priority = r.u8().value_or(0);
+  }
+  if (auto end = stream_stop<SubgroupHeader>(r)) {
+    return *end;
   }
   return Parsed<SubgroupHeader>{h, r.consumed()};
 }
@@ -1203,48 +1542,20 @@ ParseResult<ObjectHeader> decode_object(Version v, const SubgroupHeader& h, Span
   }
   FormReader r(in, d->varint_form);
   ObjectHeader o;
-  auto delta = r.varint();
-  if (r.is_invalid()) {
-    return fail(ErrorCode::kDecode, "invalid varint");
-  }
-  if (!delta) {
-    return need_more<ObjectHeader>();
-  }
-  o.id_delta = *delta;
+  o.id_delta = r.varint().value_or(0);
   if (h.has_extensions()) {
-    auto ext = r.string(l.max_extensions);
-    if (r.is_too_long()) {
-      return fail(ErrorCode::kBoundsExceeded, "extension headers too long");
-    }
-    if (r.is_invalid()) {
-      return fail(ErrorCode::kDecode, "invalid varint");
-    }
-    if (!ext) {
-      return need_more<ObjectHeader>();
-    }
-    o.extensions.assign(*ext);
+    o.extensions.assign(r.string(l.max_extensions).value_or(std::string_view()));
   }
-  auto len = r.varint();
-  if (r.is_invalid()) {
-    return fail(ErrorCode::kDecode, "invalid varint");
-  }
-  if (!len) {
-    return need_more<ObjectHeader>();
-  }
-  o.payload_length = *len;
+  o.payload_length = r.varint().value_or(1);
   if (o.payload_length == 0) {
-    auto status = r.varint();
-    if (r.is_invalid()) {
-      return fail(ErrorCode::kDecode, "invalid varint");
-    }
-    if (!status) {
-      return need_more<ObjectHeader>();
-    }
-    // §10.2.1.1 Object Status: 0 normal, 1 does not exist, 3 end of group, 4 end of track.
-    if (*status == 2 || *status > 4) {
-      return fail(ErrorCode::kProtocolViolation, "unknown object status");
-    }
-    o.status = *status;
+    o.status = r.varint().value_or(0);
+  }
+  if (auto end = stream_stop<ObjectHeader>(r)) {
+    return *end;
+  }
+  // §10.2.1.1 Object Status: 0 normal, 1 does not exist, 3 end of group, 4 end of track.
+  if (o.payload_length == 0 && (o.status == 2 || o.status > 4)) {
+    return fail(ErrorCode::kProtocolViolation, "unknown object status");
   }
   return Parsed<ObjectHeader>{std::move(o), r.consumed()};
 }

@@ -1,5 +1,5 @@
 #pragma once
-// IETF MoQ Transport (draft-ietf-moq-transport) codecs for drafts 14 to 17: one shared core
+// IETF MoQ Transport (draft-ietf-moq-transport) codecs for drafts 14 to 20: one shared core
 // (control message framing, Key-Value-Pair parameters, namespace tuples, SUBGROUP streams) and a
 // row of differences per draft (ietf::Draft). Adding a draft is a new row plus the messages whose
 // layout it changes. Pure: no I/O, no session state. Decoders check every peer-controlled count
@@ -22,21 +22,23 @@ namespace moqd::wire::ietf {
 
 // How a draft writes every varint on every stream: QUIC's (RFC 9000 §16; drafts 14..16) or the
 // leading-ones form draft 17 introduced (protocol/README.md §1.2: the count of leading 1-bits in
-// the first byte gives the length, 1111110x is invalid). Message lengths stay u16 in both.
-enum class VarintForm : uint8_t { kQuic, kLeadingOnes };
+// the first byte gives the length, 1111110x is invalid). Draft 18 (§1.4.1, #1595) makes 1111110x
+// a 7-byte form (49 value bits): kLeadingOnes7. Message lengths stay u16 in all of them.
+enum class VarintForm : uint8_t { kQuic, kLeadingOnes, kLeadingOnes7 };
 
-// Appends the minimal encoding of `v` (<= 2^62-1) in form `f`.
+// Appends the minimal encoding of `v` (<= 2^62-1) in form `f` (kLeadingOnes7 uses the 7-byte form
+// for 2^42 <= v < 2^49; JS: @moq/net 0.3.4 writes 8 bytes there and reads both).
 void write_varint(VarintForm f, uint64_t v, std::vector<uint8_t>& out);
-// One varint from the front of `in`: nullopt = need more. Errors (kDecode): the invalid
-// leading-ones prefix 1111110x, or a leading-ones value above 2^62-1 (moqd keeps one value space
+// One varint from the front of `in`: nullopt = need more. Errors (kDecode): the prefix 1111110x
+// in kLeadingOnes (draft 17), or a leading-ones value above 2^62-1 (moqd keeps one value space
 // across drafts). Non-minimal encodings are accepted.
 ParseResult<uint64_t> read_varint(VarintForm f, std::span<const uint8_t> in);
 
 // Per-draft differences over the shared core. One row per draft (ietf.cc kDrafts).
 struct Draft {
   Version version;
-  uint8_t number;                  // 14, 15, 16, 17
-  VarintForm varint_form;          // 14..16 kQuic, 17 kLeadingOnes
+  uint8_t number;                  // 14 .. 20
+  VarintForm varint_form;          // 14..16 kQuic, 17 kLeadingOnes, 18+ kLeadingOnes7
   bool setup_versions;             // d14: CLIENT_SETUP lists versions, SERVER_SETUP selects one
   bool delta_types;                // d16: Key-Value-Pair types delta-coded from the previous one
   bool subscribe_params;           // d15+: priority, group order, forward, filter are parameters
@@ -58,8 +60,18 @@ struct Draft {
   // d17 §9.3: a message parameter's value layout comes from its type (uint8, varint, Location,
   // length-prefixed), not from the type's parity.
   bool typed_params;
+  // d18 §10.18, §10.19 (#1542): SUBSCRIBE_NAMESPACE is 0x50 with no Subscribe Options, SUBSCRIBE_TRACKS
+  // (0x51) has the same layout; 0x11 is gone.
+  bool namespace_v2 = false;
+  bool goaway_request_id = false;  // d18 only: GOAWAY may end with a Request ID (#1559)
+  bool ok_track_properties = false;  // d18+: REQUEST_OK ends with Track Properties
+  bool error_redirect = false;       // d18+: REQUEST_ERROR ends with a Redirect (code 0x34)
+  bool first_object_bit = false;     // d18 §11.4.2 (#1618): SUBGROUP_HEADER types | 0x40
+  // d20 (editor's copy, see ietf.cc): LOCATION_FILTER is 0..4 varints whose count says the kind,
+  // instead of a Filter Type tag.
+  bool filter_fields = false;
 };
-// The row for `v`; null for a version outside drafts 14..17.
+// The row for `v`; null for a version outside drafts 14..20.
 const Draft* draft(Version v);
 
 // Session termination codes (draft-14 §3.4, unchanged in 15/16).
@@ -104,7 +116,11 @@ enum class MessageType : uint64_t {
   kClientSetup = 0x20,
   kServerSetup = 0x21,
   kSetup = 0x2f00,  // d17
+  kSubscribeNamespace2 = 0x50,  // d18+ SUBSCRIBE_NAMESPACE (replaces 0x11)
+  kSubscribeTracks = 0x51,      // d18+
 };
+// REQUEST_ERROR code REDIRECT (d18 §10.6.2, §15.10.2): the message ends with a Redirect.
+inline constexpr uint64_t kErrorRedirect = 0x34;
 
 // Bounds on what a peer may make a decoder allocate or accept.
 struct Limits {
@@ -137,8 +153,13 @@ inline constexpr uint64_t kSetupAuthority = 0x05;
 inline constexpr uint64_t kSetupImplementation = 0x07;
 // MoQ relay-hops option (@moq/net cluster extension; NET-0.3.md §4.7): odd, bytes.
 inline constexpr uint64_t kSetupRelayHops = 0x40b55;
+// MoQ relay-cost option (cluster extension): even, varint. Defined by @moq/net, not sent.
+inline constexpr uint64_t kSetupRelayCost = 0x40b56;
 // MoQ solicit option (NET-0.3.md §4.7): even, varint.
 inline constexpr uint64_t kSetupSolicit = 0x40b5a;
+// The sender's origin (hop id) in a RELAY_HOPS option: one varint in the draft's form filling the
+// value. nullopt: absent or malformed (the caller treats the option as not sent).
+std::optional<uint64_t> relay_hops_origin(Version v, const Parameters& options);
 
 // Message parameter types (draft-15 §9.2.1, draft-16 §9.2.2, draft-17 §9.3).
 inline constexpr uint64_t kParamDeliveryTimeout = 0x02;
@@ -151,6 +172,13 @@ inline constexpr uint64_t kParamForward = 0x10;
 inline constexpr uint64_t kParamSubscriberPriority = 0x20;
 inline constexpr uint64_t kParamSubscriptionFilter = 0x21;
 inline constexpr uint64_t kParamGroupOrder = 0x22;
+inline constexpr uint64_t kParamSubgroupDeliveryTimeout = 0x06;  // d18+
+inline constexpr uint64_t kParamFillParameters = 0x23;  // JS: @moq/net d20 only; not in the text
+inline constexpr uint64_t kParamTrackNamespacePrefix = 0x34;  // d18+: a namespace tuple, no length
+inline constexpr uint64_t kParamIncludeProperties = 0x35;     // d20: uint8 (JS: length + byte)
+// Cluster extension message parameters (NET-0.3.md §4.4), accepted from d17 on.
+inline constexpr uint64_t kParamHopPath = 0x40b57;
+inline constexpr uint64_t kParamRouteCost = 0x40b58;
 
 using TrackNamespace = std::vector<std::string>;
 
@@ -161,17 +189,24 @@ struct Location {
 };
 
 // Subscription Filter (draft-14 §9.7, draft-16 §5.1.2; in d15+ the value of
-// SUBSCRIPTION_FILTER).
+// SUBSCRIPTION_FILTER, d19 LOCATION_FILTER). Drafts 14..19 write the type as a tag; d20 writes
+// 0..4 varints and their count says the kind (kUnfiltered: none; kNextGroupStart / kRelative: one,
+// the groups back from the next group; kLargestObject: "0 0"; kAbsoluteStart: two others;
+// kAbsoluteRange: three or four).
 enum class FilterType : uint64_t {
   kNextGroupStart = 0x1,
-  kLargestObject = 0x2,
+  kLargestObject = 0x2,  // d20: "Next Object"
   kAbsoluteStart = 0x3,
   kAbsoluteRange = 0x4,
+  kUnfiltered = 0x100,  // d20 only (not a tag): an empty value
+  kRelative = 0x101,    // d20 only (not a tag): `relative_groups` back from the next group
 };
 struct Filter {
   FilterType type = FilterType::kLargestObject;
   Location start;          // kAbsoluteStart, kAbsoluteRange
-  uint64_t end_group = 0;  // kAbsoluteRange
+  uint64_t end_group = 0;  // kAbsoluteRange: the wire value (d14 End Group, d17+ End Group Delta)
+  uint64_t relative_groups = 0;         // kRelative
+  std::optional<uint64_t> end_object;   // d20 kAbsoluteRange, the fourth field
   friend bool operator==(const Filter&, const Filter&) = default;
 };
 
@@ -223,12 +258,20 @@ struct SubscribeOk {
 
 // 0x05 SUBSCRIBE_ERROR (d14) / REQUEST_ERROR (d15+), 0x08 PUBLISH_NAMESPACE_ERROR (d14) and
 // 0x13 SUBSCRIBE_NAMESPACE_ERROR (d14): one layout, the type says which.
+// d18+ REQUEST_ERROR with code REDIRECT: where to ask instead.
+struct Redirect {
+  std::string uri;
+  TrackNamespace ns;
+  std::string track;
+  friend bool operator==(const Redirect&, const Redirect&) = default;
+};
 struct RequestError {
   MessageType type = MessageType::kRequestError;
   uint64_t request_id = 0;
   uint64_t error_code = 0;
   uint64_t retry_interval = 0;  // d16 REQUEST_ERROR only
   std::string reason;
+  std::optional<Redirect> redirect;  // d18+, exactly when error_code is kErrorRedirect
   friend bool operator==(const RequestError&, const RequestError&) = default;
 };
 
@@ -238,6 +281,7 @@ struct RequestOk {
   MessageType type = MessageType::kRequestOk;
   uint64_t request_id = 0;
   Parameters params;  // d15+ REQUEST_OK only
+  std::string track_properties;  // d18+ REQUEST_OK: Track Properties, raw, to the end
   friend bool operator==(const RequestOk&, const RequestOk&) = default;
 };
 
@@ -288,8 +332,9 @@ struct SubscribeNamespace {
   uint64_t request_id = 0;
   uint64_t request_id_delta = 0;  // d17
   TrackNamespace prefix;  // 0..32 fields
-  uint64_t options = 0;   // d16 Subscribe Options (0 PUBLISH, 1 NAMESPACE, 2 both)
+  uint64_t options = 0;   // d16, d17 Subscribe Options (0 PUBLISH, 1 NAMESPACE, 2 both)
   Parameters params;
+  bool tracks = false;    // d18+: 0x51 SUBSCRIBE_TRACKS (same layout) instead of 0x50
   friend bool operator==(const SubscribeNamespace&, const SubscribeNamespace&) = default;
 };
 
@@ -319,6 +364,7 @@ struct MaxRequestId {
 struct Goaway {
   std::string uri;
   uint64_t timeout = 0;  // d17, milliseconds
+  std::optional<uint64_t> request_id;  // d18 only, optional trailing field
   friend bool operator==(const Goaway&, const Goaway&) = default;
 };
 
@@ -327,9 +373,17 @@ using ControlMessage =
                  SubscribeUpdate, Unsubscribe, PublishNamespace, PublishNamespaceDone, PublishNamespaceCancel,
                  SubscribeNamespace, Namespace, PublishDone, MaxRequestId, Goaway>;
 
+// Which peer's form to write, and to try first when decoding, where @moq/net 0.3.4 and the draft
+// text disagree on the bytes of the same value (drafts 17+: LARGEST_OBJECT and INCLUDE_PROPERTIES
+// with a Length in front, see docs/ARCHITECTURE.md). Decoding falls back to the other form when the
+// message does not decode in the first; a session that knows its peer (SETUP's Implementation
+// option "moq-lite-js") passes kMoqNetJs so an ambiguous message reads the peer's way.
+enum class Peer : uint8_t { kDraftText, kMoqNetJs };
+
 // Appends `type (i) length (16) body`. A message the draft lacks, or a body over 65535 bytes,
 // writes nothing and returns false (a caller bug, not a peer's).
 bool encode(Version v, const ControlMessage& m, std::vector<uint8_t>& out);
+bool encode(Version v, const ControlMessage& m, std::vector<uint8_t>& out, Peer peer);
 
 // One control message from the front of `in`: nullopt = need more bytes. Errors: an unknown type
 // for the draft (kUnexpectedMessage), a body whose fields do not fill its length exactly
@@ -337,6 +391,8 @@ bool encode(Version v, const ControlMessage& m, std::vector<uint8_t>& out);
 // of the draft (kProtocolViolation). All map to the draft's code via termination_code().
 ParseResult<ControlMessage> decode_control(Version v, std::span<const uint8_t> in,
                                            const Limits& limits);
+ParseResult<ControlMessage> decode_control(Version v, std::span<const uint8_t> in,
+                                           const Limits& limits, Peer peer);
 
 // SUBGROUP_HEADER (d14 §10.4.2; d15+ adds 0x30..0x3D without Publisher Priority; d17 the same
 // types with leading-ones varints).
@@ -352,10 +408,17 @@ struct SubgroupHeader {
   bool subgroup_is_first_object() const { return (type & 0x06) == 0x02; }
   bool has_subgroup_field() const { return (type & 0x04) != 0; }
   bool contains_end_of_group() const { return (type & 0x08) != 0; }
+  bool has_priority() const { return (type & 0x20) == 0; }
+  // d18+ FIRST_OBJECT bit: the stream starts with the subgroup's first object. Drafts before 18
+  // carry no such signal (their types never have it).
+  bool first_object() const { return (type & 0x40) != 0; }
 };
 // The SUBGROUP_HEADER type for these properties.
 uint64_t subgroup_type(bool extensions, bool explicit_subgroup, bool end_of_group,
                        bool with_priority);
+// The same with d18's FIRST_OBJECT bit (0x40); only d18+ accept such a type.
+uint64_t subgroup_type(bool extensions, bool explicit_subgroup, bool end_of_group,
+                       bool with_priority, bool first_object);
 
 // One object on a subgroup stream, its payload not included (it follows the header and may be
 // large: the caller streams `payload_length` bytes).

@@ -1,4 +1,4 @@
-// Byte-exact fixtures for the IETF MoQ Transport core (drafts 14 to 17). "JS" fixtures are the
+// Byte-exact fixtures for the IETF MoQ Transport core (drafts 14 to 20). "JS" fixtures are the
 // bytes @moq/net 0.3.4's own encoders write (tests/interop/ietf_fixtures.mjs prints them);
 // "draft" fixtures are transcribed from the draft text, section cited. Every fixture is decoded
 // whole, at every truncated length (must ask for more), and encoded back to the same bytes.
@@ -13,36 +13,38 @@ constexpr Version k14 = Version::kTransport14;
 constexpr Version k15 = Version::kTransport15;
 constexpr Version k16 = Version::kTransport16;
 constexpr Version k17 = Version::kTransport17;
+constexpr Version k18 = Version::kTransport18;
+constexpr Version k19 = Version::kTransport19;
+constexpr Version k20 = Version::kTransport20;
 
 std::string canonical(std::string_view hex) { return to_hex(from_hex(hex)); }
-
-std::string encoded(Version v, const ControlMessage& m) {
-  std::vector<uint8_t> out;
-  EXPECT_TRUE(encode(v, m, out));
-  return to_hex(out);
-}
 
 ParseResult<ControlMessage> decode_hex(Version v, std::string_view hex) {
   auto bytes = from_hex(hex);
   return decode_control(v, std::span<const uint8_t>(bytes), Limits{});
 }
 
-// Decodes `hex` whole and every strict prefix (need more), and encodes `expected` to `hex`.
+// Decodes `hex` whole and every strict prefix (need more), and encodes `expected` to `hex`, in
+// `peer`'s forms (Peer::kMoqNetJs for @moq/net's Length-prefixed LARGEST_OBJECT and
+// INCLUDE_PROPERTIES; decoding tries them first).
 template <class T>
-void expect_round_trip(Version v, std::string_view hex, const T& expected) {
+void expect_round_trip(Version v, std::string_view hex, const T& expected,
+                       Peer peer = Peer::kDraftText) {
   auto bytes = from_hex(hex);
-  auto r = decode_control(v, std::span<const uint8_t>(bytes), Limits{});
+  auto r = decode_control(v, std::span<const uint8_t>(bytes), Limits{}, peer);
   ASSERT_TRUE(r.has_value()) << r.error().detail;
   ASSERT_TRUE(r->has_value()) << "needs more bytes";
   ASSERT_TRUE(std::holds_alternative<T>((*r)->value)) << "decoded as another message";
   EXPECT_EQ(std::get<T>((*r)->value), expected);
   EXPECT_EQ((*r)->consumed, bytes.size());
   for (size_t n = 0; n < bytes.size(); ++n) {
-    auto part = decode_control(v, std::span<const uint8_t>(bytes.data(), n), Limits{});
+    auto part = decode_control(v, std::span<const uint8_t>(bytes.data(), n), Limits{}, peer);
     ASSERT_TRUE(part.has_value()) << "prefix " << n << ": " << part.error().detail;
     EXPECT_FALSE(part->has_value()) << "prefix " << n << " decoded";
   }
-  EXPECT_EQ(encoded(v, expected), canonical(hex));
+  std::vector<uint8_t> out;
+  EXPECT_TRUE(encode(v, expected, out, peer));
+  EXPECT_EQ(to_hex(out), canonical(hex));
 }
 
 void expect_error(Version v, std::string_view hex, ErrorCode code, TerminationCode term) {
@@ -570,6 +572,240 @@ TEST(IetfVarint, QuicForm) {
   for (Version v : {k14, k15, k16}) {
     EXPECT_EQ(draft(v)->varint_form, VarintForm::kQuic);
   }
+}
+
+// --- Drafts 18, 19, 20. "d18"/"d19" are the tagged texts of moq-wg/moq-transport; "d20" its
+// editor's copy after draft-19 (commit e1ae858d), nearest to what @moq/net 0.3.4 calls draft 20.
+
+TEST(IetfDraft18, LeadingOnesSevenByteForm) {
+  // d18 §1.4.1 (#1595): 1111110x is a 7-byte form with 49 value bits.
+  const VarintForm lo7 = VarintForm::kLeadingOnes7;
+  EXPECT_EQ(read_whole(lo7, "fc 04 00 00 00 00 00"), uint64_t{1} << 42);
+  EXPECT_EQ(read_whole(lo7, "fd ff ff ff ff ff ff"), (uint64_t{1} << 49) - 1);
+  EXPECT_EQ(written(lo7, uint64_t{1} << 42), canonical("fc 04 00 00 00 00 00"));
+  EXPECT_EQ(written(lo7, (uint64_t{1} << 49) - 1), canonical("fd ff ff ff ff ff ff"));
+  EXPECT_EQ(written(lo7, uint64_t{1} << 49), canonical("fe 02 00 00 00 00 00 00"));
+  // The 8-byte form @moq/net writes for the same value is still read (non-minimal is allowed).
+  EXPECT_EQ(read_whole(lo7, "fe 00 04 00 00 00 00 00"), uint64_t{1} << 42);
+  for (Version v : {k18, k19, k20}) {
+    EXPECT_EQ(draft(v)->varint_form, lo7);
+  }
+  EXPECT_EQ(draft(k17)->varint_form, VarintForm::kLeadingOnes);
+}
+
+// What @moq/net 0.3.4 writes on drafts 18 to 20 (ietf_fixtures.mjs prints them): the d17 layouts
+// without the Required Request ID Delta, SUBSCRIBE_NAMESPACE as 0x50.
+TEST(IetfDraft18, MessagesJs) {
+  for (Version v : {k18, k19, k20}) {
+    expect_round_trip(v, "af00001b070b6d6f712d6c6974652d6a73c40b4e08fe0a5a2adb5a87d40501",
+                      ietf::Setup{{bin(kSetupImplementation, "moq-lite-js"),
+                                   bin(kSetupRelayHops, std::string("\xfe\x0a\x5a\x2a\xdb\x5a\x87\xd4", 8)),
+                                   var(kSetupSolicit, 1)}});
+    expect_round_trip(v, "af000000", ietf::Setup{});
+    expect_round_trip(v, "0200020400", SubscribeUpdate{4, 0, 0, {}, 0, 128, true, {}});
+    expect_round_trip(v, "06000e000204726f6f6d05616c69636500", PublishNamespace{0, 0, kRoomAlice, {}});
+    expect_round_trip(v, "500008000104726f6f6d00", SubscribeNamespace{0, 0, {"room"}, 0, {}});
+    expect_round_trip(v, "0400020200", SubscribeOk{0, 2, 0, 2, std::nullopt, {}, {}});
+    expect_round_trip(v, "0500178194001342726f616463617374206e6f7420666f756e64",
+                      RequestError{MessageType::kRequestError, 0, 404, 0, "Broadcast not found"});
+    expect_round_trip(v, "07000100", RequestOk{MessageType::kRequestOk, 0, {}});
+    expect_round_trip(v, "0b000680c800024f4b", PublishDone{0, 200, 0, "OK"});
+    expect_round_trip(v, "10001b1968747470733a2f2f72656c61792e6578616d706c652f6d6f7100",
+                      Goaway{"https://relay.example/moq", 0});
+    expect_round_trip(v, "0800070105616c696365", Namespace{false, {"alice"}});
+    expect_round_trip(v, "0e00070105616c696365", Namespace{true, {"alice"}});
+  }
+}
+
+TEST(IetfDraft18, SubscribeJs) {
+  // d18, d19: the tag filter 2 (Largest Object); d20: the field form, one field 1 (relative: the
+  // current group).
+  Subscribe sub{2, 0, kRoomAlice, "video", 7, 2, true, Filter{FilterType::kLargestObject, {}, 0}, {}};
+  expect_round_trip(k18, "03001d020204726f6f6d05616c69636505766964656f04100110070101020102", sub);
+  expect_round_trip(k19, "03001d020204726f6f6d05616c69636505766964656f04100110070101020102", sub);
+  sub.filter = Filter{FilterType::kRelative, {}, 0, 1, std::nullopt};
+  expect_round_trip(k20, "03001d020204726f6f6d05616c69636505766964656f04100110070101010102", sub);
+  // A relative filter past the next group has no d18/d19 tag: nothing is written.
+  std::vector<uint8_t> out;
+  EXPECT_FALSE(encode(k19, sub, out));
+}
+
+TEST(IetfDraft18, SubscribeOkTrackPropertiesJs) {
+  // Track Properties (d18 §10.8 SUBSCRIBE_OK, last field): TIMESCALE 0x08 = 1000 (83 e8), then
+  // +0x12 = 0x22 DEFAULT_PUBLISHER_GROUP_ORDER 2.
+  SubscribeOk ok{0, 2, 0, 2, std::nullopt, {}, "\x08\x83\xe8\x1a\x02"};
+  expect_round_trip(k18, "04000702000883e81a02", ok);
+  expect_round_trip(k19, "04000702000883e81a02", ok);
+  // d20: JS adds LARGEST_OBJECT {5, 3} with a Length (02) in front; the text writes the Location
+  // bare. Both decode to the same value, whichever peer is assumed.
+  ok.params = {bin(kParamLargestObject, "\x05\x03")};
+  expect_round_trip(k20, "04000b0201090205030883e81a02", ok, Peer::kMoqNetJs);
+  expect_round_trip(k20, "04000a02010905030883e81a02", ok);
+  auto js = decode_hex(k20, "04000b0201090205030883e81a02");
+  ASSERT_TRUE(js.has_value() && js->has_value());
+  EXPECT_EQ(std::get<SubscribeOk>((*js)->value), ok);
+}
+
+TEST(IetfDraft20, SubscribeFillAndIncludePropertiesJs) {
+  // JS: an absolute range {5, 1} to group 5 + 4, object 4 (four fields), FILL_PARAMETERS 0x23
+  // (JS only: a nested scope with LOCATION_FILTER relative 3), INCLUDE_PROPERTIES 0 written as
+  // Length 1 + byte.
+  Subscribe sub{2, 0, kRoomAlice, "video", 7, 2, true,
+                Filter{FilterType::kAbsoluteRange, {5, 1}, 4, 0, 4},
+                {bin(kParamFillParameters, "\x01\x21\x01\x03"), var(kParamIncludeProperties, 0)}};
+  expect_round_trip(
+      k20,
+      "030029020204726f6f6d05616c69636505766964656f06100110070104050104040102010401210103120100",
+      sub, Peer::kMoqNetJs);
+  // The text's form: INCLUDE_PROPERTIES a bare uint8 (editor's copy §10.2.20).
+  expect_round_trip(
+      k20, "030028020204726f6f6d05616c69636505766964656f061001100701040501040401020104012101031200",
+      sub);
+  // A draft-text decoder reading the JS form falls back to it.
+  auto js = decode_hex(
+      k20, "030029020204726f6f6d05616c69636505766964656f06100110070104050104040102010401210103120100");
+  ASSERT_TRUE(js.has_value() && js->has_value()) << (js ? "" : js.error().detail);
+  EXPECT_EQ(std::get<Subscribe>((*js)->value), sub);
+}
+
+// "03 len 00 01 0161 0174 03 10 01 10 80 01 <filter>": a d20 SUBSCRIBE with FORWARD 1,
+// SUBSCRIBER_PRIORITY 128 and LOCATION_FILTER `fields`.
+std::string d20_subscribe(std::string_view fields) {
+  const std::vector<uint8_t> f = from_hex(fields);
+  std::vector<uint8_t> body = from_hex("00 01 0161 0174 03 10 01 10 80 01");
+  body.push_back(static_cast<uint8_t>(f.size()));
+  body.insert(body.end(), f.begin(), f.end());
+  std::vector<uint8_t> msg = {0x03, 0x00, static_cast<uint8_t>(body.size())};
+  msg.insert(msg.end(), body.begin(), body.end());
+  return to_hex(msg);
+}
+
+TEST(IetfDraft20, LocationFilterFieldsDraft) {
+  // Editor's copy §5.1.2 "Location Filters": the number of fields says the kind.
+  struct Case {
+    std::string_view fields;
+    Filter want;
+  };
+  const Case cases[] = {
+      {"", Filter{FilterType::kUnfiltered, {}, 0, 0, std::nullopt}},
+      {"00", Filter{FilterType::kNextGroupStart, {}, 0, 0, std::nullopt}},
+      {"03", Filter{FilterType::kRelative, {}, 0, 3, std::nullopt}},
+      {"00 00", Filter{FilterType::kLargestObject, {}, 0, 0, std::nullopt}},
+      {"05 01", Filter{FilterType::kAbsoluteStart, {5, 1}, 0, 0, std::nullopt}},
+      {"05 01 04", Filter{FilterType::kAbsoluteRange, {5, 1}, 4, 0, std::nullopt}},
+      {"05 01 04 02", Filter{FilterType::kAbsoluteRange, {5, 1}, 4, 0, 2}},
+  };
+  for (const auto& c : cases) {
+    Subscribe sub{0, 0, {"a"}, "t", 128, 0, true, c.want, {}};
+    expect_round_trip(k20, d20_subscribe(c.fields), sub);
+  }
+  // Five fields, or one past the end of the value.
+  expect_error(k20, d20_subscribe("05 01 04 02 01"), ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  // The same bytes on d19 are tags: "05 01" is an unknown Filter Type.
+  expect_error(k19, d20_subscribe("05 01"), ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  // An open AbsoluteStart {0, 0} is unfiltered: written empty, not as Next Object "0 0".
+  std::vector<uint8_t> out;
+  Subscribe zero{0, 0, {"a"}, "t", 128, 0, true, Filter{FilterType::kAbsoluteStart, {}, 0}, {}};
+  ASSERT_TRUE(encode(k20, zero, out));
+  EXPECT_EQ(to_hex(out), canonical(d20_subscribe("")));
+}
+
+TEST(IetfDraft20, IncludePropertiesDraft) {
+  // INCLUDE_PROPERTIES (0x35, +0x15 from 0x20) is a uint8, 0 or 1, d20 only.
+  const std::string_view hex = "03000d 00 01 0161 0174 03 10 01 10 80 15 00";
+  expect_round_trip(k20, hex,
+                    Subscribe{0, 0, {"a"}, "t", 128, 0, true, std::nullopt,
+                              {var(kParamIncludeProperties, 0)}});
+  expect_error(k20, "03000d 00 01 0161 0174 03 10 01 10 80 15 02", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  expect_error(k19, hex, ErrorCode::kProtocolViolation, TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfDraft18, SubscribeNamespaceAndTracksDraft) {
+  // d18 §10.19 (#1542): SUBSCRIBE_TRACKS 0x51 has SUBSCRIBE_NAMESPACE's layout; FORWARD is one of
+  // its parameters but no longer one of SUBSCRIBE_NAMESPACE's.
+  SubscribeNamespace tracks{0, 0, {"room"}, 0, {var(kParamForward, 0)}, true};
+  expect_round_trip(k18, "51000a 00 01 04726f6f6d 01 10 00", tracks);
+  expect_error(k18, "50000a 00 01 04726f6f6d 01 10 00", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  // 0x11 is gone from d18, 0x50 / 0x51 are unknown before it.
+  expect_error(k18, "11000a00000104726f6f6d0100", ErrorCode::kUnexpectedMessage,
+               TerminationCode::kProtocolViolation);
+  expect_error(k17, "500008000104726f6f6d00", ErrorCode::kUnexpectedMessage,
+               TerminationCode::kProtocolViolation);
+  std::vector<uint8_t> out;
+  EXPECT_FALSE(encode(k17, tracks, out));
+}
+
+TEST(IetfDraft18, GoawayRequestIdDraft) {
+  // d18 §10.4 GOAWAY: an optional trailing Request ID (control stream only); d19 drops it.
+  expect_round_trip(k18, "100003 00 00 04", Goaway{"", 0, 4});
+  expect_error(k19, "100003 00 00 04", ErrorCode::kDecode, TerminationCode::kProtocolViolation);
+  std::vector<uint8_t> out;
+  EXPECT_FALSE(encode(k19, Goaway{"", 0, 4}, out));
+}
+
+TEST(IetfDraft18, RequestErrorRedirectAndRequestOkPropertiesDraft) {
+  // d18 §10.6.1, §10.6.2 REQUEST_ERROR: code REDIRECT (0x34), Retry Interval 0, empty reason, then Redirect
+  // {Connect URI "", namespace (a), track t}.
+  RequestError e{MessageType::kRequestError, 0, kErrorRedirect, 0, "", Redirect{"", {"a"}, "t"}};
+  expect_round_trip(k18, "050009 34 00 00 00 01 0161 0174", e);
+  // The same bytes on d17 leave the Redirect unread.
+  expect_error(k17, "050009 34 00 00 00 01 0161 0174", ErrorCode::kDecode,
+               TerminationCode::kProtocolViolation);
+  // d18 REQUEST_OK ends with Track Properties: TIMESCALE 1000.
+  RequestOk ok{MessageType::kRequestOk, 0, {}, "\x08\x83\xe8"};
+  expect_round_trip(k18, "070004 00 0883e8", ok);
+  // Track Properties must be well-formed Key-Value-Pairs: an odd type 9 whose 5 bytes are missing.
+  expect_error(k18, "070003 00 09 05", ErrorCode::kDecode, TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfDraft18, ParameterTableDraft) {
+  // d18 §10.2.14 TRACK_NAMESPACE_PREFIX (0x34) in REQUEST_UPDATE: a namespace tuple with no length.
+  expect_round_trip(k18, "020008 04 01 34 02 0161 0162",
+                    SubscribeUpdate{4, 0, 0, {}, 0, 128, true, {bin(0x34, "\x02\x01" "a\x01" "b")}});
+  // SUBGROUP_DELIVERY_TIMEOUT (0x06) in SUBSCRIBE, a varint: 100 ms (leading-ones 40 64).
+  expect_round_trip(k18, "03000d 00 01 0161 0174 03 06 64 0a 01 10 80",
+                    Subscribe{0, 0, {"a"}, "t", 128, 0, true, std::nullopt,
+                              {var(kParamSubgroupDeliveryTimeout, 100)}});
+  // GROUP_ORDER left SUBSCRIBE_OK in d18 (it was there in d17).
+  expect_error(k18, "040004 02 01 22 02", ErrorCode::kProtocolViolation,
+               TerminationCode::kProtocolViolation);
+  // d19 §5.1.3 Range Filters: SUBGROUP_FILTER (0x25) may repeat; d18 does not know it.
+  const std::string_view ranges = "030011 00 01 0161 0174 04 10 01 10 80 05 01 00 00 01 01";
+  expect_round_trip(k19, ranges,
+                    Subscribe{0, 0, {"a"}, "t", 128, 0, true, std::nullopt,
+                              {bin(0x25, std::string(1, '\0')), bin(0x25, "\x01")}});
+  expect_error(k18, ranges, ErrorCode::kProtocolViolation, TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfDraft18, ClusterExtension) {
+  // NET-0.3.md §4.7: RELAY_HOPS carries the sender's origin as one varint in the draft's form.
+  ietf::Setup m{{bin(kSetupRelayHops, std::string("\xfe\x0a\x5a\x2a\xdb\x5a\x87\xd4", 8))}};
+  EXPECT_EQ(relay_hops_origin(k18, m.options), uint64_t{0x0a5a2adb5a87d4});
+  m.options[0].bytes += '\0';  // a trailing byte: malformed, treated as absent
+  EXPECT_EQ(relay_hops_origin(k18, m.options), std::nullopt);
+  EXPECT_EQ(relay_hops_origin(k18, {}), std::nullopt);
+  // HOP_PATH (0x40b57, bytes) and ROUTE_COST (+1, varint) in PUBLISH_NAMESPACE.
+  expect_round_trip(k18, "06000c 00 01 0161 02 c40b57 01 07 01 05",
+                    PublishNamespace{0, 0, {"a"}, {bin(kParamHopPath, "\x07"), var(kParamRouteCost, 5)}});
+}
+
+TEST(IetfDraft18, SubgroupFirstObjectBitDraft) {
+  // d18 §11.4.2 (#1618): FIRST_OBJECT 0x40 on top of 0x10..0x3D; 0x56 stays invalid.
+  auto bytes = from_hex("50 02 05 80");
+  auto h = decode_subgroup_header(k18, std::span<const uint8_t>(bytes), Limits{});
+  ASSERT_TRUE(h.has_value() && h->has_value());
+  EXPECT_EQ((*h)->value, (SubgroupHeader{0x50, 2, 5, 0, uint8_t{0x80}}));
+  EXPECT_TRUE((*h)->value.first_object());
+  EXPECT_EQ(subgroup_type(false, false, false, true, true), 0x50u);
+  EXPECT_EQ(subgroup_type(true, true, true, false, true), 0x7du);
+  EXPECT_TRUE(is_subgroup_type(k20, 0x7d));
+  EXPECT_FALSE(is_subgroup_type(k18, 0x56));
+  EXPECT_FALSE(is_subgroup_type(k17, 0x50));
+  EXPECT_FALSE(decode_subgroup_header(k17, std::span<const uint8_t>(bytes), Limits{}).has_value());
 }
 
 }  // namespace

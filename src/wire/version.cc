@@ -5,6 +5,8 @@
 namespace moqd::wire {
 namespace {
 constexpr uint8_t kQmuxAll = 0b111;  // qmux-00, qmux-01, qmux-02
+constexpr uint8_t kQmux01 = 0b010;   // qmux-01 only
+constexpr uint8_t kQmuxNone = 0;      // not reached over WebSocket
 constexpr uint8_t kQmuxNewest = 2;
 
 // CONVENTIONS.md "Protocol versions". Preference among served protocols is the reverse of this
@@ -19,6 +21,11 @@ constexpr ProtocolInfo kVersions[] = {
     {Version::kTransport15, "moq-transport-15", Reach::kAlpn, "moqt-15", kQmuxAll, false},
     {Version::kTransport16, "moq-transport-16", Reach::kAlpn, "moqt-16", kQmuxAll, false},
     {Version::kTransport17, "moq-transport-17", Reach::kAlpn, "moqt-17", kQmuxAll, false},
+    // NET-0.3.md §1.1: @moq/net 0.3.4 offers moqt-18 and moqt-20 over WebSocket only as
+    // qmux-01.<alpn>, and moqt-19 not at all (WebTransport and QUIC only).
+    {Version::kTransport18, "moq-transport-18", Reach::kAlpn, "moqt-18", kQmux01, false},
+    {Version::kTransport19, "moq-transport-19", Reach::kAlpn, "moqt-19", kQmuxNone, false},
+    {Version::kTransport20, "moq-transport-20", Reach::kAlpn, "moqt-20", kQmux01, false},
 };
 using Entry = ProtocolInfo;
 

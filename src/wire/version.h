@@ -18,6 +18,9 @@ enum class Version : uint64_t {
   kTransport15 = 0xff00000f,
   kTransport16 = 0xff000010,
   kTransport17 = 0xff000011,
+  kTransport18 = 0xff000012,
+  kTransport19 = 0xff000013,
+  kTransport20 = 0xff000014,
 };
 
 // How a client reaches a version (CONVENTIONS.md, "Protocol versions").

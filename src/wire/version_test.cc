@@ -34,6 +34,9 @@ TEST(ProtocolTableTest, EveryVersionHasOneRowWithItsConventionsNames) {
       {Version::kTransport15, "moq-transport-15", "moqt-15", 0xff00000f},
       {Version::kTransport16, "moq-transport-16", "moqt-16", 0xff000010},
       {Version::kTransport17, "moq-transport-17", "moqt-17", 0xff000011},
+      {Version::kTransport18, "moq-transport-18", "moqt-18", 0xff000012},
+      {Version::kTransport19, "moq-transport-19", "moqt-19", 0xff000013},
+      {Version::kTransport20, "moq-transport-20", "moqt-20", 0xff000014},
   };
   for (const auto& w : want) {
     const ProtocolInfo* row = protocol_info(w.v);
@@ -43,6 +46,18 @@ TEST(ProtocolTableTest, EveryVersionHasOneRowWithItsConventionsNames) {
     EXPECT_EQ(static_cast<uint64_t>(row->version), w.wire);
     EXPECT_EQ(version_from_name(w.name), w.v);
     EXPECT_EQ(version_from_wire(w.wire), w.v);
+  }
+}
+
+// NET-0.3.md §1.1: over WebSocket @moq/net 0.3.4 offers moqt-18 and moqt-20 only as
+// qmux-01.<alpn> and moqt-19 not at all. Known by name only: moqd serves none of them yet.
+TEST(ProtocolTableTest, Drafts18To20QmuxFormsAsTheJsClientOffersThem) {
+  EXPECT_EQ(protocol_info(Version::kTransport18)->qmux_drafts, 0b010);
+  EXPECT_EQ(protocol_info(Version::kTransport19)->qmux_drafts, 0);
+  EXPECT_EQ(protocol_info(Version::kTransport20)->qmux_drafts, 0b010);
+  for (Version v : {Version::kTransport18, Version::kTransport19, Version::kTransport20}) {
+    EXPECT_FALSE(protocol_info(v)->served) << version_name(v);
+    EXPECT_EQ(protocol_for_alpn(protocol_info(v)->alpn)->version, v);
   }
 }
 

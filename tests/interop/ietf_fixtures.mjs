@@ -25,7 +25,10 @@ async function bytes(version, type, msg) {
 
 export async function fixtures() {
 const rows = [];
-const drafts = { 14: Version.DRAFT_14, 15: Version.DRAFT_15, 16: Version.DRAFT_16, 17: Version.DRAFT_17 };
+const drafts = {
+  14: Version.DRAFT_14, 15: Version.DRAFT_15, 16: Version.DRAFT_16, 17: Version.DRAFT_17,
+  18: Version.DRAFT_18, 19: Version.DRAFT_19, 20: Version.DRAFT_20,
+};
 for (const [n, v] of Object.entries(drafts)) {
   const opts = new SetupOptions();
   opts.setVarint(0x02n, 42069n);
@@ -46,7 +49,7 @@ for (const [n, v] of Object.entries(drafts)) {
     goaway: [0x10, new GoAway({ newSessionUri: "https://relay.example/moq" })],
     publish_done: [0x0b, new Pub.PublishDone({ requestId: 2n, statusCode: 200, reasonPhrase: "OK", streamCount: 0 })],
   };
-  if (n === "17") {
+  if (Number(n) >= 17) {
     const o = new SetupOptions();
     o.setBytes(0x07n, new TextEncoder().encode("moq-lite-js"));
     o.setBytes(0x40b55n, new Uint8Array([0xfe, 0x0a, 0x5a, 0x2a, 0xdb, 0x5a, 0x87, 0xd4]));
@@ -58,6 +61,16 @@ for (const [n, v] of Object.entries(drafts)) {
     delete out.publish_namespace_done;
     delete out.unsubscribe;
     delete out.max_request_id;
+  }
+  if (Number(n) >= 18) {
+    // Draft 18 renumbered SUBSCRIBE_NAMESPACE to 0x50 (no Subscribe Options); 0x11 is gone.
+    out.subscribe_namespace = [0x50, new SubNs.SubscribeNamespace({ namespace: "room", requestId: 0n })];
+    // Track Properties: TIMESCALE 1000 and DEFAULT_PUBLISHER_GROUP_ORDER 2 (descending).
+    out.subscribe_ok_properties = [0x04, new Sub.SubscribeOk({ trackAlias: 2n, largest: { groupId: 5n, objectId: 3n }, properties: { timescale: 1000, groupOrder: 2 } })];
+  }
+  if (n === "20") {
+    // The d20-only parameters: FILL_PARAMETERS (JS only) and INCLUDE_PROPERTIES 0.
+    out.subscribe_fill = [0x03, new Sub.Subscribe({ requestId: 2n, trackNamespace: "room/alice", trackName: "video", subscriberPriority: 7, filter: { kind: "absolute", startGroup: 5n, startObject: 1n, endGroup: 9n, endObject: 4n }, fill: { filter: { kind: "relative", groups: 3n } }, propertiesWanted: false })];
   }
   if (n !== "14") {
     out.namespace = [0x08, new SubNs.SubscribeNamespaceEntry({ suffix: "alice" })];
