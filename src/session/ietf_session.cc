@@ -459,6 +459,8 @@ class SubgroupReader final : public Handler {
       }
     }
   }
+  // The timestamp of an extension block that holds only a Timestamp property; nullopt otherwise.
+  std::optional<uint64_t> object_timestamp(const std::string& ext) const;
   // Refuses the stream: what it carries cannot be expressed in moqd's model.
   void refuse(ErrorCode code, const char* why) {
     MOQD_LOG(kInfo, "session %llu subgroup stream refused code=%u: %s",
@@ -685,6 +687,34 @@ bool DownstreamSubscription::write_group(Writer& w) {
 
 // ---------------------------------------------------------------------------------------------
 
+std::optional<uint64_t> SubgroupReader::object_timestamp(const std::string& ext) const {
+  // Key-Value-Pairs to the end of the block: even types a varint, odd types length + bytes;
+  // types delta-coded from draft 16 on.
+  const wi::VarintForm f = session_.row().varint_form;
+  std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(ext.data()), ext.size());
+  std::optional<uint64_t> ts;
+  uint64_t prev = 0;
+  while (!in.empty()) {
+    auto t = wi::read_varint(f, in);
+    if (!t || !t->has_value()) {
+      return std::nullopt;
+    }
+    in = in.subspan((*t)->consumed);
+    uint64_t type = session_.row().delta_types ? prev + (*t)->value : (*t)->value;
+    prev = type;
+    auto v = wi::read_varint(f, in);
+    if (!v || !v->has_value()) {
+      return std::nullopt;
+    }
+    in = in.subspan((*v)->consumed);
+    if ((type & 1) != 0 || (type != 0x10 && type != 0x06)) {
+      return std::nullopt;  // another property: not carried
+    }
+    ts = (*v)->value;
+  }
+  return ts;
+}
+
 void SubgroupReader::on_readable() {
   if (stream_ == nullptr || session_.is_closed()) {
     return;
@@ -778,9 +808,17 @@ void SubgroupReader::on_readable() {
         refuse(ErrorCode::kUnsupported, "object ids not contiguous from 0 (moq-lite cannot carry gaps)");
         return;
       }
+      std::optional<uint64_t> timestamp;
       if (!oh.extensions.empty()) {
-        refuse(ErrorCode::kUnsupported, "object extension headers (not carried by moqd yet)");
-        return;
+        // The one extension moqd's model carries: the object's presentation timestamp (LOC
+        // Timestamp property 0x10, or 0x06 of loc-03), which @moq/net writes on every object
+        // and moq-lite-05 carries too. Any other property is refused, not dropped.
+        auto ts = object_timestamp(oh.extensions);
+        if (!ts) {
+          refuse(ErrorCode::kUnsupported, "object extension headers other than a timestamp");
+          return;
+        }
+        timestamp = *ts;
       }
       if (oh.payload_length > session_.config().limits.max_frame_size) {
         refuse(ErrorCode::kWrongSize, "object over --max-frame-size");
@@ -799,7 +837,11 @@ void SubgroupReader::on_readable() {
       if (TrafficCounters* tc = session_.config().traffic) {
         tc->frames_in.add();
       }
-      t->begin_object(*group_, oh.payload_length);
+      if (timestamp) {
+        t->begin_timed_object(*group_, oh.payload_length, *timestamp);
+      } else {
+        t->begin_object(*group_, oh.payload_length);
+      }
       payload_left_ = oh.payload_length;
       in_payload_ = payload_left_ > 0;
       continue;
@@ -1067,10 +1109,7 @@ void IetfSession::close(Error reason) {
            static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
            wire::version_name(version_), static_cast<unsigned>(reason.code),
            error_code_name(reason.code), reason.detail);
-  uint64_t code = static_cast<uint64_t>(wi::termination_code(reason.code));
-  if (reason.code == ErrorCode::kBoundsExceeded) {
-    code = static_cast<uint64_t>(wi::TerminationCode::kTooManyRequests);
-  }
+  const uint64_t code = static_cast<uint64_t>(wi::termination_code(reason.code));
   transport_.close(code, reason.detail);
 }
 

@@ -121,7 +121,7 @@ TEST(IetfSessionTest, Draft16SetupGrantsRequestIds) {
   RawStream& c = f.control(hex(kD16ClientSetup));
   // SERVER_SETUP: one parameter, MaxRequestId (delta 2) = 1024.
   EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size())),
-            "21 00 05 01 02 44 00");
+            "21 00 04 01 02 44 00");
   ASSERT_TRUE(f.handler_.ready_version.has_value());
   EXPECT_EQ(*f.handler_.ready_version, wire::Version::kTransport16);
   EXPECT_TRUE(f.session_->is_ready());
@@ -131,7 +131,7 @@ TEST(IetfSessionTest, Draft15SetupHasNoDeltaCoding) {
   IetfFixture f("moqt-15");
   RawStream& c = f.control(hex(kD15ClientSetup));
   EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size())),
-            "21 00 05 01 02 44 00");
+            "21 00 04 01 02 44 00");
   EXPECT_EQ(*f.handler_.ready_version, wire::Version::kTransport15);
 }
 
@@ -141,7 +141,7 @@ TEST(IetfSessionTest, Draft14SetupSelectsTheVersion) {
   IetfFixture f("", only14);
   RawStream& c = f.control(hex(kD14ClientSetup));
   EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size())),
-            "21 00 0d c0 00 00 00 ff 00 00 0e 01 02 44 00");
+            "21 00 0c c0 00 00 00 ff 00 00 0e 01 02 44 00");
   EXPECT_EQ(*f.handler_.ready_version, wire::Version::kTransport14);
 }
 
