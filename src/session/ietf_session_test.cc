@@ -176,7 +176,7 @@ TEST(IetfSessionTest, SubscribeIsServedAsSubgroupStreams) {
   c.data.clear();
   // SUBSCRIBE id 0 ["room","alice"] "video", params (delta-coded) forward 1, priority 7,
   // filter LargestObject, group order 2: protocol/README.md §5.7 d16 bytes.
-  f.send(c, hex("03 00 20 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
+  f.send(c, hex("03 00 1d 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
                 "04 10 01 10 07 01 01 02 01 02"));
   // SUBSCRIBE_OK id 0 alias 0, no params, no track extensions.
   EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size())),
@@ -202,7 +202,7 @@ TEST(IetfSessionTest, SubscribeToAnUnknownBroadcastIsRefused) {
   IetfFixture f("moqt-16");
   RawStream& c = f.control(hex(kD16ClientSetup));
   c.data.clear();
-  f.send(c, hex("03 00 20 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
+  f.send(c, hex("03 00 1d 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
                 "04 10 01 10 07 01 01 02 01 02"));
   ASSERT_GE(c.data.size(), 5u);
   EXPECT_EQ(static_cast<uint8_t>(c.data[0]), 0x05);  // REQUEST_ERROR
@@ -215,7 +215,7 @@ TEST(IetfSessionTest, BadPeerInputClosesWithTheDraftsCode) {
   {
     IetfFixture f("moqt-16");
     RawStream& c = f.control(hex(kD16ClientSetup));
-    f.send(c, hex("7f 00 00"));  // unknown message type
+    f.send(c, hex("3f 00 00"));  // unknown message type (0x3f)
     ASSERT_TRUE(f.raw_->closed_code.has_value());
     EXPECT_EQ(*f.raw_->closed_code, 0x3u);
   }
@@ -264,7 +264,7 @@ TEST(IetfSessionTest, PublisherTrackFlowsIntoTheOrigin) {
   ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
   f.pump();
   // The relay subscribed upstream: SUBSCRIBE with its own (odd) request id 1.
-  std::string s = c.data.substr(5);  // after REQUEST_OK
+  std::string s = c.data.substr(12);  // after SERVER_SETUP and REQUEST_OK
   ASSERT_FALSE(s.empty());
   EXPECT_EQ(static_cast<uint8_t>(s[0]), 0x03);
   EXPECT_EQ(static_cast<uint8_t>(s[3]), 0x01);
