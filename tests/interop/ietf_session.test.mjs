@@ -4,8 +4,8 @@
 // subscriber, byte for byte over several groups; @moq/lite 0.2.2's draft 14 (its only IETF draft
 // over WebSocket: it offers bare qmux-00 and webtransport, so SETUP picks the version); late join
 // and end of track; and across protocol families through moqd (a moq-lite publisher to an IETF
-// subscriber and the reverse). Hostile input on a raw qmux-00.moqt-16 session closes it with the
-// draft's termination code.
+// subscriber and the reverse). Hostile input on a raw session of each draft closes it with the
+// draft's termination code, and draining sends GOAWAY.
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
@@ -268,18 +268,40 @@ test("cross-protocol: `moq pub` (moq-lite over WebSocket) to a @moq/net 0.3.4 su
 });
 
 // ---------------------------------------------------------------------------------------------
-// Hostile input on a raw qmux-00.moqt-16 session.
+// Hostile input on a raw session of each draft.
 
-const D16_SETUP = Buffer.from("20 00 13 02 02 80 00 a4 55 05 0b".replace(/\s/g, "") + Buffer.from("moq-lite-js").toString("hex"), "hex");
+// Per draft: how the raw client reaches it (subprotocol, moqd's --versions), its CLIENT_SETUP
+// (protocol/README.md §2.4, §2.5: @moq/lite's bytes), and the SERVER_SETUP moqd must answer
+// (MaxRequestId 1024; d14 also selects 0xff00000e; d16 delta-codes the key, which from 0 is 2).
+const IMPL = Buffer.from("moq-lite-js").toString("hex");
+const DRAFTS = [
+  {
+    name: "moq-transport-16",
+    protocol: "qmux-00.moqt-16",
+    setup: `2000130202 8000a455 050b${IMPL}`,
+    serverSetup: "21000401024400",
+  },
+  {
+    name: "moq-transport-15",
+    protocol: "qmux-00.moqt-15",
+    setup: `2000130202 8000a455 070b${IMPL}`,
+    serverSetup: "21000401024400",
+  },
+  {
+    name: "moq-transport-14",
+    protocol: "qmux-00",
+    setup: `20002c03 c0000000ff0dad02 c0000000ff0dad01 c0000000ff00000e 0202 8000a455 070b${IMPL}`,
+    serverSetup: "21000cc0000000ff00000e01024400",
+  },
+];
 
-async function rawD16(m) {
-  const ws = await RawWs.connect(m, { protocols: ["qmux-00.moqt-16"] });
-  assert.equal(ws.subprotocol, "qmux-00.moqt-16");
+async function rawSession(m, d) {
+  const ws = await RawWs.connect(m, { protocols: [d.protocol] });
+  assert.equal(ws.subprotocol, d.protocol);
   const mux = new RawMux(ws, "qmux-00");
   mux.sendRaw(qmux.params(BIG_PARAMS));
   const control = mux.open();
-  mux.write(control, D16_SETUP);
-  // SERVER_SETUP: 21, u16 length, params with MaxRequestId.
+  mux.write(control, Buffer.from(d.setup.replace(/\s/g, ""), "hex"));
   await mux.waitStream(control, (s) => s.data().length >= 3 && s.data()[0] === 0x21, 5_000, "SERVER_SETUP");
   return { mux, control };
 }
@@ -292,50 +314,58 @@ function msg(type, body) {
 }
 
 const ns = (...fields) => Buffer.concat([varint(fields.length), ...fields.map((f) => str(f))]);
+// PUBLISH_NAMESPACE: the same bytes in 14, 15 and 16 when it carries no parameters.
+const publishNamespace = (id, tuple) => msg(0x06, [varint(id), tuple, varint(0)]);
 
-test("moq-transport-16 raw: SERVER_SETUP grants request ids; bad input closes with the draft's code", { timeout: H.TEST_TIMEOUT_MS }, async () => {
-  const m = await moqd(["--versions", "moq-transport-16"]);
-  {
-    const { mux, control } = await rawD16(m);
-    const reply = mux.stream(control).data();
-    // 21, length 4: one param, 02 (MaxRequestId; delta from 0 is 2), 44 00 (1024)
-    assert.equal(reply.subarray(0, 7).toString("hex"), "21000401024400");
-    // Unknown message type 0x7f on the control stream: PROTOCOL_VIOLATION (0x3).
-    mux.write(control, msg(0x7f, []));
-    const close = await mux.waitAppClose(5_000);
-    assert.equal(close.code, 0x3);
-  }
-  {
-    // A request id out of sequence (2 before 0): INVALID_REQUEST_ID (0x4).
-    const { mux, control } = await rawD16(m);
-    mux.write(control, msg(0x06, [varint(2), ns("room"), varint(0)]));
-    const close = await mux.waitAppClose(5_000);
-    assert.equal(close.code, 0x4);
-  }
-  {
-    // A request id reused (0 twice): INVALID_REQUEST_ID.
-    const { mux, control } = await rawD16(m);
-    mux.write(control, msg(0x06, [varint(0), ns("a"), varint(0)]));
-    await mux.waitStream(control, (s) => s.data().includes(Buffer.from([0x07, 0x00, 0x02, 0x00, 0x00])), 5_000, "REQUEST_OK");
-    mux.write(control, msg(0x06, [varint(0), ns("b"), varint(0)]));
-    const close = await mux.waitAppClose(5_000);
-    assert.equal(close.code, 0x4);
-  }
-  {
-    // A truncated parameter (SUBSCRIBE whose params count says 1 and nothing follows).
-    const { mux, control } = await rawD16(m);
-    mux.write(control, msg(0x03, [varint(0), ns("room"), str("video"), varint(1)]));
-    const close = await mux.waitAppClose(5_000);
-    assert.ok([0x3, 0x6].includes(close.code), `code ${close.code}`);
-  }
-  {
-    // A namespace tuple over 32 fields: PROTOCOL_VIOLATION.
-    const { mux, control } = await rawD16(m);
-    const fields = Array.from({ length: 33 }, (_, i) => `f${i}`);
-    mux.write(control, msg(0x06, [varint(0), ns(...fields), varint(0)]));
-    const close = await mux.waitAppClose(5_000);
-    assert.equal(close.code, 0x3);
-  }
-  // Other sessions are unaffected: a fresh one still completes SETUP.
-  await rawD16(m);
-});
+for (const d of DRAFTS) {
+  test(`${d.name} raw: SERVER_SETUP grants request ids; bad input closes with the draft's code; drain sends GOAWAY`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
+    const m = await moqd(["--versions", d.name, "--drain-timeout", "2s"]);
+    {
+      const { mux, control } = await rawSession(m, d);
+      assert.equal(mux.stream(control).data().subarray(0, d.serverSetup.length / 2).toString("hex"), d.serverSetup);
+      // Unknown message type 0x3e on the control stream: PROTOCOL_VIOLATION (0x3).
+      mux.write(control, msg(0x3e, []));
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x3);
+    }
+    {
+      // A request id out of sequence (2 before 0): INVALID_REQUEST_ID (0x4).
+      const { mux, control } = await rawSession(m, d);
+      mux.write(control, publishNamespace(2, ns("room")));
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x4);
+    }
+    {
+      // A request id reused (0 twice): INVALID_REQUEST_ID, after the first was accepted (0x07).
+      const { mux, control } = await rawSession(m, d);
+      mux.write(control, publishNamespace(0, ns("a")));
+      await mux.waitStream(control, (s) => s.data().subarray(d.serverSetup.length / 2).includes(Buffer.from([0x07])), 5_000, "the namespace accepted");
+      mux.write(control, publishNamespace(0, ns("b")));
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x4);
+    }
+    {
+      // A truncated parameter: SUBSCRIBE_NAMESPACE whose parameter count says 1 and nothing follows.
+      const { mux, control } = await rawSession(m, d);
+      const options = d.name === "moq-transport-16" ? [varint(1)] : [];
+      const sn = msg(0x11, [varint(0), ns("room"), ...options, varint(1)]);
+      if (d.name === "moq-transport-16") {
+        const own = mux.open();  // d16: SUBSCRIBE_NAMESPACE on its own bidi stream
+        mux.write(own, sn);
+      } else {
+        mux.write(control, sn);
+      }
+      const close = await mux.waitAppClose(5_000);
+      assert.ok([0x3, 0x6].includes(close.code), `code ${close.code}`);
+    }
+    {
+      // A namespace tuple over 32 fields: PROTOCOL_VIOLATION.
+      const { mux, control } = await rawSession(m, d);
+      mux.write(control, publishNamespace(0, ns(...Array.from({ length: 33 }, (_, i) => `f${i}`))));
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x3);
+    }
+    // Other sessions are unaffected: a fresh one completes SETUP, and moqd draining (SIGTERM) sends
+    // it GOAWAY (0x10) on the control stream.
+    const { mux, control } = await rawSession(m, d);
+    const before = mux.stream(control).data().length;
+    m.proc.kill("SIGTERM");
+    await mux.waitStream(control, (s) => s.data().length > before && s.data()[before] === 0x10, 5_000, "GOAWAY");
+  });
+}
