@@ -939,13 +939,12 @@ using namespace ietf_detail;
 // ---------------------------------------------------------------------------------------------
 
 IetfSession::IetfSession(transport::Session& transport, SessionConfig config,
-                         model::Origin& origin, SessionHandler& handler, const Clock& clock,
+                         model::Origin& origin, SessionHandler& handler, const Clock& /*clock*/,
                          Timers& timers, wire::Version version)
     : transport_(transport),
       config_(std::move(config)),
       origin_(origin),
       handler_(handler),
-      clock_(clock),
       timers_(timers),
       id_(g_next_ietf_session_id.fetch_add(1, std::memory_order_relaxed)),
       version_(version),

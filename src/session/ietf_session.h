@@ -143,7 +143,6 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   SessionConfig config_;
   model::Origin& origin_;
   SessionHandler& handler_;
-  const Clock& clock_;
   Timers& timers_;
   uint64_t id_;
   wire::Version version_;
