@@ -328,7 +328,7 @@ int cmd_pub(const Common& c, bool clock) {
     }
     // Served: the session came up, no subscription is left, and what it was sent has arrived
     // (over QUIC: acknowledged, so no retransmission is owed).
-    session::Session* s = link->session();
+    session::MoqSession* s = link->session();
     bool served = link->is_ready() && s != nullptr && s->subscription_count() == 0 &&
                   link->is_flushed();
     return served || loop.now() - eof_at > linger;

@@ -90,8 +90,7 @@ void Link::start_session(transport::Session& transport) {
   }
   sc.skips = options_.skips;
   sc.traffic = options_.traffic;
-  session_ = std::make_unique<session::Session>(transport, std::move(sc), origin_, *this, loop_,
-                                                loop_);
+  session_ = session::make_session(transport, std::move(sc), origin_, *this, loop_, loop_);
   session_->start();
 }
 
@@ -151,7 +150,7 @@ Status Connection::connect() {
   wc.host = options_.url.authority();
   wc.target = options_.url.target();
   wc.protocols.clear();  // not WsClientConfig's default: the table's forms, most preferred first
-  for (auto& token : session::websocket_subprotocols(options_.versions)) {
+  for (auto& token : session::websocket_subprotocols(session::client_versions(options_.versions))) {
     const std::string& f = options_.framing;
     if (f.empty() || token == f || token.starts_with(f + ".")) {
       wc.protocols.push_back(std::move(token));

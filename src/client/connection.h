@@ -107,7 +107,7 @@ class Link : public session::SessionHandler {
   bool is_closed() const { return closed_; }
   // Why it closed, once closed.
   Error close_reason() const { return close_reason_; }
-  session::Session* session() { return session_.get(); }
+  session::MoqSession* session() { return session_.get(); }
 
   std::function<void()> on_ready;
   std::function<void(Error)> on_closed;
@@ -140,7 +140,7 @@ class Link : public session::SessionHandler {
   runtime::EventLoop& loop_;
   model::Origin& origin_;
   ConnectionOptions options_;
-  std::unique_ptr<session::Session> session_;
+  std::unique_ptr<session::MoqSession> session_;
 
  private:
   bool ready_ = false;

@@ -172,7 +172,7 @@ Result<std::string> read_response(int fd, SteadyClock::time_point deadline,
 }  // namespace
 
 std::vector<std::string> quic_alpns(wire::VersionSet versions) {
-  return wire::served_alpns(versions);
+  return wire::served_alpns(session::client_versions(versions));
 }
 
 Result<std::string> http_get(const Url& url, std::string_view target, Duration timeout) {

@@ -21,11 +21,13 @@ wire::VersionSet only(std::initializer_list<wire::Version> versions) {
 
 TEST(RelayProtocolsTest, QuicAlpnsFollowTheTableAndVersions) {
   EXPECT_THAT(quic_alpns(wire::VersionSet::all()),
-              ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moql", "h3"));
+              ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moqt-16", "moqt-15", "moql",
+                          "h3"));
   EXPECT_THAT(quic_alpns(only({wire::Version::kLite05})), ElementsAre("moq-lite-05", "h3"));
   EXPECT_THAT(quic_alpns(only({wire::Version::kLite02})), ElementsAre("moql", "h3"));
   EXPECT_THAT(quic_alpns(only({wire::Version::kLite03})), ElementsAre("moq-lite-03", "h3"));
-  EXPECT_THAT(quic_alpns(only({wire::Version::kTransport16})), ElementsAre());
+  EXPECT_THAT(quic_alpns(only({wire::Version::kTransport16})), ElementsAre("moqt-16", "h3"));
+  EXPECT_THAT(quic_alpns(only({wire::Version::kTransport17})), ElementsAre());
 }
 
 TEST(RelayProtocolsTest, WebTransportChoiceForTheRealClients) {
@@ -45,7 +47,8 @@ TEST(RelayProtocolsTest, WebTransportChoiceForTheRealClients) {
   EXPECT_EQ(wt::select_protocol(net034, lite04), "moq-lite-04");
   auto lite02 = moq_protocols(only({wire::Version::kLite02, wire::Version::kLite01}));
   EXPECT_EQ(wt::select_protocol(net034, lite02), "moql");
-  EXPECT_EQ(wt::select_protocol({"moqt-17", "moqt-16"}, all), std::nullopt);
+  EXPECT_EQ(wt::select_protocol({"moqt-17", "moqt-16"}, all), "moqt-16");
+  EXPECT_EQ(wt::select_protocol({"moqt-17"}, all), std::nullopt);
 }
 
 }  // namespace

@@ -90,8 +90,8 @@ void RelaySession::start(transport::Session& transport, std::string root, std::s
   sc.skips = &worker_.viewer_skips();
   sc.traffic = &worker_.traffic();
   transport_class_ = transport_class(transport.kind());
-  session_ = std::make_unique<session::Session>(transport, std::move(sc), worker_.origin(), *this,
-                                                worker_.loop(), worker_.loop());
+  session_ = session::make_session(transport, std::move(sc), worker_.origin(), *this,
+                                   worker_.loop(), worker_.loop());
   session_->start();
   if (!closed_ && !service_call_ && grant_ && grant_->expires) {
     schedule_expiry();

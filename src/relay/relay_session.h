@@ -10,7 +10,7 @@
 
 #include "auth/grant.h"
 #include "relay/auth_service.h"
-#include "session/session.h"
+#include "session/moq_session.h"
 
 namespace moqd::relay {
 
@@ -58,7 +58,7 @@ class RelaySession final : public session::SessionHandler {
   TimerId expiry_timer_ = 0;
   std::unique_ptr<AuthServiceCall> service_call_;
   std::optional<wire::Version> version_;
-  std::unique_ptr<session::Session> session_;
+  std::unique_ptr<session::MoqSession> session_;
   bool ready_ = false;
   size_t transport_class_ = 0;  // TransportClass of the transport the session runs on
   bool closed_ = false;

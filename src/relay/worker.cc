@@ -252,8 +252,8 @@ std::string RelayWorker::route_via(const model::BroadcastSource* source) const {
       return l->peer().url;
     }
   }
-  if (const auto* s = dynamic_cast<const session::Session*>(source); s != nullptr) {
-    return "inbound " + std::string(const_cast<session::Session*>(s)->transport().peer());
+  if (const auto* s = dynamic_cast<const session::MoqSession*>(source); s != nullptr) {
+    return "inbound " + std::string(const_cast<session::MoqSession*>(s)->transport().peer());
   }
   return "local";
 }

@@ -78,8 +78,9 @@ TEST(WebSocketSubprotocolTest, MixedListsPickOnlyWhatIsServed) {
   EXPECT_EQ(choose({"webtransport, qmux-00"}), "qmux-00");
   // Offers on several header lines count as one list.
   EXPECT_EQ(choose({"qmux-00.moqt-16", "qmux-00.moq-lite-03"}), "qmux-00.moq-lite-03");
-  // Unserved protocols and unknown framings only: refused.
-  EXPECT_EQ(choose({"qmux-00.moqt-17, qmux-00.moqt-16, qmux-00.moq-lite-06-wip"}), "400");
+  // IETF drafts 15/16 are served; 17 and unknown framings are not.
+  EXPECT_EQ(choose({"qmux-00.moqt-17, qmux-00.moqt-16, qmux-00.moq-lite-06-wip"}), "qmux-00.moqt-16");
+  EXPECT_EQ(choose({"qmux-00.moqt-17, qmux-00.moq-lite-06-wip"}), "400");
   EXPECT_EQ(choose({"chat, qmux-07.moq-lite-04, qmux-00.moq-lite-4"}), "400");
   EXPECT_EQ(choose({}), "400");
 }
@@ -95,7 +96,11 @@ TEST(WebSocketSubprotocolTest, VersionsRestrictionChangesTheChoice) {
   // Only bare forms (SETUP) offered, and no SETUP version enabled.
   EXPECT_EQ(choose({kLite022}, lite03), "400");
   EXPECT_EQ(choose({kNet019}, lite03), "400");
-  EXPECT_EQ(choose({kNet034}, only({wire::Version::kTransport16})), "400");
+  EXPECT_EQ(choose({kNet034}, only({wire::Version::kTransport16})), "qmux-02.moqt-16");
+  EXPECT_EQ(choose({kNet034}, only({wire::Version::kTransport15})), "qmux-02.moqt-15");
+  // Draft 14 is reached through SETUP on the bare forms.
+  EXPECT_EQ(choose({kLite022}, only({wire::Version::kTransport14})), "qmux-00");
+  EXPECT_EQ(choose({kNet034}, only({wire::Version::kTransport17})), "400");
 }
 
 }  // namespace

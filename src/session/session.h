@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "model/origin.h"
 #include "session/config.h"
+#include "session/moq_session.h"
 #include "transport/transport.h"
 #include "wire/lite.h"
 
@@ -27,7 +28,7 @@ class Subscription;
 class UpstreamTrack;
 class AnnounceRequester;
 
-class Session final : public transport::SessionVisitor, public model::BroadcastSource {
+class Session final : public transport::SessionVisitor, public MoqSession {
  public:
   Session(transport::Session& transport, SessionConfig config, model::Origin& origin,
           SessionHandler& handler, const Clock& clock, Timers& timers);
@@ -38,22 +39,22 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   // Starts the handshake (client: CLIENT_SETUP or nothing for lite-03+; server: waits). When the
   // handler's admission is pending, nothing starts until admit(): the peer's streams are accepted
   // and their bytes kept, unread.
-  void start();
+  void start() override;
   // The handler decided (authorize(kConnect) now answers): starts, or closes with unauthorized.
-  void admit();
-  bool is_admission_pending() const { return admission_pending_; }
+  void admit() override;
+  bool is_admission_pending() const override { return admission_pending_; }
   // Closes the transport session with `reason`; on_session_closed follows.
-  void close(Error reason);
+  void close(Error reason) override;
   // Sends GOAWAY naming `uri` where the version has it (lite-04: a bidi stream of type 5); false
   // otherwise (the caller closes with going_away at its deadline instead), or when no stream can
   // be opened now.
-  bool send_goaway(const std::string& uri);
+  bool send_goaway(const std::string& uri) override;
 
-  uint64_t id() const { return id_; }
-  std::optional<wire::Version> version() const { return version_; }
-  bool is_ready() const { return version_.has_value(); }
+  uint64_t id() const override { return id_; }
+  std::optional<wire::Version> version() const override { return version_; }
+  bool is_ready() const override { return version_.has_value(); }
   const SessionConfig& config() const { return config_; }
-  transport::Session& transport() { return transport_; }
+  transport::Session& transport() override { return transport_; }
   model::Origin& origin() { return origin_; }
   SessionHandler& handler() { return handler_; }
   const Clock& clock() const { return clock_; }
@@ -90,7 +91,7 @@ class Session final : public transport::SessionVisitor, public model::BroadcastS
   void forget_upstream(UpstreamTrack* u);
   UpstreamTrack* upstream_by_id(uint64_t id);
   uint64_t next_upstream_id() { return next_upstream_id_++; }
-  size_t subscription_count() const { return subscriptions_.size(); }
+  size_t subscription_count() const override { return subscriptions_.size(); }
   void add_subscription(Subscription* s);
   void register_upstream(uint64_t id, UpstreamTrack* u) { upstreams_[id] = u; }
   void announce_from_peer(const std::string& full, bool active, const model::Hops& hops);

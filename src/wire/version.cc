@@ -17,9 +17,9 @@ constexpr ProtocolInfo kVersions[] = {
     {Version::kLite03, "moq-lite-03", Reach::kAlpn, "moq-lite-03", kQmuxAll, true},
     {Version::kLite04, "moq-lite-04", Reach::kAlpn, "moq-lite-04", kQmuxAll, true},
     {Version::kLite05, "moq-lite-05", Reach::kAlpn, "moq-lite-05", kQmuxAll, true},
-    {Version::kTransport14, "moq-transport-14", Reach::kSetup, "moql", kQmuxAll, false},
-    {Version::kTransport15, "moq-transport-15", Reach::kAlpn, "moqt-15", kQmuxAll, false},
-    {Version::kTransport16, "moq-transport-16", Reach::kAlpn, "moqt-16", kQmuxAll, false},
+    {Version::kTransport14, "moq-transport-14", Reach::kSetup, "moql", kQmuxAll, true},
+    {Version::kTransport15, "moq-transport-15", Reach::kAlpn, "moqt-15", kQmuxAll, true},
+    {Version::kTransport16, "moq-transport-16", Reach::kAlpn, "moqt-16", kQmuxAll, true},
     {Version::kTransport17, "moq-transport-17", Reach::kAlpn, "moqt-17", kQmuxAll, false},
     // NET-0.3.md §1.1: @moq/net 0.3.4 offers moqt-18 and moqt-20 over WebSocket only as
     // qmux-01.<alpn>, and moqt-19 not at all (WebTransport and QUIC only).
@@ -54,15 +54,19 @@ const ProtocolInfo* protocol_for_alpn(std::string_view alpn) {
 std::vector<std::string> served_alpns(const VersionSet& enabled) {
   std::vector<std::string> out;
   bool setup = false;
-  for (size_t i = std::size(kVersions); i-- > 0;) {
-    const auto& e = kVersions[i];
-    if (!e.served || !enabled.contains(e.version)) {
-      continue;
-    }
-    if (e.reach == Reach::kAlpn) {
-      out.emplace_back(e.alpn);
-    } else {
-      setup = true;
+  // moq-lite's own ALPNs first (newest first), then the IETF drafts' (newest first), then "moql":
+  // a client that offers both families gets moq-lite, as before IETF sessions existed.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = std::size(kVersions); i-- > 0;) {
+      const auto& e = kVersions[i];
+      if (!e.served || !enabled.contains(e.version) || is_lite(e.version) != (pass == 0)) {
+        continue;
+      }
+      if (e.reach == Reach::kAlpn) {
+        out.emplace_back(e.alpn);
+      } else {
+        setup = true;
+      }
     }
   }
   if (setup) {

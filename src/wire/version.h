@@ -39,7 +39,7 @@ struct ProtocolInfo {
   const char* alpn;  // ALPN and WebTransport protocol; "moql" for kSetup
   // The WebSocket QMux drafts a client may name it with as "qmux-NN.<alpn>": bit NN.
   uint8_t qmux_drafts;
-  bool served;  // moqd implements it (the IETF drafts are known by name only)
+  bool served;  // moqd implements it (IETF: drafts 14..16 as a relay serves them; 17 by name only)
 };
 
 // The ALPN / WebTransport protocol under which SETUP on the first bidi stream picks the version.
@@ -72,7 +72,8 @@ inline bool is_lite05(Version v) { return v == Version::kLite05; }
 class VersionSet;
 
 // The ALPNs (and WebTransport protocols) moqd serves within `enabled`, most preferred first: the
-// newest kAlpn protocol first, then "moql" when a served kSetup version is enabled.
+// moq-lite kAlpn protocols (newest first), then the IETF ones (newest first), then "moql" when a
+// served kSetup version is enabled.
 std::vector<std::string> served_alpns(const VersionSet& enabled);
 // The WebSocket subprotocols of served_alpns(), most preferred first: for each ALPN, newest QMux
 // draft first, "qmux-NN.<alpn>"; for "moql" also the bare forms "qmux-NN" and then

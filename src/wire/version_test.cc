@@ -68,12 +68,15 @@ TEST(ProtocolTableTest, AlpnLookupFindsOnlyProtocolsWithTheirOwnAlpn) {
   EXPECT_EQ(protocol_for_alpn(""), nullptr);
   EXPECT_EQ(protocol_for_alpn("moq-lite-4"), nullptr);
   ASSERT_NE(protocol_for_alpn("moqt-16"), nullptr);
-  EXPECT_FALSE(protocol_for_alpn("moqt-16")->served);
+  EXPECT_TRUE(protocol_for_alpn("moqt-16")->served);
+  ASSERT_NE(protocol_for_alpn("moqt-17"), nullptr);
+  EXPECT_FALSE(protocol_for_alpn("moqt-17")->served);
 }
 
-TEST(ProtocolTableTest, ServedAlpnsNewestFirstThenMoql) {
+TEST(ProtocolTableTest, ServedAlpnsLiteNewestFirstThenIetfThenMoql) {
   EXPECT_THAT(served_alpns(VersionSet::all()),
-              ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moql"));
+              ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moqt-16", "moqt-15",
+                          "moql"));
 }
 
 TEST(ProtocolTableTest, RestrictionRemovesAlpns) {
@@ -81,8 +84,10 @@ TEST(ProtocolTableTest, RestrictionRemovesAlpns) {
   EXPECT_THAT(served_alpns(only({Version::kLite01})), ElementsAre("moql"));
   EXPECT_THAT(served_alpns(only({Version::kLite04, Version::kLite02})),
               ElementsAre("moq-lite-04", "moql"));
-  // IETF drafts are known, not served: enabling only them leaves nothing.
-  EXPECT_THAT(served_alpns(only({Version::kTransport14, Version::kTransport16})), ElementsAre());
+  // Draft 14 is reached by SETUP ("moql"), 15 and 16 by their own ALPN; 17 is known, not served.
+  EXPECT_THAT(served_alpns(only({Version::kTransport14, Version::kTransport16})),
+              ElementsAre("moqt-16", "moql"));
+  EXPECT_THAT(served_alpns(only({Version::kTransport17})), ElementsAre());
 }
 
 TEST(ProtocolTableTest, WebSocketFormsByProtocolThenNewestDraftThenBareForms) {

@@ -1,0 +1,1645 @@
+// IETF MoQ Transport session, drafts 14 to 16 (server role). See ietf_session.h.
+#include "session/ietf_session.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "base/log.h"
+#include "model/path.h"
+#include "wire/ietf_namespace.h"
+
+namespace moqd::session {
+
+namespace wi = wire::ietf;
+
+namespace {
+
+// Shared with the moq-lite Session's numbering only in spirit: ids are per process, for logs.
+std::atomic<uint64_t> g_next_ietf_session_id{1ull << 32};
+
+// Request ids granted at once (MAX_REQUEST_ID), and the headroom below which more are granted.
+constexpr uint64_t kRequestIdWindow = 1024;
+
+// REQUEST_ERROR / SUBSCRIBE_ERROR codes (draft-14 §9.8, draft-16 §9.8 table).
+constexpr uint64_t kErrInternal = 0x0;
+constexpr uint64_t kErrUnauthorized = 0x1;
+constexpr uint64_t kErrNotSupported = 0x3;
+constexpr uint64_t kErrDoesNotExist = 0x4;
+constexpr uint64_t kErrDuplicate = 0x5;  // PUBLISH_NAMESPACE of a namespace already announced
+
+// PUBLISH_DONE status codes (draft-14 §9.12).
+constexpr uint64_t kDoneInternal = 0x0;
+constexpr uint64_t kDoneTrackEnded = 0x2;
+constexpr uint64_t kDoneSubscriptionEnded = 0x3;
+
+// Stream reset codes on SUBGROUP streams we send or refuse (draft-14 §10.4.3 has none fixed for
+// these; moqd's own ErrorCode values, as the moq-lite Session uses).
+uint64_t reset_code(ErrorCode c) { return static_cast<uint64_t>(c); }
+
+}  // namespace
+
+namespace ietf_detail {
+
+// Base of the per-stream state machines. Owned by the IetfSession.
+class Handler : public transport::StreamVisitor {
+ public:
+  explicit Handler(IetfSession& s) : session_(s) {}
+  ~Handler() override { release_stream(); }
+  void on_readable() override {}
+  void on_writable() override {}
+  void on_reset(uint64_t) override { done(); }
+  void on_stop_sending(uint64_t) override { done(); }
+  // The transport is gone: drop every stream pointer.
+  virtual void on_session_closed() { stream_ = nullptr; }
+  virtual void on_ready() {}
+
+ protected:
+  void attach(transport::Stream& s) {
+    stream_ = &s;
+    s.set_visitor(this);
+  }
+  void release_stream() {
+    if (stream_ != nullptr) {
+      stream_->set_visitor(nullptr);
+      stream_->release();
+      stream_ = nullptr;
+    }
+  }
+  virtual void done() {
+    release_stream();
+    session_.retire(this);
+  }
+
+  IetfSession& session_;
+  transport::Stream* stream_ = nullptr;
+  friend class moqd::session::IetfSession;
+};
+
+// Skips one control message of `type` (a u16-length body) that the codec does not model:
+// d14/15 UNSUBSCRIBE_NAMESPACE (0x14), which the relay answers by dropping nothing (it sends no
+// namespace updates on a request it no longer tracks). Returns the bytes taken, 0 for need-more.
+constexpr uint64_t kUnsubscribeNamespace = 0x14;
+
+size_t skip_message(std::span<const uint8_t> in, wi::VarintForm f) {
+  auto t = wi::read_varint(f, in);
+  if (!t || !t->has_value()) {
+    return 0;
+  }
+  size_t at = (*t)->consumed;
+  if (in.size() < at + 2) {
+    return 0;
+  }
+  size_t len = (static_cast<size_t>(in[at]) << 8) | in[at + 1];
+  if (in.size() < at + 2 + len) {
+    return 0;
+  }
+  return at + 2 + len;
+}
+
+// The control stream (d14..16): CLIENT_SETUP, then every control message.
+class ControlReader final : public Handler {
+ public:
+  ControlReader(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
+  transport::Stream* stream() const { return stream_; }
+
+  void on_readable() override {
+    while (stream_ != nullptr && !session_.is_closed()) {
+      auto data = stream_->peek();
+      if (data.empty()) {
+        break;
+      }
+      if (session_.is_ready() && session_.row().number <= 15) {
+        // d14/15 UNSUBSCRIBE_NAMESPACE (0x14) is not in the codec: read here, its request id is
+        // all it says.
+        auto t = wi::read_varint(session_.row().varint_form, data);
+        if (t && t->has_value() && (*t)->value == kUnsubscribeNamespace) {
+          size_t n = skip_message(data, session_.row().varint_form);
+          if (n == 0) {
+            if (stream_->has_peer_fin()) {
+              session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
+            }
+            break;
+          }
+          auto body = data.subspan((*t)->consumed + 2, n - (*t)->consumed - 2);
+          auto id = wi::read_varint(session_.row().varint_form, body);
+          stream_->consume(n);
+          // @moq/net names the request id; the d14 text names the namespace prefix, which moqd
+          // does not map back (its updates then continue until the session ends).
+          if (id && id->has_value() && (*id)->consumed == body.size()) {
+            session_.stop_namespace((*id)->value);
+          }
+          continue;
+        }
+      }
+      auto r = wi::decode_control(session_.draft(), data, session_.limits());
+      if (!r) {
+        session_.fail(r.error());
+        return;
+      }
+      if (!r->has_value()) {
+        break;
+      }
+      stream_->consume((*r)->consumed);
+      wi::ControlMessage m = std::move((*r)->value);
+      if (!session_.is_ready()) {
+        auto* setup = std::get_if<wi::ClientSetup>(&m);
+        if (setup == nullptr) {
+          session_.fail(wi::TerminationCode::kProtocolViolation, "first message is not CLIENT_SETUP");
+          return;
+        }
+        session_.on_control_setup(*setup);
+        continue;
+      }
+      session_.on_control_message(std::move(m));
+    }
+    if (stream_ != nullptr && !session_.is_closed() && stream_->has_peer_fin()) {
+      session_.fail(wi::TerminationCode::kProtocolViolation, "control stream closed");
+    }
+  }
+  void on_reset(uint64_t) override {
+    session_.fail(wi::TerminationCode::kProtocolViolation, "control stream reset");
+  }
+  void on_stop_sending(uint64_t) override {
+    session_.fail(wi::TerminationCode::kProtocolViolation, "control stream stopped");
+  }
+  void write(std::vector<uint8_t> bytes) {
+    if (stream_ != nullptr) {
+      stream_->write(Bytes::from(bytes));
+    }
+  }
+};
+
+// A peer stream whose role is not known yet: a bidi stream before the control stream is the
+// control stream; later bidi streams (d16) carry SUBSCRIBE_NAMESPACE; uni streams carry SUBGROUPs.
+class PendingStream final : public Handler {
+ public:
+  PendingStream(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
+  void on_readable() override;
+  void on_ready() override { on_readable(); }
+};
+
+// One downstream SUBSCRIBE: the peer reads a track of the origin. Each group goes out on its own
+// SUBGROUP uni stream (type 0x18: publisher priority, subgroup 0, the group's end with FIN).
+class DownstreamSubscription final : public Handler, public model::TrackListener {
+ public:
+  DownstreamSubscription(IetfSession& s, uint64_t request_id, model::Track& track,
+                         uint8_t priority, bool next_group)
+      : Handler(s), request_id_(request_id), track_(&track), priority_(priority) {
+    next_arrival_ = next_group ? track.next_arrival() : track.late_join_arrival();
+  }
+  ~DownstreamSubscription() override {
+    stop_listening();
+    for (auto& w : writers_) {
+      reset_writer(*w, ErrorCode::kCancel);
+    }
+  }
+  uint64_t request_id() const { return request_id_; }
+  uint64_t alias() const { return request_id_; }
+
+  void begin() {
+    track_->add_listener(this);
+    pump();
+  }
+
+  // The peer unsubscribed.
+  void unsubscribe() {
+    stop_listening();
+    for (auto& w : writers_) {
+      reset_writer(*w, ErrorCode::kCancel);
+    }
+    writers_.clear();
+    wi::PublishDone d{request_id_, kDoneSubscriptionEnded, streams_opened_, "unsubscribed"};
+    session_.send_control(d);
+    done();
+  }
+
+  // model::TrackListener
+  void on_track_data(model::Track&) override { pump(); }
+  void on_track_ended(model::Track&, Error reason) override {
+    track_ = nullptr;
+    end_reason_ = reason;
+    ended_ = true;
+    pump();
+  }
+
+  void on_session_closed() override {
+    stop_listening();
+    for (auto& w : writers_) {
+      w->stream = nullptr;
+    }
+    writers_.clear();
+    Handler::on_session_closed();
+  }
+
+  void pump();
+
+ private:
+  void done() override {
+    done_sent_ = true;
+    session_.forget_downstream(this);
+    Handler::done();
+  }
+  struct Writer final : transport::StreamVisitor {
+    Writer(DownstreamSubscription& o, model::GroupRef g) : owner(o), cursor(std::move(g)) {}
+    void on_readable() override {}
+    void on_writable() override { owner.pump(); }
+    void on_reset(uint64_t) override {}
+    void on_stop_sending(uint64_t) override {
+      stopped = true;
+      owner.pump();
+    }
+    DownstreamSubscription& owner;
+    model::GroupCursor cursor;
+    transport::Stream* stream = nullptr;
+    bool stopped = false;
+    bool finished = false;
+    std::optional<uint64_t> previous_object;
+    model::GroupCursor::Step step;
+  };
+
+  void stop_listening() {
+    if (track_ != nullptr) {
+      model::Track* t = track_;
+      track_ = nullptr;
+      t->remove_listener(this);
+    }
+  }
+  void reset_writer(Writer& w, ErrorCode code) {
+    if (w.stream != nullptr) {
+      w.stream->set_visitor(nullptr);
+      w.stream->reset(reset_code(code));
+      w.stream->release();
+      w.stream = nullptr;
+    }
+  }
+  // Writes what `w` may now; true when the group is complete (FIN or reset sent).
+  bool write_group(Writer& w);
+
+  uint64_t request_id_;
+  model::Track* track_;
+  uint8_t priority_;
+  uint64_t next_arrival_ = 0;
+  uint64_t streams_opened_ = 0;
+  bool ended_ = false;
+  bool done_sent_ = false;
+  Error end_reason_{};
+  std::deque<std::unique_ptr<Writer>> writers_;
+};
+
+// One upstream subscription: the relay reads a track of a broadcast the peer published.
+class UpstreamSubscription final : public model::TrackSource {
+ public:
+  UpstreamSubscription(IetfSession& s, std::string path, std::string name)
+      : session_(s), path_(std::move(path)), name_(std::move(name)) {}
+  ~UpstreamSubscription() override {
+    session_.timers().cancel(done_timer_);
+    session_.timers().cancel(grace_timer_);
+  }
+
+  model::Track* track() const { return track_; }
+  std::optional<uint64_t> request_id() const { return request_id_; }
+
+  void start_track(model::Track& track) override {
+    track_ = &track;
+    request_id_.reset();
+    alias_.reset();
+    done_count_.reset();
+    open_readers_ = 0;
+    streams_seen_ = 0;
+    grace_over_ = false;
+    session_.request_upstream(this);
+  }
+  void stop_track(model::Track&) override {
+    track_ = nullptr;
+    session_.timers().cancel(done_timer_);
+    session_.timers().cancel(grace_timer_);
+    done_timer_ = 0;
+    grace_timer_ = 0;
+    if (request_id_ && !session_.is_closed()) {
+      session_.send_control(wi::Unsubscribe{*request_id_});
+    }
+    session_.forget_upstream(this);
+    request_id_.reset();
+    alias_.reset();
+  }
+
+  // Sends SUBSCRIBE once a request id is available; false while blocked.
+  bool send_subscribe() {
+    if (track_ == nullptr || request_id_) {
+      return true;
+    }
+    auto id = session_.take_request_id();
+    if (!id) {
+      return false;
+    }
+    request_id_ = id;
+    auto peer = session_.to_peer(path_);
+    auto ns = wi::to_namespace(peer ? *peer : path_);
+    wi::Subscribe m;
+    m.request_id = *id;
+    m.ns = std::move(ns);
+    m.track = name_;
+    m.subscriber_priority = track_->priority().value_or(session_.config().upstream_priority);
+    m.group_order = 0;
+    m.forward = true;
+    m.filter = wi::Filter{wi::FilterType::kLargestObject, {}, 0};
+    session_.send_control(m);
+    return true;
+  }
+
+  void on_ok(uint64_t alias) { alias_ = alias; }
+  void on_error(const wi::RequestError& e) {
+    if (track_ != nullptr) {
+      MOQD_LOG(kInfo, "session %llu upstream subscribe path=%s track=%s refused code=%llu reason=%s",
+               static_cast<unsigned long long>(session_.id()), path_.c_str(), name_.c_str(),
+               static_cast<unsigned long long>(e.error_code), e.reason.c_str());
+      track_->end(make_error(ErrorCode::kNotFound, "publisher refused the subscription"));
+    }
+  }
+  void on_publish_done(const wi::PublishDone& d) {
+    // PUBLISH_DONE's Stream Count says how many SUBGROUP streams the publisher opened; @moq/net
+    // writes 0 ("not counted"). The track ends once that many arrived and none is still being
+    // read, or, for 0, once a short grace for streams still in flight is over and none is read;
+    // at the latest after 2 s (a stream reset before its header arrived never shows up).
+    done_count_ = d.stream_count;
+    if (d.stream_count == 0 && grace_timer_ == 0) {
+      grace_timer_ = session_.timers().schedule(std::chrono::milliseconds(200), [this] {
+        grace_timer_ = 0;
+        grace_over_ = true;
+        maybe_end();
+      });
+    }
+    maybe_end();
+    if (track_ != nullptr && done_timer_ == 0) {
+      done_timer_ = session_.timers().schedule(std::chrono::seconds(2), [this] {
+        done_timer_ = 0;
+        if (track_ != nullptr) {
+          track_->end(make_error(ErrorCode::kCancel, "publisher ended the track"));
+        }
+      });
+    }
+  }
+  void on_reader_started() {
+    ++open_readers_;
+    ++streams_seen_;
+  }
+  void on_reader_done() {
+    if (open_readers_ > 0) {
+      --open_readers_;
+    }
+    maybe_end();
+  }
+  std::optional<uint64_t> alias() const { return alias_; }
+  void on_session_closed() {
+    if (track_ != nullptr) {
+      model::Track* t = track_;
+      t->end(make_error(ErrorCode::kClosed, "publisher session closed"));
+    }
+  }
+
+ private:
+  void maybe_end() {
+    if (track_ != nullptr && done_count_ && open_readers_ == 0 &&
+        (*done_count_ == 0 ? grace_over_ : streams_seen_ >= *done_count_)) {
+      track_->end(make_error(ErrorCode::kCancel, "publisher ended the track"));
+    }
+  }
+
+  IetfSession& session_;
+  std::string path_;
+  std::string name_;
+  model::Track* track_ = nullptr;
+  std::optional<uint64_t> request_id_;
+  std::optional<uint64_t> alias_;
+  std::optional<uint64_t> done_count_;
+  uint64_t open_readers_ = 0;
+  uint64_t streams_seen_ = 0;
+  bool grace_over_ = false;
+  TimerId done_timer_ = 0;
+  TimerId grace_timer_ = 0;
+};
+
+// One SUBGROUP uni stream from the peer, feeding one group of an upstream track.
+class SubgroupReader final : public Handler {
+ public:
+  SubgroupReader(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
+  ~SubgroupReader() override { abandon_group(); }
+
+  void on_readable() override;
+  void on_reset(uint64_t) override {
+    abandon_group();
+    done();
+  }
+  void on_session_closed() override {
+    group_ = model::GroupRef();
+    Handler::on_session_closed();
+  }
+  // A SUBSCRIBE_OK arrived: the alias may be known now.
+  void retry() { on_readable(); }
+
+ private:
+  model::Track* track() const {
+    auto* u = alias_ ? session_.upstream_by_alias(*alias_) : nullptr;
+    return u != nullptr ? u->track() : nullptr;
+  }
+  void abandon_group() {
+    if (group_) {
+      if (model::Track* t = track(); t != nullptr && !group_->is_done()) {
+        t->abort_group(*group_);
+      }
+      group_ = model::GroupRef();
+    }
+    count_done();
+  }
+  void count_done() {
+    if (counted_) {
+      counted_ = false;
+      if (auto* u = alias_ ? session_.upstream_by_alias(*alias_) : nullptr) {
+        u->on_reader_done();
+      }
+    }
+  }
+  // The timestamp of an extension block that holds only a Timestamp property; nullopt otherwise.
+  std::optional<uint64_t> object_timestamp(const std::string& ext) const;
+  // Refuses the stream: what it carries cannot be expressed in moqd's model.
+  void refuse(ErrorCode code, const char* why) {
+    MOQD_LOG(kInfo, "session %llu subgroup stream refused code=%u: %s",
+             static_cast<unsigned long long>(session_.id()), static_cast<unsigned>(code), why);
+    abandon_group();
+    if (stream_ != nullptr) {
+      stream_->stop_sending(reset_code(code));
+    }
+    done();
+  }
+  void done() override {
+    count_done();
+    session_.on_subgroup_reader_done(this);
+    Handler::done();
+  }
+
+  std::optional<wi::SubgroupHeader> header_;
+  std::optional<uint64_t> alias_;
+  model::GroupRef group_;
+  bool counted_ = false;
+  std::optional<uint64_t> previous_object_;
+  uint64_t payload_left_ = 0;
+  bool in_payload_ = false;
+};
+
+// SUBSCRIBE_NAMESPACE answered from the origin: the peer hears of broadcasts under its prefix.
+// d14: as PUBLISH_NAMESPACE / PUBLISH_NAMESPACE_DONE on the control stream; d15: NAMESPACE /
+// NAMESPACE_DONE on the control stream; d16: the same on the request's own bidi stream.
+class NamespaceAnnouncer final : public Handler, public model::AnnounceListener {
+ public:
+  NamespaceAnnouncer(IetfSession& s, transport::Stream* own, std::string full_prefix,
+                     size_t prefix_fields)
+      : Handler(s), full_prefix_(std::move(full_prefix)), prefix_fields_(prefix_fields) {
+    if (own != nullptr) {
+      attach(*own);
+      own_stream_ = true;
+    }
+  }
+  ~NamespaceAnnouncer() override { stop(); }
+  void begin() {
+    listening_ = true;
+    session_.origin().add_listener(full_prefix_, this);
+  }
+  void stop() {
+    if (listening_) {
+      listening_ = false;
+      session_.origin().remove_listener(this);
+    }
+  }
+  void on_session_closed() override {
+    stop();
+    Handler::on_session_closed();
+  }
+  void on_readable() override {
+    if (stream_ == nullptr) {
+      return;
+    }
+    // Nothing more is expected on a d16 SUBSCRIBE_NAMESPACE stream; its FIN or reset ends it.
+    stream_->consume(stream_->peek().size());
+    if (stream_->is_fin_received()) {
+      stop();
+      stream_->finish();
+      done();
+    }
+  }
+  void on_reset(uint64_t) override {
+    stop();
+    done();
+  }
+  void on_stop_sending(uint64_t) override {
+    stop();
+    done();
+  }
+
+  void on_announce(const std::string& path, bool active, const model::Hops&) override;
+
+ private:
+  std::string full_prefix_;
+  size_t prefix_fields_;
+  bool own_stream_ = false;
+  bool listening_ = false;
+  std::set<std::string> sent_;
+  std::map<std::string, uint64_t> d14_ids_;  // path -> our PUBLISH_NAMESPACE request id
+};
+
+// ---------------------------------------------------------------------------------------------
+
+void PendingStream::on_readable() {
+  if (stream_ == nullptr || session_.is_admission_pending() || session_.is_closed()) {
+    return;
+  }
+  transport::Stream& stream = *stream_;
+  if (stream.peek().empty()) {
+    if (stream.is_fin_received()) {
+      done();
+    }
+    return;
+  }
+  if (!session_.is_ready()) {
+    return;  // held until SETUP completes
+  }
+  stream_ = nullptr;
+  stream.set_visitor(nullptr);
+  session_.retire(this);
+  if (stream.is_uni()) {
+    session_.adopt<SubgroupReader>(stream)->on_readable();
+  } else {
+    session_.on_namespace_stream(stream);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void DownstreamSubscription::pump() {
+  if (session_.is_closed() || done_sent_) {
+    return;
+  }
+  if (track_ != nullptr) {
+    // New groups, oldest first; a subscriber that falls behind past 32 open groups loses the
+    // oldest (reset), as the moq-lite subscriptions skip ahead.
+    track_->for_each_group_from(next_arrival_, [&](const model::GroupRef& g) {
+      writers_.push_back(std::make_unique<Writer>(*this, g));
+      next_arrival_ = g->arrival() + 1;
+    });
+    while (writers_.size() > 32) {
+      reset_writer(*writers_.front(), ErrorCode::kOld);
+      writers_.pop_front();
+    }
+  }
+  for (auto it = writers_.begin(); it != writers_.end();) {
+    Writer& w = **it;
+    if (w.stopped) {
+      reset_writer(w, ErrorCode::kCancel);
+      it = writers_.erase(it);
+      continue;
+    }
+    if (w.stream == nullptr) {
+      transport::Stream* s = session_.transport().open_uni();
+      if (s == nullptr) {
+        session_.wait_for_streams(this);
+        break;
+      }
+      w.stream = s;
+      s->set_visitor(&w);
+      s->set_send_order(w.cursor.group()->sequence());
+      ++streams_opened_;
+      wi::SubgroupHeader h;
+      h.type = wi::subgroup_type(false, false, true, true);
+      h.track_alias = alias();
+      h.group = w.cursor.group()->sequence();
+      h.subgroup = 0;
+      h.publisher_priority = priority_;
+      std::vector<uint8_t> out;
+      wi::encode(session_.draft(), h, out);
+      s->write(Bytes::from(out));
+    }
+    if (write_group(w)) {
+      it = writers_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  if (ended_ && writers_.empty() && !done_sent_) {
+    done_sent_ = true;
+    const bool clean = end_reason_.code == ErrorCode::kCancel || end_reason_.code == ErrorCode::kClosed;
+    wi::PublishDone d{request_id_, clean ? kDoneTrackEnded : kDoneInternal, streams_opened_,
+                      error_code_name(end_reason_.code)};
+    session_.send_control(d);
+    done();
+  }
+}
+
+bool DownstreamSubscription::write_group(Writer& w) {
+  static constexpr size_t kChunk = 16 * 1024;
+  wi::SubgroupHeader h;
+  h.type = wi::subgroup_type(false, false, true, true);
+  while (w.stream != nullptr) {
+    size_t cap = w.stream->write_capacity();
+    if (cap == 0) {
+      return false;
+    }
+    auto kind = w.cursor.next(std::min(cap, kChunk), w.step);
+    switch (kind) {
+      case model::GroupCursor::Kind::kNothing:
+        return false;
+      case model::GroupCursor::Kind::kObjectStart: {
+        const model::Object& o = *w.step.object;
+        wi::ObjectHeader oh;
+        uint64_t expected = w.previous_object ? *w.previous_object + 1 : 0;
+        oh.id_delta = o.id - expected;
+        w.previous_object = o.id;
+        oh.payload_length = o.size;
+        oh.status = 0;
+        std::vector<uint8_t> out;
+        wi::encode_object(session_.draft(), h, oh, out);
+        w.stream->write(Bytes::from(out));
+        if (TrafficCounters* tc = session_.config().traffic) {
+          tc->frames_out.add();
+        }
+        break;
+      }
+      case model::GroupCursor::Kind::kChunk:
+        if (TrafficCounters* tc = session_.config().traffic) {
+          tc->bytes_out.add(w.step.chunk.size());
+        }
+        if (track_ != nullptr) {
+          track_->note_bytes_out(w.step.chunk.size());
+        }
+        w.stream->write(std::move(w.step.chunk));
+        break;
+      case model::GroupCursor::Kind::kEnd:
+        w.stream->set_visitor(nullptr);
+        w.stream->finish();
+        w.stream->release();
+        w.stream = nullptr;
+        return true;
+      case model::GroupCursor::Kind::kAborted:
+        reset_writer(w, ErrorCode::kCancel);
+        return true;
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::optional<uint64_t> SubgroupReader::object_timestamp(const std::string& ext) const {
+  // Key-Value-Pairs to the end of the block: even types a varint, odd types length + bytes;
+  // types delta-coded from draft 16 on.
+  const wi::VarintForm f = session_.row().varint_form;
+  std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(ext.data()), ext.size());
+  std::optional<uint64_t> ts;
+  uint64_t prev = 0;
+  while (!in.empty()) {
+    auto t = wi::read_varint(f, in);
+    if (!t || !t->has_value()) {
+      return std::nullopt;
+    }
+    in = in.subspan((*t)->consumed);
+    uint64_t type = session_.row().delta_types ? prev + (*t)->value : (*t)->value;
+    prev = type;
+    auto v = wi::read_varint(f, in);
+    if (!v || !v->has_value()) {
+      return std::nullopt;
+    }
+    in = in.subspan((*v)->consumed);
+    if ((type & 1) != 0 || (type != 0x10 && type != 0x06)) {
+      return std::nullopt;  // another property: not carried
+    }
+    ts = (*v)->value;
+  }
+  return ts;
+}
+
+void SubgroupReader::on_readable() {
+  if (stream_ == nullptr || session_.is_closed()) {
+    return;
+  }
+  const wire::Version v = session_.draft();
+  if (!header_) {
+    auto data = stream_->peek();
+    auto t = wi::read_varint(session_.row().varint_form, data);
+    if (!t) {
+      session_.fail(t.error());
+      return;
+    }
+    if (!t->has_value()) {
+      return;
+    }
+    if (!wi::is_subgroup_type(v, (*t)->value)) {
+      // FETCH_HEADER (0x05) and anything else: moqd serves no FETCH and sends none.
+      session_.fail(wi::TerminationCode::kProtocolViolation, "unexpected uni stream type");
+      return;
+    }
+    auto h = wi::decode_subgroup_header(v, data, session_.limits());
+    if (!h) {
+      session_.fail(h.error());
+      return;
+    }
+    if (!h->has_value()) {
+      if (stream_->has_peer_fin()) {
+        session_.fail(make_error(ErrorCode::kDecode, "truncated SUBGROUP_HEADER"));
+      }
+      return;
+    }
+    stream_->consume((*h)->consumed);
+    header_ = (*h)->value;
+    alias_ = header_->track_alias;
+  }
+  if (!group_) {
+    UpstreamSubscription* u = session_.upstream_by_alias(*alias_);
+    if (u == nullptr && session_.hold_subgroup(this)) {
+      // Its SUBSCRIBE_OK may still be on its way on the control stream: held unread until then.
+      return;
+    }
+    if (u == nullptr || u->track() == nullptr) {
+      refuse(ErrorCode::kCancel, "no live subscription for this track alias");
+      return;
+    }
+    // moq-lite and moqd's model have one subgroup per group, objects numbered from 0.
+    uint64_t subgroup = header_->has_subgroup_field() ? header_->subgroup : 0;
+    if (subgroup != 0 && !header_->subgroup_is_first_object()) {
+      refuse(ErrorCode::kUnsupported, "subgroup other than 0 (moqd keeps one subgroup per group)");
+      return;
+    }
+    model::Group* g = u->track()->begin_group(header_->group);
+    if (g == nullptr) {
+      refuse(ErrorCode::kDuplicate, "group already cached");
+      return;
+    }
+    group_ = model::GroupRef(g);
+    counted_ = true;
+    u->on_reader_started();
+  }
+  model::Track* t = track();
+  if (t == nullptr) {
+    refuse(ErrorCode::kCancel, "subscription ended");
+    return;
+  }
+  while (stream_ != nullptr) {
+    auto data = stream_->peek();
+    if (!in_payload_) {
+      if (data.empty()) {
+        break;
+      }
+      auto o = wi::decode_object(v, *header_, data, session_.limits());
+      if (!o) {
+        session_.fail(o.error());
+        return;
+      }
+      if (!o->has_value()) {
+        break;
+      }
+      const wi::ObjectHeader& oh = (*o)->value;
+      auto id = wi::object_id(previous_object_, oh.id_delta);
+      if (!id) {
+        session_.fail(wi::TerminationCode::kProtocolViolation, "object id overflow");
+        return;
+      }
+      if (header_->subgroup_is_first_object() && !previous_object_ && *id != 0) {
+        refuse(ErrorCode::kUnsupported, "subgroup other than 0 (moqd keeps one subgroup per group)");
+        return;
+      }
+      if (*id != group_->objects().size()) {
+        refuse(ErrorCode::kUnsupported, "object ids not contiguous from 0 (moq-lite cannot carry gaps)");
+        return;
+      }
+      std::optional<uint64_t> timestamp;
+      if (!oh.extensions.empty()) {
+        // The one extension moqd's model carries: the object's presentation timestamp (LOC
+        // Timestamp property 0x10, or 0x06 of loc-03), which @moq/net writes on every object
+        // and moq-lite-05 carries too. Any other property is refused, not dropped.
+        auto ts = object_timestamp(oh.extensions);
+        if (!ts) {
+          refuse(ErrorCode::kUnsupported, "object extension headers other than a timestamp");
+          return;
+        }
+        timestamp = *ts;
+      }
+      if (oh.payload_length > session_.config().limits.max_frame_size) {
+        refuse(ErrorCode::kWrongSize, "object over --max-frame-size");
+        return;
+      }
+      stream_->consume((*o)->consumed);
+      previous_object_ = *id;
+      if (oh.payload_length == 0 && oh.status != 0) {
+        if (oh.status == static_cast<uint64_t>(model::ObjectStatus::kEndOfGroup) ||
+            oh.status == static_cast<uint64_t>(model::ObjectStatus::kEndOfTrack)) {
+          continue;  // the group's end: its FIN follows
+        }
+        refuse(ErrorCode::kUnsupported, "object status moq-lite cannot carry");
+        return;
+      }
+      if (TrafficCounters* tc = session_.config().traffic) {
+        tc->frames_in.add();
+      }
+      if (timestamp) {
+        t->begin_timed_object(*group_, oh.payload_length, *timestamp);
+      } else {
+        t->begin_object(*group_, oh.payload_length);
+      }
+      payload_left_ = oh.payload_length;
+      in_payload_ = payload_left_ > 0;
+      continue;
+    }
+    if (data.empty()) {
+      break;
+    }
+    size_t n = static_cast<size_t>(std::min<uint64_t>(payload_left_, data.size()));
+    if (TrafficCounters* tc = session_.config().traffic) {
+      tc->bytes_in.add(n);
+    }
+    Bytes chunk = stream_->read(n);
+    payload_left_ -= n;
+    in_payload_ = payload_left_ > 0;
+    t->append_chunk(*group_, std::move(chunk));
+  }
+  if (stream_ != nullptr && stream_->is_fin_received()) {
+    if (in_payload_) {
+      t->abort_group(*group_);
+    } else {
+      t->finish_group(*group_);
+    }
+    group_ = model::GroupRef();
+    done();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const model::Hops&) {
+  if (session_.is_closed()) {
+    return;
+  }
+  if (active && !session_.handler().authorize(Action::kSee, path, session_.config().query)) {
+    return;
+  }
+  // Split horizon: the peer's own broadcasts are not announced back to it.
+  if (active && session_.origin().active_source(path) == &session_) {
+    return;
+  }
+  if (active == (sent_.count(path) != 0)) {
+    return;
+  }
+  auto peer = session_.to_peer(path);
+  if (!peer) {
+    return;
+  }
+  wi::TrackNamespace ns = wi::to_namespace(*peer);
+  if (ns.size() < prefix_fields_) {
+    return;
+  }
+  if (active) {
+    sent_.insert(path);
+  } else {
+    sent_.erase(path);
+  }
+  if (session_.row().namespace_messages) {
+    wi::Namespace n;
+    n.done = !active;
+    n.suffix.assign(ns.begin() + static_cast<std::ptrdiff_t>(prefix_fields_), ns.end());
+    if (own_stream_) {
+      if (stream_ != nullptr) {
+        std::vector<uint8_t> out;
+        wi::encode(session_.draft(), n, out);
+        stream_->write(Bytes::from(out));
+      }
+    } else {
+      session_.send_control(n);
+    }
+    return;
+  }
+  // d14: the relay publishes the namespace to the peer.
+  if (active) {
+    auto id = session_.take_request_id();
+    if (!id) {
+      MOQD_LOG(kInfo, "session %llu namespace %s not announced: peer's MAX_REQUEST_ID reached",
+               static_cast<unsigned long long>(session_.id()), path.c_str());
+      sent_.erase(path);
+      return;
+    }
+    d14_ids_[path] = *id;
+    session_.send_control(wi::PublishNamespace{*id, 0, ns, {}});
+  } else {
+    d14_ids_.erase(path);
+    wi::PublishNamespaceDone d;
+    d.ns = ns;
+    session_.send_control(d);
+  }
+}
+
+}  // namespace ietf_detail
+
+using namespace ietf_detail;
+
+// ---------------------------------------------------------------------------------------------
+
+IetfSession::IetfSession(transport::Session& transport, SessionConfig config,
+                         model::Origin& origin, SessionHandler& handler, const Clock& /*clock*/,
+                         Timers& timers, wire::Version version)
+    : transport_(transport),
+      config_(std::move(config)),
+      origin_(origin),
+      handler_(handler),
+      timers_(timers),
+      id_(g_next_ietf_session_id.fetch_add(1, std::memory_order_relaxed)),
+      version_(version),
+      row_(wi::draft(version)),
+      publisher_budget_(config_.limits.max_publisher_cache) {
+  config_.root = model::normalize_path(config_.root);
+  transport_.set_visitor(this);
+}
+
+IetfSession::~IetfSession() {
+  timers_.cancel(setup_timer_);
+  timers_.cancel(retire_timer_);
+  if (!closed_) {
+    transport_.set_visitor(nullptr);
+    detach();
+  }
+  withdraw_peer_announcements();
+  handlers_.clear();
+  retired_.clear();
+  upstream_tracks_.clear();
+}
+
+void IetfSession::detach() {
+  closed_ = true;
+  for (auto& h : handlers_) {
+    h->on_session_closed();
+  }
+  for (auto& h : retired_) {
+    h->on_session_closed();
+  }
+  control_ = nullptr;
+  for (auto& [key, u] : upstream_tracks_) {
+    u->on_session_closed();
+  }
+}
+
+void IetfSession::withdraw_peer_announcements() {
+  auto paths = std::move(announced_by_path_);
+  announced_by_path_.clear();
+  announced_by_id_.clear();
+  for (const auto& [path, id] : paths) {
+    if (config_.traffic != nullptr) {
+      config_.traffic->announces_closed.add();
+    }
+    handler_.on_peer_announce(path, false, {}, *this);
+  }
+}
+
+std::string IetfSession::to_full(const std::string& peer_path) const {
+  return model::join_path(config_.root, model::normalize_path(peer_path));
+}
+
+std::optional<std::string> IetfSession::to_peer(const std::string& full) const {
+  auto rest = model::strip_prefix(config_.root, full);
+  if (!rest) {
+    return std::nullopt;
+  }
+  return std::string(*rest);
+}
+
+void IetfSession::start() {
+  if (handler_.is_admission_pending()) {
+    admission_pending_ = true;
+    return;
+  }
+  continue_start();
+}
+
+void IetfSession::admit() {
+  if (!admission_pending_ || closed_) {
+    return;
+  }
+  admission_pending_ = false;
+  continue_start();
+  // Streams that arrived meanwhile hold their bytes: read them now.
+  std::vector<Handler*> waiting;
+  for (auto& h : handlers_) {
+    waiting.push_back(h.get());
+  }
+  for (Handler* h : waiting) {
+    if (!closed_) {
+      h->on_readable();
+    }
+  }
+}
+
+void IetfSession::continue_start() {
+  started_ = true;
+  if (row_ == nullptr || row_->request_streams) {
+    close(make_error(ErrorCode::kVersion, "IETF draft not served"));
+    return;
+  }
+  if (config_.role != Role::kServer) {
+    close(make_error(ErrorCode::kUnsupported, "IETF client sessions are not implemented"));
+    return;
+  }
+  if (!handler_.authorize(Action::kConnect, config_.root, config_.query)) {
+    close(make_error(ErrorCode::kUnauthorized, "connect not authorized"));
+    return;
+  }
+  setup_timer_ = timers_.schedule(config_.limits.setup_timeout, [this] {
+    setup_timer_ = 0;
+    if (!ready_) {
+      fail(make_error(ErrorCode::kTimeout, "setup not completed"));
+    }
+  });
+}
+
+void IetfSession::on_control_setup(const wi::ClientSetup& setup) {
+  if (row_->setup_versions) {
+    const uint64_t want = static_cast<uint64_t>(version_);
+    if (std::find(setup.versions.begin(), setup.versions.end(), want) == setup.versions.end()) {
+      fail(wi::TerminationCode::kVersionNegotiationFailed, "CLIENT_SETUP does not offer the draft");
+      return;
+    }
+  }
+  if (const wi::Parameter* p = wi::find(setup.params, wi::kSetupMaxRequestId)) {
+    our_max_request_id_ = p->value;
+  }
+  peer_max_request_id_ = kRequestIdWindow;
+  wi::ServerSetup reply;
+  reply.version = static_cast<uint64_t>(version_);
+  reply.params.push_back(wi::Parameter{wi::kSetupMaxRequestId, peer_max_request_id_, {}});
+  std::vector<uint8_t> out;
+  if (!wi::encode(version_, reply, out)) {
+    fail(make_error(ErrorCode::kEncode, "SERVER_SETUP"));
+    return;
+  }
+  control_->write(Bytes::from(out));
+  on_setup_done();
+}
+
+void IetfSession::on_setup_done() {
+  ready_ = true;
+  timers_.cancel(setup_timer_);
+  setup_timer_ = 0;
+  MOQD_LOG(kInfo, "session %llu start peer=%s transport=%s version=%s path=/%s",
+           static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
+           std::string(transport_.kind()).c_str(), wire::version_name(version_),
+           config_.root.c_str());
+  handler_.on_session_ready(version_);
+  // Streams that overtook SETUP were held unread: read them now. (A handler may retire itself,
+  // which keeps it alive until the loop's next turn, or adopt new ones: iterate a snapshot.)
+  std::vector<Handler*> held;
+  for (auto& h : handlers_) {
+    held.push_back(h.get());
+  }
+  for (Handler* h : held) {
+    if (!closed_) {
+      h->on_ready();
+    }
+  }
+}
+
+void IetfSession::close(Error reason) {
+  if (closed_ || closing_) {
+    return;
+  }
+  closing_ = true;
+  MOQD_LOG(kInfo, "session %llu closing peer=%s version=%s code=%u (%s) detail=%s",
+           static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
+           wire::version_name(version_), static_cast<unsigned>(reason.code),
+           error_code_name(reason.code), reason.detail);
+  const uint64_t code = static_cast<uint64_t>(wi::termination_code(reason.code));
+  transport_.close(code, reason.detail);
+}
+
+void IetfSession::fail(Error e) { close(e); }
+
+void IetfSession::fail(wi::TerminationCode code, const char* detail) {
+  if (closed_ || closing_) {
+    return;
+  }
+  closing_ = true;
+  MOQD_LOG(kInfo, "session %llu closing peer=%s version=%s ietf_code=0x%llx detail=%s",
+           static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
+           wire::version_name(version_), static_cast<unsigned long long>(code), detail);
+  transport_.close(static_cast<uint64_t>(code), detail);
+}
+
+bool IetfSession::send_goaway(const std::string& uri) {
+  if (closed_ || !ready_ || control_ == nullptr) {
+    return false;
+  }
+  send_control(wi::Goaway{uri, 0});
+  MOQD_LOG(kInfo, "session %llu goaway sent uri=%s", static_cast<unsigned long long>(id_),
+           uri.empty() ? "(same)" : uri.c_str());
+  return true;
+}
+
+void IetfSession::send_control(const wi::ControlMessage& m) {
+  if (closed_ || control_ == nullptr) {
+    return;
+  }
+  std::vector<uint8_t> out;
+  if (!wi::encode(version_, m, out)) {
+    MOQD_LOG(kWarn, "session %llu control message not encodable in %s (dropped)",
+             static_cast<unsigned long long>(id_), wire::version_name(version_));
+    return;
+  }
+  control_->write(Bytes::from(out));
+}
+
+void IetfSession::retire(Handler* h) {
+  for (auto it = handlers_.begin(); it != handlers_.end(); ++it) {
+    if (it->get() == h) {
+      retired_.push_back(std::move(*it));
+      handlers_.erase(it);
+      break;
+    }
+  }
+  if (retire_timer_ == 0) {
+    retire_timer_ = timers_.schedule(Duration::zero(), [this] {
+      retire_timer_ = 0;
+      flush_retired();
+    });
+  }
+}
+
+void IetfSession::flush_retired() {
+  auto r = std::move(retired_);
+  retired_.clear();
+  r.clear();
+}
+
+void IetfSession::on_incoming_stream(transport::Stream& stream) {
+  if (closed_) {
+    return;
+  }
+  if (control_ == nullptr && !stream.is_uni()) {
+    control_ = &stream;
+    control_reader_ = adopt<ControlReader>(stream);
+    if (!admission_pending_ && started_) {
+      control_reader_->on_readable();
+    }
+    return;
+  }
+  adopt<PendingStream>(stream)->on_readable();
+}
+
+void IetfSession::on_namespace_stream(transport::Stream& stream) {
+  if (!row_->subscribe_options) {
+    // d14/15 carry every request on the control stream: a second bidi stream is not theirs.
+    stream.stop_sending(reset_code(ErrorCode::kUnexpectedStream));
+    stream.reset(reset_code(ErrorCode::kUnexpectedStream));
+    stream.release();
+    return;
+  }
+  auto data = stream.peek();
+  auto r = wi::decode_control(version_, data, limits_);
+  if (!r) {
+    stream.release();
+    fail(r.error());
+    return;
+  }
+  if (!r->has_value()) {
+    if (stream.has_peer_fin()) {
+      stream.release();
+      fail(make_error(ErrorCode::kDecode, "truncated message"));
+      return;
+    }
+    // Not complete yet: read again when more arrives.
+    adopt<PendingStream>(stream);
+    return;
+  }
+  auto* sn = std::get_if<wi::SubscribeNamespace>(&(*r)->value);
+  if (sn == nullptr) {
+    stream.release();
+    fail(wi::TerminationCode::kProtocolViolation, "bidi stream other than SUBSCRIBE_NAMESPACE");
+    return;
+  }
+  stream.consume((*r)->consumed);
+  wi::SubscribeNamespace m = std::move(*sn);
+  handle_subscribe_namespace(m, &stream);
+}
+
+void IetfSession::on_streams_available() {
+  auto waiting = std::move(waiting_for_streams_);
+  waiting_for_streams_.clear();
+  for (DownstreamSubscription* s : waiting) {
+    if (!closed_) {
+      s->pump();
+    }
+  }
+}
+
+void IetfSession::wait_for_streams(DownstreamSubscription* s) {
+  if (std::find(waiting_for_streams_.begin(), waiting_for_streams_.end(), s) ==
+      waiting_for_streams_.end()) {
+    waiting_for_streams_.push_back(s);
+  }
+}
+
+void IetfSession::on_closed(uint64_t code, std::string_view reason) {
+  if (closed_) {
+    return;
+  }
+  MOQD_LOG(kInfo, "session %llu end peer=%s version=%s code=%llu reason=%.*s",
+           static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
+           wire::version_name(version_), static_cast<unsigned long long>(code),
+           static_cast<int>(reason.size()), reason.data());
+  detach();
+  withdraw_peer_announcements();
+  handler_.on_session_closed(make_error(code == 0 ? ErrorCode::kCancel : ErrorCode::kTransport,
+                                        "session closed"));
+}
+
+model::TrackSource& IetfSession::track_source(const std::string& path, const std::string& name) {
+  auto key = std::make_pair(path, name);
+  auto it = upstream_tracks_.find(key);
+  if (it == upstream_tracks_.end()) {
+    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(*this, path, name)).first;
+  }
+  return *it->second;
+}
+
+bool IetfSession::accept_peer_request_id(uint64_t id) {
+  // Client-initiated requests use even ids, each the next in sequence, below the granted maximum
+  // (draft-14 §9.1).
+  if (id != peer_next_request_id_) {
+    fail(wi::TerminationCode::kInvalidRequestId, "request id out of sequence");
+    return false;
+  }
+  if (id >= peer_max_request_id_) {
+    fail(wi::TerminationCode::kTooManyRequests, "request id over MAX_REQUEST_ID");
+    return false;
+  }
+  peer_next_request_id_ += 2;
+  raise_max_request_id();
+  return true;
+}
+
+void IetfSession::raise_max_request_id() {
+  if (peer_max_request_id_ - peer_next_request_id_ < kRequestIdWindow / 2) {
+    peer_max_request_id_ = peer_next_request_id_ + kRequestIdWindow;
+    send_control(wi::MaxRequestId{false, peer_max_request_id_});
+  }
+}
+
+std::optional<uint64_t> IetfSession::take_request_id() {
+  if (our_next_request_id_ >= our_max_request_id_) {
+    return std::nullopt;
+  }
+  uint64_t id = our_next_request_id_;
+  our_next_request_id_ += 2;
+  return id;
+}
+
+void IetfSession::on_control_message(wi::ControlMessage m) {
+  std::visit(
+      [this](auto& msg) {
+        using T = std::decay_t<decltype(msg)>;
+        if constexpr (std::is_same_v<T, wi::Subscribe>) {
+          handle_subscribe(msg);
+        } else if constexpr (std::is_same_v<T, wi::Unsubscribe>) {
+          handle_unsubscribe(msg);
+        } else if constexpr (std::is_same_v<T, wi::PublishNamespace>) {
+          handle_publish_namespace(msg);
+        } else if constexpr (std::is_same_v<T, wi::PublishNamespaceDone>) {
+          handle_publish_namespace_done(msg);
+        } else if constexpr (std::is_same_v<T, wi::SubscribeNamespace>) {
+          if (row_->subscribe_options) {
+            fail(wi::TerminationCode::kProtocolViolation,
+                 "SUBSCRIBE_NAMESPACE on the control stream (draft 16 uses its own stream)");
+            return;
+          }
+          handle_subscribe_namespace(msg, nullptr);
+        } else if constexpr (std::is_same_v<T, wi::SubscribeOk>) {
+          handle_subscribe_ok(msg);
+        } else if constexpr (std::is_same_v<T, wi::RequestError>) {
+          handle_request_error(msg);
+        } else if constexpr (std::is_same_v<T, wi::RequestOk>) {
+          // PUBLISH_NAMESPACE_OK (d14) to the namespaces the relay announced: nothing to do.
+        } else if constexpr (std::is_same_v<T, wi::PublishDone>) {
+          handle_publish_done(msg);
+        } else if constexpr (std::is_same_v<T, wi::MaxRequestId>) {
+          handle_max_request_id(msg);
+        } else if constexpr (std::is_same_v<T, wi::PublishNamespaceCancel>) {
+          // The peer no longer wants a namespace the relay announced (d14): nothing is sent for it
+          // after this but its DONE when it ends.
+        } else if constexpr (std::is_same_v<T, wi::Goaway>) {
+          fail(wi::TerminationCode::kProtocolViolation, "GOAWAY from the client");
+        } else if constexpr (std::is_same_v<T, wi::SubscribeUpdate>) {
+          fail(wi::TerminationCode::kProtocolViolation, "SUBSCRIBE_UPDATE is not served by moqd");
+        } else {
+          fail(wi::TerminationCode::kProtocolViolation, "unexpected control message");
+        }
+      },
+      m);
+}
+
+void IetfSession::send_request_error(uint64_t request_id, wi::MessageType type, uint64_t code,
+                                     const char* reason) {
+  wi::RequestError e;
+  e.type = type;
+  e.request_id = request_id;
+  e.error_code = code;
+  e.reason = reason;
+  send_control(e);
+}
+
+void IetfSession::handle_subscribe(const wi::Subscribe& m) {
+  if (!accept_peer_request_id(m.request_id)) {
+    return;
+  }
+  const auto type = wi::MessageType::kRequestError;
+  auto peer_path = wi::to_path(m.ns);
+  if (!peer_path) {
+    send_request_error(m.request_id, type, kErrDoesNotExist, "namespace has no moqd path");
+    return;
+  }
+  std::string full = to_full(*peer_path);
+  if (!handler_.authorize(Action::kSubscribe, full, config_.query)) {
+    send_request_error(m.request_id, type, kErrUnauthorized, "unauthorized");
+    return;
+  }
+  if (downstream_.size() >= config_.limits.max_subscriptions) {
+    send_request_error(m.request_id, type, kErrInternal, "too many subscriptions");
+    return;
+  }
+  bool next_group = false;
+  if (m.filter) {
+    switch (m.filter->type) {
+      case wi::FilterType::kLargestObject: break;
+      case wi::FilterType::kNextGroupStart: next_group = true; break;
+      default:
+        send_request_error(m.request_id, type, kErrNotSupported,
+                           "absolute filters are not served (moqd serves live tracks)");
+        return;
+    }
+  }
+  if (!m.forward) {
+    send_request_error(m.request_id, type, kErrNotSupported, "forward=0 is not served");
+    return;
+  }
+  model::Track* t = origin_.track(full, m.track);
+  if (t == nullptr) {
+    send_request_error(m.request_id, type, kErrDoesNotExist, "broadcast not found");
+    return;
+  }
+  t->raise_priority(m.subscriber_priority);
+  auto* s = adopt<DownstreamSubscription>(m.request_id, *t, m.subscriber_priority, next_group);
+  downstream_[m.request_id] = s;
+  if (config_.traffic != nullptr) {
+    config_.traffic->subscriptions_opened.add();
+  }
+  wi::SubscribeOk ok;
+  ok.request_id = m.request_id;
+  ok.track_alias = s->alias();
+  ok.expires = 0;
+  ok.group_order = 1;  // ascending: groups go out in arrival order
+  send_control(ok);
+  s->begin();
+}
+
+void IetfSession::handle_unsubscribe(const wi::Unsubscribe& m) {
+  auto it = downstream_.find(m.request_id);
+  if (it == downstream_.end()) {
+    return;  // already ended: the peer may race our PUBLISH_DONE
+  }
+  DownstreamSubscription* s = it->second;
+  s->unsubscribe();
+}
+
+void IetfSession::forget_downstream(DownstreamSubscription* s) {
+  auto it = downstream_.find(s->request_id());
+  if (it != downstream_.end() && it->second == s) {
+    downstream_.erase(it);
+    if (config_.traffic != nullptr) {
+      config_.traffic->subscriptions_closed.add();
+    }
+  }
+  std::erase(waiting_for_streams_, s);
+}
+
+void IetfSession::handle_publish_namespace(const wi::PublishNamespace& m) {
+  if (!accept_peer_request_id(m.request_id)) {
+    return;
+  }
+  const auto type = row_->request_ok ? wi::MessageType::kRequestError : wi::MessageType::kNamespace;
+  auto peer_path = wi::to_path(m.ns);
+  if (!peer_path || peer_path->empty()) {
+    send_request_error(m.request_id, type, kErrNotSupported, "namespace has no moqd path");
+    return;
+  }
+  std::string full = to_full(*peer_path);
+  if (!handler_.authorize(Action::kPublish, full, config_.query)) {
+    send_request_error(m.request_id, type, kErrUnauthorized, "unauthorized");
+    return;
+  }
+  if (announced_by_path_.count(full) != 0) {
+    send_request_error(m.request_id, type, kErrDuplicate, "namespace already published");
+    return;
+  }
+  if (announced_by_path_.size() >= config_.limits.max_announced_paths) {
+    send_request_error(m.request_id, type, kErrInternal, "too many namespaces");
+    return;
+  }
+  announced_by_path_[full] = m.request_id;
+  announced_by_id_[m.request_id] = full;
+  wi::RequestOk ok;
+  ok.request_id = m.request_id;
+  send_control(ok);
+  if (config_.traffic != nullptr) {
+    config_.traffic->announces_opened.add();
+  }
+  MOQD_LOG(kDebug, "session %llu publish_namespace path=%s", static_cast<unsigned long long>(id_),
+           full.c_str());
+  handler_.on_peer_announce(full, true, {}, *this);
+}
+
+void IetfSession::handle_publish_namespace_done(const wi::PublishNamespaceDone& m) {
+  std::string full;
+  if (row_->done_by_request_id) {
+    auto it = announced_by_id_.find(m.request_id);
+    if (it == announced_by_id_.end()) {
+      return;
+    }
+    full = it->second;
+  } else {
+    auto peer_path = wi::to_path(m.ns);
+    if (!peer_path) {
+      return;
+    }
+    full = to_full(*peer_path);
+  }
+  auto it = announced_by_path_.find(full);
+  if (it == announced_by_path_.end()) {
+    return;
+  }
+  announced_by_id_.erase(it->second);
+  announced_by_path_.erase(it);
+  if (config_.traffic != nullptr) {
+    config_.traffic->announces_closed.add();
+  }
+  handler_.on_peer_announce(full, false, {}, *this);
+}
+
+void IetfSession::handle_subscribe_namespace(const wi::SubscribeNamespace& m,
+                                             transport::Stream* own_stream) {
+  if (!accept_peer_request_id(m.request_id)) {
+    if (own_stream != nullptr) {
+      own_stream->release();
+    }
+    return;
+  }
+  auto reply = [&](const wi::ControlMessage& msg) {
+    if (own_stream != nullptr) {
+      std::vector<uint8_t> out;
+      wi::encode(version_, msg, out);
+      own_stream->write(Bytes::from(out));
+    } else {
+      send_control(msg);
+    }
+  };
+  const auto error_type =
+      row_->request_ok ? wi::MessageType::kRequestError : wi::MessageType::kSubscribeNamespaceError;
+  auto refuse = [&](uint64_t code, const char* why) {
+    wi::RequestError e;
+    e.type = error_type;
+    e.request_id = m.request_id;
+    e.error_code = code;
+    e.reason = why;
+    reply(e);
+    if (own_stream != nullptr) {
+      own_stream->finish();
+      own_stream->release();
+    }
+  };
+  auto peer_prefix = wi::to_path(m.prefix);
+  if (!peer_prefix) {
+    refuse(kErrNotSupported, "namespace prefix has no moqd path");
+    return;
+  }
+  std::string full = to_full(*peer_prefix);
+  if (!handler_.authorize(Action::kDiscover, full, config_.query)) {
+    refuse(kErrUnauthorized, "unauthorized");
+    return;
+  }
+  wi::RequestOk ok;
+  ok.type = row_->request_ok ? wi::MessageType::kRequestOk : wi::MessageType::kSubscribeNamespaceOk;
+  ok.request_id = m.request_id;
+  reply(ok);
+  auto* a = adopt<NamespaceAnnouncer>(own_stream, full, m.prefix.size());
+  if (own_stream == nullptr) {
+    namespace_announcers_[m.request_id] = a;
+  }
+  a->begin();
+}
+
+void IetfSession::handle_subscribe_ok(const wi::SubscribeOk& m) {
+  auto it = upstream_by_request_.find(m.request_id);
+  if (it == upstream_by_request_.end()) {
+    return;  // unsubscribed meanwhile
+  }
+  UpstreamSubscription* u = it->second;
+  if (upstream_by_alias_.count(m.track_alias) != 0) {
+    fail(wi::TerminationCode::kDuplicateTrackAlias, "track alias already in use");
+    return;
+  }
+  upstream_by_alias_[m.track_alias] = u;
+  u->on_ok(m.track_alias);
+  auto held = std::move(held_subgroups_);
+  held_subgroups_.clear();
+  for (SubgroupReader* r : held) {
+    if (!closed_) {
+      r->retry();
+    }
+  }
+}
+
+void IetfSession::handle_request_error(const wi::RequestError& m) {
+  auto it = upstream_by_request_.find(m.request_id);
+  if (it == upstream_by_request_.end()) {
+    return;
+  }
+  UpstreamSubscription* u = it->second;
+  upstream_by_request_.erase(it);
+  u->on_error(m);
+}
+
+void IetfSession::handle_publish_done(const wi::PublishDone& m) {
+  auto it = upstream_by_request_.find(m.request_id);
+  if (it == upstream_by_request_.end()) {
+    return;
+  }
+  it->second->on_publish_done(m);
+}
+
+void IetfSession::handle_max_request_id(const wi::MaxRequestId& m) {
+  if (m.blocked) {
+    return;  // REQUESTS_BLOCKED: the window above is already granted ahead of use
+  }
+  if (m.value < our_max_request_id_) {
+    fail(wi::TerminationCode::kProtocolViolation, "MAX_REQUEST_ID decreased");
+    return;
+  }
+  our_max_request_id_ = m.value;
+  auto blocked = std::move(upstream_blocked_);
+  upstream_blocked_.clear();
+  for (UpstreamSubscription* u : blocked) {
+    request_upstream(u);
+  }
+}
+
+void IetfSession::forget_upstream(UpstreamSubscription* u) {
+  std::erase(upstream_blocked_, u);
+  for (auto it = upstream_by_request_.begin(); it != upstream_by_request_.end();) {
+    it = it->second == u ? upstream_by_request_.erase(it) : std::next(it);
+  }
+  for (auto it = upstream_by_alias_.begin(); it != upstream_by_alias_.end();) {
+    it = it->second == u ? upstream_by_alias_.erase(it) : std::next(it);
+  }
+}
+
+UpstreamSubscription* IetfSession::upstream_by_alias(uint64_t alias) {
+  auto it = upstream_by_alias_.find(alias);
+  return it == upstream_by_alias_.end() ? nullptr : it->second;
+}
+
+bool IetfSession::hold_subgroup(SubgroupReader* r) {
+  for (const auto& [id, u] : upstream_by_request_) {
+    if (!u->alias()) {
+      if (std::find(held_subgroups_.begin(), held_subgroups_.end(), r) == held_subgroups_.end()) {
+        held_subgroups_.push_back(r);
+      }
+      return true;
+    }
+  }
+  return false;  // no SUBSCRIBE_OK outstanding: no alias can become known
+}
+
+void IetfSession::request_upstream(UpstreamSubscription* u) {
+  if (!u->send_subscribe()) {
+    if (std::find(upstream_blocked_.begin(), upstream_blocked_.end(), u) == upstream_blocked_.end()) {
+      upstream_blocked_.push_back(u);
+    }
+    return;
+  }
+  if (u->request_id()) {
+    upstream_by_request_[*u->request_id()] = u;
+  }
+}
+
+void IetfSession::stop_namespace(uint64_t request_id) {
+  auto it = namespace_announcers_.find(request_id);
+  if (it == namespace_announcers_.end()) {
+    return;
+  }
+  NamespaceAnnouncer* a = it->second;
+  namespace_announcers_.erase(it);
+  a->stop();
+  retire(a);
+}
+
+void IetfSession::on_subgroup_reader_done(SubgroupReader* r) { std::erase(held_subgroups_, r); }
+
+}  // namespace moqd::session

@@ -1,0 +1,184 @@
+#pragma once
+// An IETF MoQ Transport session (drafts 14, 15 and 16) as a relay serves it, on the same model as
+// the moq-lite Session: the peer's PUBLISH_NAMESPACE feeds the origin's announcements (this
+// session is the BroadcastSource of those broadcasts and SUBSCRIBEs upstream to the peer for
+// their tracks), SUBSCRIBE_NAMESPACE is answered from the origin's announcements, and SUBSCRIBE
+// is served from the origin's tracks as SUBGROUP uni streams. Wire codec: wire/ietf.h; namespace
+// tuples map to paths by wire/ietf_namespace.h.
+//
+// Server role only: a client-role IETF session (for `moq --versions moq-transport-NN`) closes at
+// start with "unsupported". Not served: FETCH, TRACK_STATUS, PUBLISH, SUBSCRIBE_UPDATE, datagrams,
+// draft 17's request streams; each such request closes the session with a protocol violation or
+// is refused with an error (never ignored silently). One worker thread.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "model/group.h"
+#include "model/origin.h"
+#include "model/track.h"
+#include "session/moq_session.h"
+#include "wire/ietf.h"
+
+namespace moqd::session {
+
+namespace ietf_detail {
+class Handler;
+class ControlReader;
+class DownstreamSubscription;
+class UpstreamSubscription;
+class SubgroupReader;
+class NamespaceAnnouncer;
+}  // namespace ietf_detail
+
+class IetfSession final : public transport::SessionVisitor, public MoqSession {
+ public:
+  // `version`: the draft the transport's protocol selected (moqt-15, moqt-16), or
+  // moq-transport-14 for the SETUP path, where CLIENT_SETUP must offer it.
+  IetfSession(transport::Session& transport, SessionConfig config, model::Origin& origin,
+              SessionHandler& handler, const Clock& clock, Timers& timers, wire::Version version);
+  ~IetfSession() override;
+  IetfSession(const IetfSession&) = delete;
+  IetfSession& operator=(const IetfSession&) = delete;
+
+  // MoqSession
+  void start() override;
+  void admit() override;
+  bool is_admission_pending() const override { return admission_pending_; }
+  void close(Error reason) override;
+  bool send_goaway(const std::string& uri) override;
+  uint64_t id() const override { return id_; }
+  std::optional<wire::Version> version() const override {
+    return ready_ ? std::optional<wire::Version>(version_) : std::nullopt;
+  }
+  bool is_ready() const override { return ready_; }
+  transport::Session& transport() override { return transport_; }
+  size_t subscription_count() const override { return downstream_.size(); }
+
+  // model::BroadcastSource: tracks of broadcasts the peer published (PUBLISH_NAMESPACE).
+  model::TrackSource& track_source(const std::string& path, const std::string& name) override;
+  model::CacheBudget* cache_budget() override { return &publisher_budget_; }
+
+  // transport::SessionVisitor
+  void on_incoming_stream(transport::Stream& stream) override;
+  void on_streams_available() override;
+  void on_closed(uint64_t code, std::string_view reason) override;
+
+  // --- used by the handlers ---
+  wire::Version draft() const { return version_; }
+  const wire::ietf::Draft& row() const { return *row_; }
+  const wire::ietf::Limits& limits() const { return limits_; }
+  const SessionConfig& config() const { return config_; }
+  model::Origin& origin() { return origin_; }
+  SessionHandler& handler() { return handler_; }
+  Timers& timers() { return timers_; }
+  // Closes the session because of the peer, with the draft's termination code for `e`.
+  void fail(Error e);
+  void fail(wire::ietf::TerminationCode code, const char* detail);
+  bool is_closed() const { return closed_; }
+  // Queues a control message on the control stream.
+  void send_control(const wire::ietf::ControlMessage& m);
+  // Destroys `h` after the current callback.
+  void retire(ietf_detail::Handler* h);
+  // A subscription waiting for open_uni() to succeed.
+  void wait_for_streams(ietf_detail::DownstreamSubscription* s);
+  // Handlers of the control stream's messages.
+  void on_control_message(wire::ietf::ControlMessage m);
+  void on_control_setup(const wire::ietf::ClientSetup& setup);
+  // A SUBGROUP stream whose track alias is not known yet (its SUBSCRIBE_OK still on the way).
+  // False when no SUBSCRIBE_OK is outstanding (the stream is then refused).
+  bool hold_subgroup(ietf_detail::SubgroupReader* r);
+  // Sends the upstream SUBSCRIBE now, or once the peer's MAX_REQUEST_ID allows one.
+  void request_upstream(ietf_detail::UpstreamSubscription* u);
+  // d14/15 UNSUBSCRIBE_NAMESPACE: the peer no longer wants namespace updates of `request_id`.
+  void stop_namespace(uint64_t request_id);
+  ietf_detail::UpstreamSubscription* upstream_by_alias(uint64_t alias);
+  // Checks a request id the peer chose for a new request; false (the session failing) when it
+  // breaks the draft's rules.
+  bool accept_peer_request_id(uint64_t id);
+  // Our next request id, or nullopt while the peer's MAX_REQUEST_ID does not allow one.
+  std::optional<uint64_t> take_request_id();
+  void forget_downstream(ietf_detail::DownstreamSubscription* s);
+  void forget_upstream(ietf_detail::UpstreamSubscription* u);
+  void on_subgroup_reader_done(ietf_detail::SubgroupReader* r);
+  std::string to_full(const std::string& peer_path) const;
+  std::optional<std::string> to_peer(const std::string& full) const;
+  // A d16 SUBSCRIBE_NAMESPACE on its own bidi stream.
+  void on_namespace_stream(transport::Stream& stream);
+  void handle_subscribe_namespace(const wire::ietf::SubscribeNamespace& m,
+                                  transport::Stream* own_stream);
+
+  template <class H, class... Args>
+  H* adopt(Args&&... args) {
+    auto h = std::make_unique<H>(*this, std::forward<Args>(args)...);
+    H* raw = h.get();
+    handlers_.push_back(std::move(h));
+    return raw;
+  }
+
+ private:
+  void continue_start();
+  void on_setup_done();
+  void handle_subscribe(const wire::ietf::Subscribe& m);
+  void handle_unsubscribe(const wire::ietf::Unsubscribe& m);
+  void handle_publish_namespace(const wire::ietf::PublishNamespace& m);
+  void handle_publish_namespace_done(const wire::ietf::PublishNamespaceDone& m);
+  void handle_subscribe_ok(const wire::ietf::SubscribeOk& m);
+  void handle_request_error(const wire::ietf::RequestError& m);
+  void handle_publish_done(const wire::ietf::PublishDone& m);
+  void handle_max_request_id(const wire::ietf::MaxRequestId& m);
+  void send_request_error(uint64_t request_id, wire::ietf::MessageType type, uint64_t code,
+                          const char* reason);
+  void withdraw_peer_announcements();
+  void detach();
+  void flush_retired();
+  void raise_max_request_id();
+
+  transport::Session& transport_;
+  SessionConfig config_;
+  model::Origin& origin_;
+  SessionHandler& handler_;
+  Timers& timers_;
+  uint64_t id_;
+  wire::Version version_;
+  const wire::ietf::Draft* row_;
+  wire::ietf::Limits limits_;
+  bool ready_ = false;
+  bool closed_ = false;
+  bool closing_ = false;
+  bool admission_pending_ = false;
+  bool started_ = false;
+  TimerId setup_timer_ = 0;
+  TimerId retire_timer_ = 0;
+  transport::Stream* control_ = nullptr;
+  ietf_detail::ControlReader* control_reader_ = nullptr;
+  std::vector<std::unique_ptr<ietf_detail::Handler>> handlers_;
+  std::vector<std::unique_ptr<ietf_detail::Handler>> retired_;
+  // Request ids: the peer's next expected id and the limit we granted; ours and the peer's limit.
+  uint64_t peer_next_request_id_ = 0;
+  uint64_t peer_max_request_id_ = 0;  // what we granted
+  uint64_t our_next_request_id_ = 1;
+  uint64_t our_max_request_id_ = 0;   // what the peer granted
+  // The peer's announcements: request id -> path (full), and path -> request id.
+  std::map<uint64_t, std::string> announced_by_id_;
+  std::map<std::string, uint64_t> announced_by_path_;
+  std::map<uint64_t, ietf_detail::DownstreamSubscription*> downstream_;  // by request id
+  std::vector<ietf_detail::DownstreamSubscription*> waiting_for_streams_;
+  // Upstream subscriptions, one per (path, track), owned here.
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<ietf_detail::UpstreamSubscription>>
+      upstream_tracks_;
+  std::map<uint64_t, ietf_detail::UpstreamSubscription*> upstream_by_request_;
+  std::map<uint64_t, ietf_detail::UpstreamSubscription*> upstream_by_alias_;
+  std::vector<ietf_detail::UpstreamSubscription*> upstream_blocked_;  // no request id yet
+  std::vector<ietf_detail::SubgroupReader*> held_subgroups_;
+  std::map<uint64_t, ietf_detail::NamespaceAnnouncer*> namespace_announcers_;  // d14/15
+  model::CacheBudget publisher_budget_;
+  friend class ietf_detail::UpstreamSubscription;
+};
+
+}  // namespace moqd::session

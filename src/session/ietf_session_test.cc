@@ -1,0 +1,297 @@
+// The IETF session (drafts 14..16), per handler, on a fake transport: a server-role session made
+// by make_session() on a MuxSession whose protocol is the draft's ALPN, and a RawPeer client that
+// speaks the wire by hand (byte fixtures from protocol/README.md §5 and the draft texts).
+#include "session/ietf_session.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/codec.h"
+#include "session/session.h"
+#include "testing/session_fixture.h"
+#include "wire/ietf.h"
+
+namespace moqd::session {
+namespace {
+
+using moqd::testing::RawPeer;
+using moqd::testing::RawStream;
+using moqd::testing::RecordingHandler;
+using moqd::testing::TestBroadcast;
+using transport::websocket::MuxSession;
+namespace wi = wire::ietf;
+
+std::vector<uint8_t> hex(std::string_view h) { return from_hex(h); }
+
+class IetfFixture {
+ public:
+  explicit IetfFixture(std::string protocol, wire::VersionSet versions = wire::VersionSet::all())
+      : origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_) {
+    server_mux_ = std::make_unique<MuxSession>(channels_.a(), clock_,
+                                               transport::websocket::Framing::kQmux00,
+                                               transport::websocket::Role::kServer, protocol, "/",
+                                               "client", transport::websocket::MuxConfig{});
+    client_mux_ = std::make_unique<MuxSession>(channels_.b(), clock_,
+                                               transport::websocket::Framing::kQmux00,
+                                               transport::websocket::Role::kClient, protocol, "/",
+                                               "server", transport::websocket::MuxConfig{});
+    channels_.a().set_handler(server_mux_.get());
+    channels_.b().set_handler(client_mux_.get());
+    raw_ = std::make_unique<RawPeer>(*client_mux_);
+    client_mux_->set_visitor(raw_.get());
+    SessionConfig sc;
+    sc.role = Role::kServer;
+    sc.versions = versions;
+    session_ = make_session(*server_mux_, sc, origin_, handler_, clock_, clock_);
+    session_->start();
+    pump();
+  }
+  ~IetfFixture() {
+    session_.reset();
+    server_mux_->set_visitor(nullptr);
+    client_mux_->set_visitor(nullptr);
+    channels_.a().set_handler(nullptr);
+    channels_.b().set_handler(nullptr);
+    client_mux_.reset();
+    server_mux_.reset();
+    raw_.reset();
+  }
+  void pump() {
+    int quiet = 0;
+    for (int i = 0; i < 100000 && quiet < 2; ++i) {
+      clock_.advance(Duration::zero());
+      quiet = channels_.deliver() == 0 ? quiet + 1 : 0;
+    }
+  }
+  // Opens the control stream with `setup` and pumps.
+  RawStream& control(std::vector<uint8_t> setup) {
+    pump();
+    RawStream* s = raw_->open_bidi(std::move(setup));
+    EXPECT_NE(s, nullptr);
+    pump();
+    return *s;
+  }
+  void send(RawStream& s, std::vector<uint8_t> bytes) {
+    s.write(std::move(bytes));
+    pump();
+  }
+
+  ManualClock clock_;
+  testing::FakeChannelPair channels_;
+  model::Origin origin_;
+  RecordingHandler handler_;
+  std::unique_ptr<MuxSession> server_mux_;
+  std::unique_ptr<MuxSession> client_mux_;
+  std::unique_ptr<RawPeer> raw_;
+  std::unique_ptr<MoqSession> session_;
+};
+
+// @moq/lite 0.2.2's d16 CLIENT_SETUP (protocol/README.md §2.5): MaxRequestId 42069,
+// Implementation "moq-lite-js", delta-coded.
+const char* kD16ClientSetup = "20 00 13 02 02 80 00 a4 55 05 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
+const char* kD15ClientSetup = "20 00 13 02 02 80 00 a4 55 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
+// @moq/lite 0.2.2's d14-layout CLIENT_SETUP offering lite-02, lite-01, d14 (§2.4).
+const char* kD14ClientSetup =
+    "20 00 2c 03 c0 00 00 00 ff 0d ad 02 c0 00 00 00 ff 0d ad 01 c0 00 00 00 ff 00 00 0e "
+    "02 02 80 00 a4 55 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
+
+TEST(IetfSessionTest, FactoryPicksTheFamilyByProtocol) {
+  IetfFixture d16("moqt-16");
+  EXPECT_NE(dynamic_cast<IetfSession*>(d16.session_.get()), nullptr);
+  IetfFixture lite("moq-lite-04");
+  EXPECT_NE(dynamic_cast<Session*>(lite.session_.get()), nullptr);
+  // The SETUP path stays moq-lite unless draft 14 is the only SETUP version enabled.
+  IetfFixture setup("");
+  EXPECT_NE(dynamic_cast<Session*>(setup.session_.get()), nullptr);
+  wire::VersionSet only14 = wire::VersionSet::none();
+  only14.add(wire::Version::kTransport14);
+  IetfFixture d14("", only14);
+  EXPECT_NE(dynamic_cast<IetfSession*>(d14.session_.get()), nullptr);
+  // A draft the table does not serve (17) falls through to the lite Session, which refuses it.
+  IetfFixture d17("moqt-17");
+  EXPECT_NE(dynamic_cast<Session*>(d17.session_.get()), nullptr);
+  EXPECT_TRUE(d17.handler_.is_closed());
+}
+
+TEST(IetfSessionTest, Draft16SetupGrantsRequestIds) {
+  IetfFixture f("moqt-16");
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  // SERVER_SETUP: one parameter, MaxRequestId (delta 2) = 1024.
+  EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size())),
+            "21 00 04 01 02 44 00");
+  ASSERT_TRUE(f.handler_.ready_version.has_value());
+  EXPECT_EQ(*f.handler_.ready_version, wire::Version::kTransport16);
+  EXPECT_TRUE(f.session_->is_ready());
+}
+
+TEST(IetfSessionTest, Draft15SetupHasNoDeltaCoding) {
+  IetfFixture f("moqt-15");
+  RawStream& c = f.control(hex(kD15ClientSetup));
+  EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size())),
+            "21 00 04 01 02 44 00");
+  EXPECT_EQ(*f.handler_.ready_version, wire::Version::kTransport15);
+}
+
+TEST(IetfSessionTest, Draft14SetupSelectsTheVersion) {
+  wire::VersionSet only14 = wire::VersionSet::none();
+  only14.add(wire::Version::kTransport14);
+  IetfFixture f("", only14);
+  RawStream& c = f.control(hex(kD14ClientSetup));
+  EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size())),
+            "21 00 0c c0 00 00 00 ff 00 00 0e 01 02 44 00");
+  EXPECT_EQ(*f.handler_.ready_version, wire::Version::kTransport14);
+}
+
+TEST(IetfSessionTest, Draft14SetupWithoutTheDraftFailsNegotiation) {
+  wire::VersionSet only14 = wire::VersionSet::none();
+  only14.add(wire::Version::kTransport14);
+  IetfFixture f("", only14);
+  // Offers lite-02 only.
+  f.control(hex("20 00 0a 01 c0 00 00 00 ff 0d ad 02 00"));
+  ASSERT_TRUE(f.raw_->closed_code.has_value());
+  EXPECT_EQ(*f.raw_->closed_code, 0x15u);  // VERSION_NEGOTIATION_FAILED
+}
+
+TEST(IetfSessionTest, PublishNamespaceFeedsTheOriginAndDoneWithdraws) {
+  IetfFixture f("moqt-16");
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  c.data.clear();
+  // PUBLISH_NAMESPACE id 0 ["room","alice"] params 0.
+  f.send(c, hex("06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));
+  EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size())),
+            "07 00 02 00 00");  // REQUEST_OK id 0, no params
+  EXPECT_TRUE(f.origin_.is_active("room/alice"));
+  // d16 PUBLISH_NAMESPACE_DONE names the request id.
+  f.send(c, hex("09 00 01 00"));
+  EXPECT_FALSE(f.origin_.is_active("room/alice"));
+}
+
+TEST(IetfSessionTest, SubscribeIsServedAsSubgroupStreams) {
+  IetfFixture f("moqt-16");
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  c.data.clear();
+  // SUBSCRIBE id 0 ["room","alice"] "video", params (delta-coded) forward 1, priority 7,
+  // filter LargestObject, group order 2: protocol/README.md §5.7 d16 bytes.
+  f.send(c, hex("03 00 1d 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
+                "04 10 01 10 07 01 01 02 01 02"));
+  // SUBSCRIBE_OK id 0 alias 0, no params, no track extensions.
+  EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size())),
+            "04 00 03 00 00 00");
+  ASSERT_NE(b.feed("video").track(), nullptr);
+  b.write_group("video", 5, {"hi", "there", ""});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 1u);
+  const RawStream& g = *f.raw_->incoming[0];
+  // 18 alias 0 group 5 priority 7 | 00 02 "hi" | 00 05 "there" | 00 00 00 (empty object) | FIN
+  EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(g.data.data()), g.data.size())),
+            "18 00 05 07 00 02 68 69 00 05 74 68 65 72 65 00 00 00");
+  EXPECT_TRUE(g.fin);
+  // UNSUBSCRIBE: PUBLISH_DONE (status 3, one stream).
+  c.data.clear();
+  f.send(c, hex("0a 00 01 00"));
+  ASSERT_GE(c.data.size(), 6u);
+  EXPECT_EQ(static_cast<uint8_t>(c.data[0]), 0x0b);
+  EXPECT_EQ(f.session_->subscription_count(), 0u);
+}
+
+TEST(IetfSessionTest, SubscribeToAnUnknownBroadcastIsRefused) {
+  IetfFixture f("moqt-16");
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  c.data.clear();
+  f.send(c, hex("03 00 1d 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
+                "04 10 01 10 07 01 01 02 01 02"));
+  ASSERT_GE(c.data.size(), 5u);
+  EXPECT_EQ(static_cast<uint8_t>(c.data[0]), 0x05);  // REQUEST_ERROR
+  EXPECT_EQ(static_cast<uint8_t>(c.data[3]), 0x00);  // request id 0
+  EXPECT_EQ(static_cast<uint8_t>(c.data[4]), 0x04);  // DOES_NOT_EXIST
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST(IetfSessionTest, BadPeerInputClosesWithTheDraftsCode) {
+  {
+    IetfFixture f("moqt-16");
+    RawStream& c = f.control(hex(kD16ClientSetup));
+    f.send(c, hex("3f 00 00"));  // unknown message type (0x3f)
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  }
+  {
+    IetfFixture f("moqt-16");
+    RawStream& c = f.control(hex(kD16ClientSetup));
+    f.send(c, hex("06 00 0e 02 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));  // id 2 before 0
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x4u);  // INVALID_REQUEST_ID
+  }
+  {
+    IetfFixture f("moqt-16");
+    // A message before CLIENT_SETUP.
+    f.control(hex("06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  }
+  {
+    IetfFixture f("moqt-16");
+    RawStream& c = f.control(hex(kD16ClientSetup));
+    // A SUBGROUP stream for an alias nobody subscribed: refused (STOP_SENDING), session kept.
+    transport::Stream* u = f.client_mux_->open_uni();
+    ASSERT_NE(u, nullptr);
+    u->write(Bytes::from(hex("18 09 00 00 00 01 61")));
+    f.pump();
+    EXPECT_FALSE(f.raw_->closed_code.has_value());
+    (void)c;
+  }
+  {
+    IetfFixture f("moqt-15");
+    RawStream& c = f.control(hex(kD15ClientSetup));
+    // d15 has no SUBSCRIBE_NAMESPACE stream: the control stream ending is a violation.
+    c.stream->finish();
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  }
+}
+
+TEST(IetfSessionTest, PublisherTrackFlowsIntoTheOrigin) {
+  IetfFixture f("moqt-16");
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  f.send(c, hex("06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));
+  ASSERT_TRUE(f.origin_.is_active("room/alice"));
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  // The relay subscribed upstream: SUBSCRIBE with its own (odd) request id 1.
+  std::string s = c.data.substr(12);  // after SERVER_SETUP and REQUEST_OK
+  ASSERT_FALSE(s.empty());
+  EXPECT_EQ(static_cast<uint8_t>(s[0]), 0x03);
+  EXPECT_EQ(static_cast<uint8_t>(s[3]), 0x01);
+  // SUBSCRIBE_OK id 1 alias 9, then a SUBGROUP stream for alias 9, group 4.
+  f.send(c, hex("04 00 03 01 09 00"));
+  transport::Stream* u = f.client_mux_->open_uni();
+  ASSERT_NE(u, nullptr);
+  u->write(Bytes::from(hex("18 09 04 00 00 03 61 62 63 00 00 00 00 01 7a")));
+  u->finish();
+  f.pump();
+  const auto* g = viewer.group(4);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->frames, (std::vector<std::string>{"abc", "", "z"}));
+  EXPECT_TRUE(g->finished);
+  // A gap in object ids cannot be carried: that stream is refused, the session stays.
+  transport::Stream* gap = f.client_mux_->open_uni();
+  gap->write(Bytes::from(hex("18 09 05 00 00 01 61 01 01 62")));
+  gap->finish();
+  f.pump();
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+  const auto* g5 = viewer.group(5);
+  ASSERT_NE(g5, nullptr);
+  EXPECT_TRUE(g5->aborted);
+  // PUBLISH_DONE (status 2, 2 streams): the track ends.
+  f.send(c, hex("0b 00 04 01 02 02 00"));
+  EXPECT_TRUE(viewer.ended);
+}
+
+}  // namespace
+}  // namespace moqd::session

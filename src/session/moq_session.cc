@@ -1,0 +1,44 @@
+#include "session/moq_session.h"
+
+#include "session/ietf_session.h"
+#include "session/session.h"
+
+namespace moqd::session {
+
+wire::VersionSet client_versions(const wire::VersionSet& wanted) {
+  wire::VersionSet out = wire::VersionSet::none();
+  for (auto v : {wire::Version::kLite01, wire::Version::kLite02, wire::Version::kLite03,
+                 wire::Version::kLite04, wire::Version::kLite05}) {
+    if (wanted.contains(v)) {
+      out.add(v);
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<MoqSession> make_session(transport::Session& transport, SessionConfig config,
+                                         model::Origin& origin, SessionHandler& handler,
+                                         const Clock& clock, Timers& timers) {
+  std::string_view protocol = transport.protocol();
+  const wire::ProtocolInfo* row = wire::protocol_for_alpn(protocol);
+  if (row != nullptr && !wire::is_lite(row->version) && row->served &&
+      config.versions.contains(row->version)) {
+    return std::make_unique<IetfSession>(transport, std::move(config), origin, handler, clock,
+                                         timers, row->version);
+  }
+  // The SETUP path ("moql" or none): CLIENT_SETUP lists versions. moqd serves draft 14 there when
+  // it is the only SETUP-reached version enabled (--versions moq-transport-14); otherwise the
+  // moq-lite Session picks lite-02 or lite-01 as before.
+  const wire::ProtocolInfo* d14 = wire::protocol_info(wire::Version::kTransport14);
+  if (row == nullptr && (protocol.empty() || protocol == wire::kSetupAlpn) &&
+      config.role == Role::kServer && d14 != nullptr && d14->served &&
+      config.versions.contains(wire::Version::kTransport14) &&
+      !config.versions.contains(wire::Version::kLite01) &&
+      !config.versions.contains(wire::Version::kLite02)) {
+    return std::make_unique<IetfSession>(transport, std::move(config), origin, handler, clock,
+                                         timers, wire::Version::kTransport14);
+  }
+  return std::make_unique<Session>(transport, std::move(config), origin, handler, clock, timers);
+}
+
+}  // namespace moqd::session

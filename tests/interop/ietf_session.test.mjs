@@ -1,0 +1,371 @@
+// IETF MoQ Transport sessions through moqd, with the real npm clients over WebSocket in Node:
+// @moq/net 0.3.4 forced to each draft moqd serves (15 and 16 by moqd's --versions, which leaves
+// only qmux-NN.moqt-15 / qmux-NN.moqt-16; 14 through SETUP on the moql forms) as publisher and
+// subscriber, byte for byte over several groups; @moq/lite 0.2.2's draft 14 (its only IETF draft
+// over WebSocket: it offers bare qmux-00 and webtransport, so SETUP picks the version); late join
+// and end of track; and across protocol families through moqd (a moq-lite publisher to an IETF
+// subscriber and the reverse). Hostile input on a raw session of each draft closes it with the
+// draft's termination code, and draining sends GOAWAY.
+import assert from "node:assert/strict";
+import { test, after } from "node:test";
+import * as H from "./harness.mjs";
+import * as Net from "@moq/net";
+import { RawWs, RawMux, qmux, BIG_PARAMS, varint, str, waitLog } from "./raw.mjs";
+
+const started = [];
+const conns = [];
+after(async () => {
+  for (const c of conns) {
+    try {
+      c.close();
+    } catch {}
+  }
+  H.closeAllConnections();
+  for (const m of started) await m.stop().catch(() => {});
+});
+
+async function moqd(args) {
+  const m = await H.startMoqd(args);
+  started.push(m);
+  return m;
+}
+
+async function netConnect(url) {
+  const conn = await H.withDeadline(Net.Connection.connect(new URL(url)), 10_000, `@moq/net connect to ${url}`);
+  conns.push(conn);
+  return conn;
+}
+
+// Serves `groups` (arrays of Uint8Array frames) on every track requested from `p`; before group
+// i > 0, waits for before(i). With `end`, closes the track after the last group.
+function netPublish(conn, p, groups, { before = async () => {}, end = false } = {}) {
+  const broadcast = new Net.Broadcast.Producer();
+  conn.publish(Net.Path.from(p), broadcast);
+  (async () => {
+    for (;;) {
+      const req = await broadcast.requested();
+      if (!req) break;
+      (async () => {
+        const track = req.accept();
+        let ts = 0;
+        for (const [i, frames] of groups.entries()) {
+          if (i > 0) await before(i);
+          const g = track.appendGroup();
+          for (const payload of frames) g.writeFrame({ payload, timestamp: Net.Time.Timestamp.fromMillis(ts++) });
+          g.close();
+        }
+        if (end) track.close();
+      })().catch((err) => {
+        if (!/closed/.test(String(err?.message ?? err))) console.error("netPublish", err);
+      });
+    }
+  })().catch((err) => console.error("netPublish", err));
+  return broadcast;
+}
+
+async function netWaitActive(conn, p, ms = 10_000) {
+  const parent = p.slice(0, p.lastIndexOf("/"));
+  const name = p.slice(p.lastIndexOf("/") + 1);
+  const announced = conn.announced(Net.Path.from(parent));
+  try {
+    await H.withDeadline(
+      (async () => {
+        for (;;) {
+          const e = await announced.next();
+          if (!e) throw new Error("announced ended");
+          if (e.path === name && e.active) return;
+        }
+      })(),
+      ms,
+      `announcement of ${p}`,
+    );
+  } finally {
+    announced.close();
+  }
+}
+
+// Subscribes to `track` of `p` and records frames per group sequence; state.ended once the
+// subscription ends (the publisher ended the track, through moqd).
+function netSubscribe(conn, p, track) {
+  const sub = conn.consume(Net.Path.from(p)).subscribe(track);
+  const groups = new Map();
+  const state = { n: 0, ended: false };
+  (async () => {
+    for (;;) {
+      const g = await sub.recvGroup();
+      if (!g) break;
+      const frames = [];
+      groups.set(g.sequence, frames);
+      (async () => {
+        for (;;) {
+          const f = await g.readFrame();
+          if (!f) break;
+          frames.push(Buffer.from(f.payload));
+          state.n++;
+        }
+      })().catch(() => {});
+    }
+  })()
+    .catch(() => {})
+    .finally(() => {
+      state.ended = true;
+    });
+  const ordered = () => [...groups.entries()].sort((a, b) => a[0] - b[0]).map(([, f]) => f);
+  return { sub, groups, state, ordered };
+}
+
+const GROUPS = [
+  [H.text("sync"), H.randomFrame(40_000)],
+  [new Uint8Array(0), H.randomFrame(17), H.randomFrame(3000)],
+  [H.randomFrame(1), H.randomFrame(70_000)],
+];
+const flat = (groups) => groups.flat().map((f) => Buffer.from(f));
+const count = (groups) => groups.flat().length;
+const before = (progress, groups) => (i) =>
+  H.waitFor(() => progress.state.n >= count(groups.slice(0, i)), 10_000, `group ${i - 1} through moqd`);
+
+for (const version of ["moq-transport-16", "moq-transport-15", "moq-transport-14"]) {
+  test(`@moq/net 0.3.4 publishes and subscribes byte for byte over ${version}, and the end of the track arrives`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
+    const m = await moqd(["--versions", version]);
+    const p = `${H.uniquePrefix(version)}/alice`;
+    const pub = await netConnect(m.url);
+    const sub = await netConnect(m.url);
+    assert.equal(pub.version, version);
+    assert.equal(sub.version, version);
+    await waitLog(m, new RegExp(`transport=websocket/qmux-02 version=${version} `));
+    const holder = {};
+    netPublish(pub, p, GROUPS, { before: (i) => before(holder.s, GROUPS)(i), end: true });
+    await netWaitActive(sub, p);
+    holder.s = netSubscribe(sub, p, "video");
+    await H.waitFor(() => holder.s.state.n >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
+    assert.deepEqual(holder.s.ordered().flat(), flat(GROUPS));
+    assert.equal(holder.s.groups.size, GROUPS.length);
+    // The publisher closed the track: PUBLISH_DONE reaches moqd, which ends the track and sends
+    // its own PUBLISH_DONE to the subscriber.
+    await H.waitFor(() => holder.s.state.ended, 10_000, "the end of the track at the subscriber");
+    pub.close();
+    sub.close();
+  });
+}
+
+test("@moq/net 0.3.4 over moq-transport-16: a late joiner starts at the newest group", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  const m = await moqd(["--versions", "moq-transport-16"]);
+  const p = `${H.uniquePrefix("late")}/alice`;
+  const pub = await netConnect(m.url);
+  const first = await netConnect(m.url);
+  const late = await netConnect(m.url);
+  const groups = [0, 1, 2, 3, 4].map((i) => [H.text(`g${i}`), H.randomFrame(1000 + i)]);
+  const gate = { open: false };
+  const holder = {};
+  netPublish(pub, p, groups, {
+    before: async (i) => {
+      await H.waitFor(() => holder.a && holder.a.state.n >= count(groups.slice(0, i)), 10_000, `group ${i - 1}`);
+      if (i === 3) await H.waitFor(() => gate.open, 10_000, "the late joiner");
+    },
+  });
+  await netWaitActive(first, p);
+  holder.a = netSubscribe(first, p, "video");
+  await H.waitFor(() => holder.a.state.n >= count(groups.slice(0, 3)), 10_000, "three groups at the first viewer");
+  const b = netSubscribe(late, p, "video");
+  // The late joiner gets the newest cached group (2) at once: SUBSCRIBE's LargestObject filter.
+  await H.waitFor(() => b.state.n >= 2, 10_000, "the newest cached group at the late joiner");
+  gate.open = true;
+  await H.waitFor(() => holder.a.state.n >= count(groups), 10_000, "every group at the first viewer");
+  await H.waitFor(() => b.state.n >= 6, 10_000, "groups 2..4 at the late joiner");
+  assert.deepEqual(holder.a.ordered().flat(), flat(groups));
+  assert.deepEqual(b.ordered().flat(), flat(groups.slice(2)));
+  pub.close();
+  first.close();
+  late.close();
+});
+
+test("@moq/lite 0.2.2 publishes and subscribes byte for byte over moq-transport-14 (SETUP picks it)", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  const m = await moqd(["--versions", "moq-transport-14"]);
+  const p = `${H.uniquePrefix("lite14")}/alice`;
+  const pub = await H.connect(m.url);
+  const sub = await H.connect(m.url);
+  await waitLog(m, /transport=websocket\/qmux-00 version=moq-transport-14 /);
+  const watcher = H.watchAnnounced(sub, p.slice(0, p.lastIndexOf("/")));
+  const holder = {};
+  H.publishBroadcast(pub, p, { video: GROUPS }, {
+    before: (i) => (i === 0 ? Promise.resolve() : H.waitFor(() => holder.s.frameCount() >= count(GROUPS.slice(0, i)), 10_000, `group ${i - 1}`)),
+  });
+  await watcher.waitFor(p, true);
+  watcher.close();
+  holder.s = H.subscribeTrack(sub, p, "video");
+  await H.waitFor(() => holder.s.frameCount() >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
+  assert.deepEqual(holder.s.groups.flatMap((g) => g.frames), flat(GROUPS));
+  H.closeConnection(pub);
+  H.closeConnection(sub);
+});
+
+// moqd serving moq-lite-02 (SETUP) and moq-transport-16 (its own ALPN): @moq/lite 0.2.2 offers only
+// the bare forms, so it speaks lite-02; @moq/net 0.3.4 is given qmux-02.moqt-16.
+for (const dir of ["lite-to-ietf", "ietf-to-lite"]) {
+  test(`cross-protocol through moqd: ${dir === "lite-to-ietf" ? "a moq-lite-02 publisher to a moq-transport-16 subscriber" : "a moq-transport-16 publisher to a moq-lite-02 subscriber"}`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
+    const m = await moqd(["--versions", "moq-lite-02,moq-transport-16"]);
+    const p = `${H.uniquePrefix(dir)}/alice`;
+    const net = await netConnect(m.url);
+    const lite = await H.connect(m.url);
+    assert.equal(net.version, "moq-transport-16");
+    await waitLog(m, /version=moq-lite-02 /);
+    if (dir === "lite-to-ietf") {
+      const holder = {};
+      H.publishBroadcast(lite, p, { video: GROUPS }, {
+        before: (i) => (i === 0 ? Promise.resolve() : H.waitFor(() => holder.s.state.n >= count(GROUPS.slice(0, i)), 10_000, `group ${i - 1}`)),
+      });
+      await netWaitActive(net, p);
+      holder.s = netSubscribe(net, p, "video");
+      await H.waitFor(() => holder.s.state.n >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
+      assert.deepEqual(holder.s.ordered().flat(), flat(GROUPS));
+      // The moq-lite publisher closes the track after the last group: the end reaches the IETF
+      // subscriber as PUBLISH_DONE.
+      await H.waitFor(() => holder.s.state.ended, 10_000, "the end of the track at the IETF subscriber");
+    } else {
+      const holder = {};
+      netPublish(net, p, GROUPS, {
+        before: (i) => H.waitFor(() => holder.s.frameCount() >= count(GROUPS.slice(0, i)), 10_000, `group ${i - 1}`),
+        end: true,
+      });
+      const watcher = H.watchAnnounced(lite, p.slice(0, p.lastIndexOf("/")));
+      await watcher.waitFor(p, true);
+      watcher.close();
+      holder.s = H.subscribeTrack(lite, p, "video");
+      await H.waitFor(() => holder.s.frameCount() >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
+      assert.deepEqual(holder.s.groups.flatMap((g) => g.frames), flat(GROUPS));
+      await holder.s.waitEnd(10_000);
+    }
+    net.close();
+    H.closeConnection(lite);
+  });
+}
+
+test("cross-protocol: `moq pub` (moq-lite over WebSocket) to a @moq/net 0.3.4 subscriber on moq-transport-16", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  const m = await moqd(["--versions", "moq-lite-02,moq-transport-16"]);
+  const p = `${H.uniquePrefix("moqpub")}/alice`;
+  const net = await netConnect(m.url);
+  assert.equal(net.version, "moq-transport-16");
+  const pub = H.spawnMoq(["pub", m.url, p, "--track", "video", "--group-every", "2", "--transport", "ws"]);
+  try {
+    await netWaitActive(net, p).catch((err) => {
+      throw new Error(`${err.message}\n${pub.describe()}`);
+    });
+    const s = netSubscribe(net, p, "video");
+    const frames = ["l0", "l1", "", "l3", "l4 with spaces", "l5"];
+    pub.write(`${frames[0]}\n`);  // group 0 stays open until the next line
+    await H.waitFor(() => s.state.n >= 1, 10_000, "the first frame");
+    pub.write(frames.slice(1).map((f) => `${f}\n`).join(""));
+    pub.endStdin();
+    await H.waitFor(() => s.state.n >= frames.length, 10_000, `${frames.length} frames`);
+    assert.deepEqual(s.ordered(), [[0, 1], [2, 3], [4, 5]].map((g) => g.map((i) => Buffer.from(frames[i]))));
+    const exit = await pub.wait(10_000, "moq pub to exit after stdin EOF");
+    assert.deepEqual(exit, { code: 0, signal: null }, pub.describe());
+    await H.waitFor(() => s.state.ended, 10_000, "the end of the track at the IETF subscriber");
+  } finally {
+    await pub.stop().catch(() => {});
+  }
+  net.close();
+});
+
+// ---------------------------------------------------------------------------------------------
+// Hostile input on a raw session of each draft.
+
+// Per draft: how the raw client reaches it (subprotocol, moqd's --versions), its CLIENT_SETUP
+// (protocol/README.md §2.4, §2.5: @moq/lite's bytes), and the SERVER_SETUP moqd must answer
+// (MaxRequestId 1024; d14 also selects 0xff00000e; d16 delta-codes the key, which from 0 is 2).
+const IMPL = Buffer.from("moq-lite-js").toString("hex");
+const DRAFTS = [
+  {
+    name: "moq-transport-16",
+    protocol: "qmux-00.moqt-16",
+    setup: `2000130202 8000a455 050b${IMPL}`,
+    serverSetup: "21000401024400",
+  },
+  {
+    name: "moq-transport-15",
+    protocol: "qmux-00.moqt-15",
+    setup: `2000130202 8000a455 070b${IMPL}`,
+    serverSetup: "21000401024400",
+  },
+  {
+    name: "moq-transport-14",
+    protocol: "qmux-00",
+    setup: `20002c03 c0000000ff0dad02 c0000000ff0dad01 c0000000ff00000e 0202 8000a455 070b${IMPL}`,
+    serverSetup: "21000cc0000000ff00000e01024400",
+  },
+];
+
+async function rawSession(m, d) {
+  const ws = await RawWs.connect(m, { protocols: [d.protocol] });
+  assert.equal(ws.subprotocol, d.protocol);
+  const mux = new RawMux(ws, "qmux-00");
+  mux.sendRaw(qmux.params(BIG_PARAMS));
+  const control = mux.open();
+  mux.write(control, Buffer.from(d.setup.replace(/\s/g, ""), "hex"));
+  await mux.waitStream(control, (s) => s.data().length >= 3 && s.data()[0] === 0x21, 5_000, "SERVER_SETUP");
+  return { mux, control };
+}
+
+function msg(type, body) {
+  const b = Buffer.concat(body);
+  const len = Buffer.alloc(2);
+  len.writeUInt16BE(b.length);
+  return Buffer.concat([varint(type), len, b]);
+}
+
+const ns = (...fields) => Buffer.concat([varint(fields.length), ...fields.map((f) => str(f))]);
+// PUBLISH_NAMESPACE: the same bytes in 14, 15 and 16 when it carries no parameters.
+const publishNamespace = (id, tuple) => msg(0x06, [varint(id), tuple, varint(0)]);
+
+for (const d of DRAFTS) {
+  test(`${d.name} raw: SERVER_SETUP grants request ids; bad input closes with the draft's code; drain sends GOAWAY`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
+    const m = await moqd(["--versions", d.name, "--drain-timeout", "2s"]);
+    {
+      const { mux, control } = await rawSession(m, d);
+      assert.equal(mux.stream(control).data().subarray(0, d.serverSetup.length / 2).toString("hex"), d.serverSetup);
+      // Unknown message type 0x3e on the control stream: PROTOCOL_VIOLATION (0x3).
+      mux.write(control, msg(0x3e, []));
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x3);
+    }
+    {
+      // A request id out of sequence (2 before 0): INVALID_REQUEST_ID (0x4).
+      const { mux, control } = await rawSession(m, d);
+      mux.write(control, publishNamespace(2, ns("room")));
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x4);
+    }
+    {
+      // A request id reused (0 twice): INVALID_REQUEST_ID, after the first was accepted (0x07).
+      const { mux, control } = await rawSession(m, d);
+      mux.write(control, publishNamespace(0, ns("a")));
+      await mux.waitStream(control, (s) => s.data().subarray(d.serverSetup.length / 2).includes(Buffer.from([0x07])), 5_000, "the namespace accepted");
+      mux.write(control, publishNamespace(0, ns("b")));
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x4);
+    }
+    {
+      // A truncated parameter: SUBSCRIBE_NAMESPACE whose parameter count says 1 and nothing follows.
+      const { mux, control } = await rawSession(m, d);
+      const options = d.name === "moq-transport-16" ? [varint(1)] : [];
+      const sn = msg(0x11, [varint(0), ns("room"), ...options, varint(1)]);
+      if (d.name === "moq-transport-16") {
+        const own = mux.open();  // d16: SUBSCRIBE_NAMESPACE on its own bidi stream
+        mux.write(own, sn);
+      } else {
+        mux.write(control, sn);
+      }
+      const close = await mux.waitAppClose(5_000);
+      assert.ok([0x3, 0x6].includes(close.code), `code ${close.code}`);
+    }
+    {
+      // A namespace tuple over 32 fields: PROTOCOL_VIOLATION.
+      const { mux, control } = await rawSession(m, d);
+      mux.write(control, publishNamespace(0, ns(...Array.from({ length: 33 }, (_, i) => `f${i}`))));
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x3);
+    }
+    // Other sessions are unaffected: a fresh one completes SETUP, and moqd draining (SIGTERM) sends
+    // it GOAWAY (0x10) on the control stream.
+    const { mux, control } = await rawSession(m, d);
+    const before = mux.stream(control).data().length;
+    m.proc.kill("SIGTERM");
+    await mux.waitStream(control, (s) => s.data().length > before && s.data()[before] === 0x10, 5_000, "GOAWAY");
+  });
+}
