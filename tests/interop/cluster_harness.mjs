@@ -28,3 +28,51 @@ export async function waitLinksUp(r, n, ms = 15_000) {
   await H.waitFor(async () => (await clusterOf(r)).links.filter((l) => l.state === "up").length === n,
     ms, `${r.name}: ${n} cluster links up`, 100);
 }
+
+// A publisher of broadcast `p` on `conn` whose group sequence is the time since `t0` in `groupMs`
+// steps, so every track request (a relay that subscribed again) continues the same numbering;
+// one frame per group holding its sequence. `requests` lists the track names asked for.
+export function clockPublisher(conn, p, { groupMs = 50, t0 = Date.now() } = {}) {
+  const broadcast = new H.Moq.Broadcast();
+  conn.publish(p, broadcast);
+  let stopped = false;
+  const requests = [];
+  (async () => {
+    for (;;) {
+      const req = await broadcast.requested();
+      if (!req) break;
+      requests.push(req.track.name);
+      (async () => {
+        let last = -1;
+        while (!stopped) {
+          const seq = Math.floor((Date.now() - t0) / groupMs);
+          if (seq > last) {
+            last = seq;
+            const g = new H.Moq.Group(seq);
+            req.track.writeGroup(g);
+            g.writeFrame(H.text(`group ${seq}`));
+            g.close();
+          }
+          await H.pace(5);
+        }
+        req.track.close();
+      })().catch(() => {});
+    }
+  })().catch(() => {});
+  return { requests, stop: () => { stopped = true; broadcast.close(); } };
+}
+
+// Records the groups of track `name` of `p` in arrival order, with their arrival time.
+export function recordGroups(conn, p, name) {
+  const track = conn.consume(p).subscribe(name, 0);
+  const arrivals = [];
+  const state = { ended: false };
+  (async () => {
+    for (;;) {
+      const g = await track.recvGroup();
+      if (!g) break;
+      arrivals.push({ seq: g.sequence, at: Date.now() });
+    }
+  })().catch((err) => { state.error = err; }).finally(() => { state.ended = true; });
+  return { arrivals, state, close: () => track.close() };
+}
