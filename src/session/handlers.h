@@ -1,6 +1,7 @@
 #pragma once
 // The per-stream state machines of a moq-lite session. Internal to the session layer.
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -137,17 +138,23 @@ class AnnounceResponder final : public StreamHandler, public model::AnnounceList
   ~AnnounceResponder() override;
   void on_readable() override;
   void on_announce(const std::string& path, bool active, const model::Hops& hops) override;
+  void on_carrying(const std::string& path, const model::Hops& hops, bool carrying) override;
   void on_session_closed() override;
 
  private:
   void stop();
+  // The hop list `path`'s route (`hops`) goes out with: ours appended on lite-04, marked
+  // model::kWarmHop when the peer is a relay and this relay carries the broadcast.
+  model::Hops wire_hops(const std::string& path, const model::Hops& hops) const;
+  // Queues `out`, or resets the stream when the peer no longer reads (--max-announce-buffer).
+  void send(std::vector<uint8_t> out);
 
   std::optional<std::string> full_prefix_;
   uint64_t exclude_hop_ = 0;  // the peer's hop id (lite-04 ANNOUNCE_PLEASE): routes through it are not sent
   bool collecting_init_ = false;
   std::vector<std::string> init_suffixes_;
   std::vector<model::Hops> init_hops_;  // lite-05: the hops of each init_suffixes_ entry
-  std::set<std::string> active_;
+  std::map<std::string, model::Hops> active_;  // paths sent active, with the hops sent
   bool listening_ = false;
 };
 
@@ -162,12 +169,17 @@ class AnnounceRequester final : public StreamHandler {
 
  private:
   void apply(const std::string& suffix, bool active, model::Hops hops);
+  // Applies the withdrawals held back by apply().
+  void flush_withdrawals();
   void withdraw_all();
 
   std::string prefix_;
   bool got_init_ = false;  // lite-01/02 ANNOUNCE_INIT, lite-05 ANNOUNCE_OK
   uint64_t responder_hop_ = 0;  // lite-05: ANNOUNCE_OK's hop id, the last hop of every route
   std::set<std::string> active_;  // full paths
+  // A relay peer's withdrawals waiting for the end of what has arrived: lite-04 has no update, so
+  // a relay changing a route's hops sends ended then active in one write, applied as one change.
+  std::set<std::string> withdrawing_;
 };
 
 // One downstream subscription: the peer's SUBSCRIBE stream, a listener on the origin's track, and

@@ -3,11 +3,12 @@
 import assert from "node:assert/strict";
 import * as H from "./harness.mjs";
 
-// Starts moqd as cluster node `name` (plus `args`), with /cluster on a metrics listener at
-// r.metrics; pushes it to `started` (the file's after() stops them) and resolves with it.
-export async function startClusterRelay(started, name, args = []) {
+// Starts moqd as cluster node `name` (plus `args`; `opts` as startMoqd takes them), with /cluster
+// on a metrics listener at r.metrics; pushes it to `started` (the file's after() stops them) and
+// resolves with it.
+export async function startClusterRelay(started, name, args = [], opts = {}) {
   const r = await H.startMoqd(["--cluster-node", name, "--metrics-listen", "127.0.0.1:0",
-    "--log-level", "info", ...args]);
+    "--log-level", "info", ...args], opts);
   started.push(r);
   const m = /^moqd metrics url=(\S+)$/m.exec(r.stdoutText());
   assert.ok(m, `metrics url of ${name}`);
@@ -75,4 +76,27 @@ export function recordGroups(conn, p, name) {
     }
   })().catch((err) => { state.error = err; }).finally(() => { state.ended = true; });
   return { arrivals, state, close: () => track.close() };
+}
+
+// FNV-1a 64 over `bytes` (numbers 0..255), as BigInt.
+function fnv1a(bytes, h = 0xcbf29ce484222325n) {
+  for (const b of bytes) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return h;
+}
+
+// A relay's hop id for --cluster-node `name` (relay::hop_id_for_node): below 2^52, never 0.
+export function hopIdFor(name) {
+  const h = fnv1a(Buffer.from(name, "utf8")) & ((1n << 52n) - 1n);
+  return h === 0n ? 1n : h;
+}
+
+// The warm bit of a hop id (model::kWarmHop).
+export const WARM_HOP = 2 ** 52;
+
+// model::warm_key(path, relay): which relay may pull `path` from which one's warm copy (lower
+// pulls from nobody's key above its own).
+export function warmKey(path, hopId) {
+  const le = [];
+  for (let i = 0n; i < 8n; i++) le.push(Number((hopId >> (8n * i)) & 0xffn));
+  return fnv1a(le, fnv1a(Buffer.from(path, "utf8")));
 }
