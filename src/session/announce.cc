@@ -128,8 +128,9 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, const 
     m.hops = wire_hops(path, hops);
     if (sent != active_.end()) {
       // Already announced with other hops: only a relay hears the change (a client has no use
-      // for it), as ended then active in one write, which a relay applies as one change.
-      if (sent->second == m.hops || !session_.handler().is_relay_link()) {
+      // for it, and a lite-05 client would take a second active for a restart), as ended then
+      // active in one write, which a relay applies as one change.
+      if (sent->second == m.hops || !is_relay_peer()) {
         return;
       }
       sent->second = m.hops;
@@ -150,8 +151,12 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, const 
   send(std::move(out));
 }
 
+bool AnnounceResponder::is_relay_peer() const {
+  return exclude_hop_ != 0 && session_.handler().is_relay_link();
+}
+
 void AnnounceResponder::on_carrying(const std::string& path, const model::Hops& hops, bool) {
-  if (session_.handler().is_relay_link() && active_.count(path) != 0) {
+  if (is_relay_peer() && active_.count(path) != 0) {
     on_announce(path, true, hops);
   }
 }
@@ -161,7 +166,7 @@ model::Hops AnnounceResponder::wire_hops(const std::string& path, const model::H
   const uint64_t self = session_.config().hop_id;
   // lite-04 appends our own hop to every route; lite-05 names it once, in ANNOUNCE_OK.
   if (self != 0 && !wire::is_lite05(*session_.version())) {
-    const bool warm = session_.handler().is_relay_link() && session_.origin().is_carrying(path);
+    const bool warm = is_relay_peer() && session_.origin().is_carrying(path);
     out.push_back(warm ? (self | model::kWarmHop) : self);
   }
   return out;
@@ -192,7 +197,13 @@ AnnounceRequester::AnnounceRequester(Session& s, transport::Stream& stream, std:
   write_bytes(std::move(out));
 }
 
+AnnounceRequester::~AnnounceRequester() { session_.timers().cancel(flush_timer_); }
+
 void AnnounceRequester::on_session_closed() {
+  session_.timers().cancel(flush_timer_);
+  flush_timer_ = 0;
+  withdrawing_.clear();
+  hopped_.clear();
   active_.clear();  // the session withdraws everything the peer announced
   StreamHandler::on_session_closed();
 }
@@ -235,8 +246,6 @@ void AnnounceRequester::on_readable() {
     }
     apply(m->suffix, m->active, std::move(m->hops));
   }
-  // Everything that arrived is read: a withdrawal no active followed is one.
-  flush_withdrawals();
   if (stream_ != nullptr && stream_->is_fin_received()) {
     withdraw_all();
     stream_->finish();
@@ -268,13 +277,25 @@ void AnnounceRequester::apply(const std::string& suffix, bool active, model::Hop
   if (active) {
     withdrawing_.erase(full);  // ended then active: an update of the route
     active_.insert(full);
+    if (hops.empty()) {
+      hopped_.erase(full);
+    } else {
+      hopped_.insert(full);
+    }
   } else if (active_.count(full) == 0) {
     return;
-  } else if (session_.handler().is_relay_link()) {
+  } else if (session_.handler().is_relay_link() && hopped_.count(full) != 0) {
     withdrawing_.insert(full);
+    if (flush_timer_ == 0) {
+      flush_timer_ = session_.timers().schedule(kUpdateGrace, [this] {
+        flush_timer_ = 0;
+        flush_withdrawals();
+      });
+    }
     return;
   } else {
     active_.erase(full);
+    hopped_.erase(full);
   }
   session_.announce_from_peer(full, active, hops);
 }
@@ -283,6 +304,7 @@ void AnnounceRequester::flush_withdrawals() {
   auto withdrawing = std::move(withdrawing_);
   withdrawing_.clear();
   for (const auto& full : withdrawing) {
+    hopped_.erase(full);
     if (active_.erase(full) != 0) {
       session_.announce_from_peer(full, false, {});
     }
@@ -290,7 +312,10 @@ void AnnounceRequester::flush_withdrawals() {
 }
 
 void AnnounceRequester::withdraw_all() {
+  session_.timers().cancel(flush_timer_);
+  flush_timer_ = 0;
   withdrawing_.clear();
+  hopped_.clear();
   auto active = std::move(active_);
   active_.clear();
   for (const auto& full : active) {

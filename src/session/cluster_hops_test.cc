@@ -3,6 +3,7 @@
 // drops an announcement whose hops already hold its id.
 #include <gtest/gtest.h>
 
+#include "session/handlers.h"
 #include "testing/session_fixture.h"
 
 namespace moqd::session {
@@ -174,7 +175,11 @@ TEST(ClusterHopsTest, WarmCopyIsReannouncedToARelayAsOneUpdate) {
     } else {
       EXPECT_TRUE(same(announces_of(p.server_handler(), "far"), {{true, cold}}));
     }
+    // A withdrawal alone waits kUpdateGrace for an active that would make it an update.
     p.client_origin().unannounce("far", &far);
+    p.pump();
+    EXPECT_EQ(p.server_origin().is_active("far"), relay_peer);
+    p.advance(AnnounceRequester::kUpdateGrace);
     p.pump();
     EXPECT_FALSE(p.server_origin().is_active("far"));
   }

@@ -148,6 +148,9 @@ class AnnounceResponder final : public StreamHandler, public model::AnnounceList
   model::Hops wire_hops(const std::string& path, const model::Hops& hops) const;
   // Queues `out`, or resets the stream when the peer no longer reads (--max-announce-buffer).
   void send(std::vector<uint8_t> out);
+  // A relay peer: a relay link (the handler says) that named its hop id in ANNOUNCE_PLEASE
+  // (exclude_hop). On an open relay every session is trusted as a link; clients send no hop id.
+  bool is_relay_peer() const;
 
   std::optional<std::string> full_prefix_;
   uint64_t exclude_hop_ = 0;  // the peer's hop id (lite-04 ANNOUNCE_PLEASE): routes through it are not sent
@@ -162,7 +165,12 @@ class AnnounceResponder final : public StreamHandler, public model::AnnounceList
 // their source.
 class AnnounceRequester final : public StreamHandler {
  public:
+  // How long a relay peer's withdrawal waits for the active that makes it an update: the pair
+  // is written at once, but may arrive in two reads.
+  static constexpr Duration kUpdateGrace = std::chrono::milliseconds(50);
+
   AnnounceRequester(Session& s, transport::Stream& stream, std::string prefix);
+  ~AnnounceRequester() override;
   void on_readable() override;
   void on_reset(uint64_t code) override;
   void on_session_closed() override;
@@ -177,9 +185,11 @@ class AnnounceRequester final : public StreamHandler {
   bool got_init_ = false;  // lite-01/02 ANNOUNCE_INIT, lite-05 ANNOUNCE_OK
   uint64_t responder_hop_ = 0;  // lite-05: ANNOUNCE_OK's hop id, the last hop of every route
   std::set<std::string> active_;  // full paths
-  // A relay peer's withdrawals waiting for the end of what has arrived: lite-04 has no update, so
-  // a relay changing a route's hops sends ended then active in one write, applied as one change.
+  std::set<std::string> hopped_;  // those whose active announcement carried hops (from a relay)
+  // A relay peer's withdrawals waiting kUpdateGrace for an active of the same path: lite-04 has
+  // no update, so a relay changing a route's hops sends ended then active, applied as one change.
   std::set<std::string> withdrawing_;
+  TimerId flush_timer_ = 0;
 };
 
 // One downstream subscription: the peer's SUBSCRIBE stream, a listener on the origin's track, and
