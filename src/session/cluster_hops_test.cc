@@ -126,25 +126,34 @@ std::vector<testing::RecordingHandler::PeerAnnounce> announces_of(const testing:
 // re-announces it to a relay peer with its hop marked warm, and back when the last track goes.
 // lite-04 has no update, so it goes out as ended then active in one write, and the peer applies
 // the pair as one change: its handler never sees the route withdrawn, and the route's tracks
-// would stay. A client peer (no relay link) hears nothing of it.
+// would stay. A client peer hears nothing of it: one that is no relay link, and one trusted as a
+// link (an open relay trusts every session) that named no hop id in ANNOUNCE_PLEASE.
 TEST(ClusterHopsTest, WarmCopyIsReannouncedToARelayAsOneUpdate) {
-  for (bool relay_peer : {true, false}) {
-    SCOPED_TRACE(relay_peer ? "relay peer" : "client peer");
+  for (int peer_kind : {0, 1, 2}) {
+    const bool relay_peer = peer_kind == 0;
+    SCOPED_TRACE(peer_kind == 0 ? "relay peer" : peer_kind == 1 ? "client peer" : "hopless link");
     SessionPairOptions o = relay_pair();
+    if (peer_kind == 2) {
+      o.server.hop_id = 0;  // its ANNOUNCE_PLEASE names no hop id
+    }
     o.server_origin.upstream_linger = std::chrono::seconds(1);
     o.client_origin.upstream_linger = std::chrono::seconds(1);
     SessionPair p(std::move(o));
-    p.client_handler().relay_link = relay_peer;
-    p.server_handler().relay_link = relay_peer;
+    p.client_handler().relay_link = peer_kind != 1;
+    p.server_handler().relay_link = peer_kind != 1;
     RelayedBroadcast far;
     p.client_origin().announce("far", &far, model::Hops{77});
     p.start();
     p.pump();
+    const size_t sent_idle = p.client_channel().sent().size();
     model::Track* t = p.client_origin().track("far", "video");
     ASSERT_NE(t, nullptr);
     NullTrackListener viewer;
     t->add_listener(&viewer);
+    // Only a relay peer is sent anything (the track's source is local to the client).
     p.pump();
+    const size_t sent_before = sent_idle;
+    EXPECT_EQ(p.client_channel().sent().size() > sent_before, relay_peer);
     const model::Hops warm{77, kClientHop | model::kWarmHop};
     const model::Hops cold{77, kClientHop};
     using A = testing::RecordingHandler::PeerAnnounce;
@@ -178,7 +187,7 @@ TEST(ClusterHopsTest, WarmCopyIsReannouncedToARelayAsOneUpdate) {
     // A withdrawal alone waits kUpdateGrace for an active that would make it an update.
     p.client_origin().unannounce("far", &far);
     p.pump();
-    EXPECT_EQ(p.server_origin().is_active("far"), relay_peer);
+    EXPECT_EQ(p.server_origin().is_active("far"), peer_kind != 1);  // came with hops
     p.advance(AnnounceRequester::kUpdateGrace);
     p.pump();
     EXPECT_FALSE(p.server_origin().is_active("far"));
