@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -39,6 +40,7 @@ double seconds_since(SteadyTime t) {
 struct GenProcess {
   std::string role;
   int cpu = -1;
+  size_t relay = 0;  // index of the relay it connects to
   Child child;
   bool ready = false;
   Fields last;      // the last progress or result line
@@ -46,8 +48,19 @@ struct GenProcess {
   double cpu_start = 0, cpu_end = 0;
 };
 
+// One relay's share of a run over several (--relay given more than once).
+struct RelayShare {
+  std::string url;
+  size_t viewers = 0;
+  uint64_t frames = 0, bytes = 0;
+  double cpu_s = 0;       // its CPU in the window (0 without its pid)
+  double ns_per_byte = 0;  // cpu_s per byte its viewers received
+  Histogram latency;
+};
+
 struct Trial {
   size_t viewers = 0;
+  std::vector<RelayShare> relays;  // per relay, when there are several
   bool valid = true;
   std::string invalid_reason;
   bool started = false;  // every process came up
@@ -117,9 +130,14 @@ class Fanout {
 
  private:
   std::vector<std::string> worker_argv(const std::string& role, const std::string& path,
-                                       size_t count) const;
+                                       size_t count, size_t relay) const;
   std::optional<GenProcess> spawn(const std::string& role, const std::string& path, size_t count,
-                                  int cpu, Trial& t);
+                                  int cpu, Trial& t, size_t relay = 0);
+  // Starts (or finds) every relay; the first is relay_.
+  bool start_relays(Trial& t);
+  void stop_relays();
+  // The relays viewers connect to (indices into relays_).
+  std::vector<size_t> viewer_relays() const;
   bool wait_ready(std::vector<GenProcess*> procs, double timeout_s, Trial& t, const char* what);
   Trial measure(size_t viewers);
   void pump(std::vector<GenProcess>& procs, double timeout_s);
@@ -129,7 +147,8 @@ class Fanout {
 
   const FanoutOptions& o_;
   CpuSplit cpus_;
-  RelayUnderTest relay_;
+  std::vector<std::unique_ptr<RelayUnderTest>> relays_;
+  RelayUnderTest* relay_ = nullptr;  // the publisher's: relays_[0]
   SteadyTime last_progress_{};
   double progress_bytes_ = 0;
   SteadyTime progress_bytes_at_ = steady_now();
@@ -139,10 +158,11 @@ class Fanout {
 };
 
 std::vector<std::string> Fanout::worker_argv(const std::string& role, const std::string& path,
-                                             size_t count) const {
-  return {self_dir() + "/moq", "bench", "worker", "--role", role, "--url", relay_.base_url(), "--path", path,
+                                             size_t count, size_t relay) const {
+  const RelayUnderTest& r = *relays_[relay];
+  return {self_dir() + "/moq", "bench", "worker", "--role", role, "--url", r.base_url(), "--path", path,
           "--count", std::to_string(count), "--transport", o_.transport, "--fingerprint",
-          relay_.fingerprint().empty() ? "none" : relay_.fingerprint(), "--frame-size",
+          r.fingerprint().empty() ? "none" : r.fingerprint(), "--frame-size",
           std::to_string(frame_size()), "--fps", std::to_string(o_.fps), "--group-frames",
           std::to_string(o_.group_frames), "--duration", std::to_string(o_.duration_s),
           "--socket-buffer", std::to_string(o_.socket_buffer), "--ack-thresh",
@@ -150,14 +170,51 @@ std::vector<std::string> Fanout::worker_argv(const std::string& role, const std:
 }
 
 std::optional<GenProcess> Fanout::spawn(const std::string& role, const std::string& path,
-                                        size_t count, int cpu, Trial& t) {
-  auto child = Child::spawn(worker_argv(role, path, count), {cpu});
+                                        size_t count, int cpu, Trial& t, size_t relay) {
+  auto child = Child::spawn(worker_argv(role, path, count, relay), {cpu});
   if (!child) {
     t.error = "cannot start a generator process";
     return std::nullopt;
   }
-  GenProcess p{role, cpu, std::move(*child)};
+  GenProcess p{role, cpu, relay, std::move(*child)};
   return p;
+}
+
+bool Fanout::start_relays(Trial& t) {
+  relays_.clear();
+  const size_t n = std::max<size_t>(1, o_.relay_urls.size());
+  for (size_t i = 0; i < n; ++i) {
+    RelayTarget target{o_.moqd, i < o_.relay_urls.size() ? o_.relay_urls[i] : std::string(),
+                       i < o_.relay_pids.size() ? o_.relay_pids[i] : 0, o_.relay_args};
+    relays_.push_back(std::make_unique<RelayUnderTest>());
+    if (!relays_.back()->start(target, cpus_.relay, o_.transport != "ws", t.error)) {
+      stop_relays();
+      return false;
+    }
+  }
+  relay_ = relays_[0].get();
+  return true;
+}
+
+void Fanout::stop_relays() {
+  for (auto& r : relays_) {
+    r->stop();
+  }
+}
+
+std::vector<size_t> Fanout::viewer_relays() const {
+  std::vector<size_t> out;
+  for (size_t i : o_.viewer_relays) {
+    if (i < relays_.size()) {
+      out.push_back(i);
+    }
+  }
+  if (out.empty()) {
+    for (size_t i = 0; i < relays_.size(); ++i) {
+      out.push_back(i);
+    }
+  }
+  return out;
 }
 
 bool Fanout::wait_ready(std::vector<GenProcess*> procs, double timeout_s, Trial& t,
@@ -232,8 +289,8 @@ void Fanout::sample(const std::vector<GenProcess>& procs, SteadyTime t0) {
   fprintf(stderr,
           "sample {\"t_s\":%.0f,\"rss_mib\":%.2f,\"fds\":%zu,\"frames\":%.0f,\"p50_ms\":%.2f,"
           "\"p99_ms\":%.2f,\"p999_ms\":%.2f,\"max_ms\":%.2f}\n",
-          seconds_since(t0), static_cast<double>(relay_.rss_bytes()) / (1 << 20),
-          process_fd_count(relay_.pid()), frames - sampled_frames_, d.quantile_ms(0.5),
+          seconds_since(t0), static_cast<double>(relay_->rss_bytes()) / (1 << 20),
+          process_fd_count(relay_->pid()), frames - sampled_frames_, d.quantile_ms(0.5),
           d.quantile_ms(0.99), d.quantile_ms(0.999), d.quantile_ms(1));
   sampled_ = h;
   sampled_frames_ = frames;
@@ -251,34 +308,41 @@ Trial Fanout::run(size_t viewers) {
 Trial Fanout::measure(size_t viewers) {
   Trial t;
   t.viewers = viewers;
-  RelayTarget target{o_.moqd, o_.relay_url, o_.relay_pid, o_.relay_args};
-  if (!relay_.start(target, cpus_.relay, o_.transport != "ws", t.error)) {
-    relay_.stop();
+  if (!start_relays(t)) {
+    return t;
+  }
+  const std::vector<size_t> vrelays = viewer_relays();
+  if (viewers < vrelays.size()) {
+    t.error = "fewer viewers than relays to spread them over";
+    stop_relays();
     return t;
   }
   const std::string path = "bench/fanout";
   size_t workers = o_.gen_workers != 0 ? o_.gen_workers : cpus_.gen.size();
   workers = std::max<size_t>(1, std::min(workers, viewers));
+  // At least one viewer process per relay, and as many on each: viewer process i goes to relay
+  // vrelays[i % relays], so the viewers are dealt round-robin.
+  workers = (std::max(workers, vrelays.size()) + vrelays.size() - 1) / vrelays.size() * vrelays.size();
   std::vector<GenProcess> procs;
   procs.reserve(workers + 2);  // pointers into it are kept below: it never reallocates
   // The publisher, then the relay's memory before any viewer.
   auto pub = spawn("publisher", path, 1, cpus_.gen[0], t);
   if (!pub) {
-    relay_.stop();
+    stop_relays();
     return t;
   }
   procs.push_back(std::move(*pub));
   if (!wait_ready({&procs[0]}, 15, t, "the publisher")) {
-    relay_.stop();
+    stop_relays();
     return t;
   }
-  uint64_t rss_before = relay_.rss_bytes();
-  double heap_before = relay_.counters().heap_in_use;
+  uint64_t rss_before = relay_->rss_bytes();
+  double heap_before = relay_->counters().heap_in_use;
   for (size_t i = 0; i < workers; ++i) {
     size_t n = viewers / workers + (i < viewers % workers ? 1 : 0);
-    auto p = spawn("viewers", path, n, cpus_.gen[i % cpus_.gen.size()], t);
+    auto p = spawn("viewers", path, n, cpus_.gen[i % cpus_.gen.size()], t, vrelays[i % vrelays.size()]);
     if (!p) {
-      relay_.stop();
+      stop_relays();
       return t;
     }
     procs.push_back(std::move(*p));
@@ -293,7 +357,7 @@ Trial Fanout::measure(size_t viewers) {
       break;
     }
     if (!t.error.empty() && t.error.find("exited") != std::string::npos) {
-      relay_.stop();
+      stop_relays();
       return t;
     }
     t.error.clear();
@@ -301,13 +365,13 @@ Trial Fanout::measure(size_t viewers) {
     if (seconds_since(setup_start) > 30 + static_cast<double>(viewers) / 50) {
       t.error = "viewers not attached in time";
       print_progress(procs, viewers, true);
-      relay_.stop();
+      stop_relays();
       return t;
     }
   }
   auto by = spawn("bystander", "bench/bystander", 1, cpus_.gen.back(), t);
   if (!by) {
-    relay_.stop();
+    stop_relays();
     return t;
   }
   procs.push_back(std::move(*by));
@@ -321,8 +385,12 @@ Trial Fanout::measure(size_t viewers) {
 
   // The measured window: from "go" until every frame reached every viewer (or 2 s after the
   // last one was published).
-  RelayCounters c0 = relay_.counters();
-  double relay_cpu0 = relay_.cpu_seconds();
+  RelayCounters c0 = relay_->counters();
+  double relay_cpu0 = relay_->cpu_seconds();
+  std::vector<double> cpu0;
+  for (const auto& r : relays_) {
+    cpu0.push_back(r->cpu_seconds());
+  }
   for (auto& p : procs) {
     p.cpu_start = process_cpu_seconds(p.child.pid());
   }
@@ -366,11 +434,19 @@ Trial Fanout::measure(size_t viewers) {
     }
   }
   t.window_s = seconds_since(t0);
-  t.relay_cpu_s = relay_.cpu_seconds() - relay_cpu0;
-  RelayCounters c1 = relay_.counters();
-  uint64_t rss_after = relay_.rss_bytes();
+  t.relay_cpu_s = relay_->cpu_seconds() - relay_cpu0;
+  if (relays_.size() > 1) {
+    for (size_t i = 0; i < relays_.size(); ++i) {
+      RelayShare share;
+      share.url = relays_[i]->base_url();
+      share.cpu_s = relays_[i]->cpu_seconds() - cpu0[i];
+      t.relays.push_back(std::move(share));
+    }
+  }
+  RelayCounters c1 = relay_->counters();
+  uint64_t rss_after = relay_->rss_bytes();
   double heap_after = c1.heap_in_use;
-  t.relay_drops = relay_.socket_drops();
+  t.relay_drops = relay_->socket_drops();
   for (auto& p : procs) {
     p.cpu_end = process_cpu_seconds(p.child.pid());
   }
@@ -398,7 +474,7 @@ Trial Fanout::measure(size_t viewers) {
   for (auto& p : procs) {
     p.child.wait(3000);
   }
-  relay_.stop();
+  stop_relays();
 
   // What the processes measured.
   std::map<int, double> cpu_by_core;
@@ -407,6 +483,13 @@ Trial Fanout::measure(size_t viewers) {
       mark_invalid(t, "a " + p.role + " process gave no result");
     }
     cpu_by_core[p.cpu] += std::max(0.0, p.cpu_end - p.cpu_start);
+    if (p.role == "viewers" && p.relay < t.relays.size()) {
+      RelayShare& r = t.relays[p.relay];
+      r.viewers += static_cast<size_t>(field_number(p.last, "attached"));
+      r.frames += static_cast<uint64_t>(field_number(p.last, "frames"));
+      r.bytes += static_cast<uint64_t>(field_number(p.last, "bytes"));
+      r.latency.merge(Histogram::parse(field_text(p.last, "hist")));
+    }
     if (p.role == "viewers") {
       t.frames += static_cast<uint64_t>(field_number(p.last, "frames"));
       t.bytes += static_cast<uint64_t>(field_number(p.last, "bytes"));
@@ -424,6 +507,9 @@ Trial Fanout::measure(size_t viewers) {
   t.frames_lost = wanted > static_cast<double>(t.frames) ? static_cast<uint64_t>(wanted) - t.frames : 0;
   t.delivered_ratio = wanted > 0 ? static_cast<double>(t.frames) / wanted : 0;
   t.relay_ns_per_byte = t.bytes > 0 ? t.relay_cpu_s * 1e9 / static_cast<double>(t.bytes) : 0;
+  for (auto& r : t.relays) {
+    r.ns_per_byte = r.bytes > 0 ? r.cpu_s * 1e9 / static_cast<double>(r.bytes) : 0;
+  }
   t.throughput_gbps = t.window_s > 0 ? static_cast<double>(t.bytes) * 8 / t.window_s / 1e9 : 0;
   t.relay_rss_per_viewer_kb =
       rss_after > rss_before ? static_cast<double>(rss_after - rss_before) / 1024 / static_cast<double>(viewers) : 0;
@@ -520,6 +606,18 @@ std::string trial_json(const Trial& t, const Fanout& f, const FanoutOptions& o) 
   add("generator_cpu_share", json_number(t.generator_cpu_share));
   add("generator_drops", std::to_string(t.generator_drops));
   add("generator_socket_buffer", std::to_string(o.socket_buffer));
+  if (!t.relays.empty()) {
+    std::string rs;
+    for (const auto& r : t.relays) {
+      rs += (rs.empty() ? "{" : ",{") + std::string("\"url\":") + json_quote(r.url) +
+            ",\"viewers\":" + std::to_string(r.viewers) + ",\"frames_delivered\":" +
+            std::to_string(r.frames) + ",\"bytes\":" + std::to_string(r.bytes) + ",\"cpu_s\":" +
+            json_number(r.cpu_s) + ",\"ns_per_byte\":" + json_number(r.ns_per_byte) +
+            ",\"latency_ms\":{\"p50\":" + json_number(r.latency.quantile_ms(0.5)) + ",\"p99\":" +
+            json_number(r.latency.quantile_ms(0.99)) + "}}";
+    }
+    add("relays", "[" + rs + "]");
+  }
   add("valid", t.valid ? "true" : "false");
   if (!t.valid) {
     add("invalid_reason", json_quote(t.invalid_reason));
@@ -549,6 +647,12 @@ void print_trial(const Trial& t, const Fanout& f, const FanoutOptions& o) {
          "of %.2f; %.3f syscalls per packet\n",
          t.relay_rss_per_viewer_kb, t.relay_heap_per_viewer_kb, t.relay_datagrams_per_send, t.relay_segments_per_message,
          t.relay_syscalls_per_packet);
+  for (const auto& r : t.relays) {
+    printf("  relay %s: %zu viewers, %llu frames, %.2f s CPU, %.2f ns per byte its viewers got; "
+           "latency ms p50 %.2f p99 %.2f\n",
+           r.url.c_str(), r.viewers, static_cast<unsigned long long>(r.frames), r.cpu_s,
+           r.ns_per_byte, r.latency.quantile_ms(0.5), r.latency.quantile_ms(0.99));
+  }
   printf("  generator: %.0f%% of its busiest core, %llu socket drops -> %s%s\n",
          100 * t.generator_cpu_share, static_cast<unsigned long long>(t.generator_drops),
          t.valid ? "valid" : "INVALID: ", t.valid ? "" : t.invalid_reason.c_str());
@@ -691,8 +795,15 @@ void add_fanout_command(CLI::App& bench, int* exit_code) {
   static std::string bitrate, duration = "10s", max_p99 = "50ms", sample_every;
   auto* cmd = bench.add_subcommand("fanout", "one track to N viewers through a relay, against the machine's limit");
   cmd->add_option("--moqd", o.moqd, "relay binary to start (default: moqd beside moq)");
-  cmd->add_option("--relay", o.relay_url, "measure this running relay instead (with --relay-pid)");
-  cmd->add_option("--relay-pid", o.relay_pid, "pid of --relay, for its CPU and memory");
+  cmd->add_option("--relay", o.relay_urls,
+                  "measure this running relay instead (with --relay-pid); repeatable or a comma list: "
+                  "a cluster, the publisher on the first, viewers round-robin, reported per relay")
+      ->delimiter(',');
+  cmd->add_option("--relay-pid", o.relay_pids, "pid of each --relay, in order, for its CPU and memory")
+      ->delimiter(',');
+  cmd->add_option("--viewer-relays", o.viewer_relays,
+                  "the --relay indices (from 0) viewers connect to, e.g. 1 or 0,1 (default: all)")
+      ->delimiter(',');
   cmd->add_option("--relay-cpus", o.relay_cpus, "CPUs for the relay, e.g. 1 or 8-15 (default: upper half)");
   cmd->add_option("--gen-cpus", o.gen_cpus, "CPUs for the generator (default: the others)");
   cmd->add_option("--gen-workers", o.gen_workers, "viewer processes (default: one per generator CPU)");

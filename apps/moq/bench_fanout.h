@@ -1,5 +1,6 @@
 #pragma once
-// `moq bench fanout`: one publisher of one track to N viewers through a relay, with the relay and
+// `moq bench fanout`: one publisher of one track to N viewers through a relay (or a cluster of
+// relays, viewers spread over them and reported per relay), with the relay and
 // the generator on disjoint CPUs, the generator spread over processes, a bystander track on the
 // side, and the relay's own cost per delivered byte set against the machine's limit measured in
 // the same invocation (bench_limits.h). See docs/BENCHMARKS.md.
@@ -18,8 +19,12 @@ namespace moqd::bench {
 
 struct FanoutOptions {
   std::string moqd;        // the relay binary to start (default: moqd beside moq)
-  std::string relay_url;   // measure a relay already running instead...
-  pid_t relay_pid = 0;     // ...whose CPU and memory are read from /proc/PID
+  // Measure relays already running instead (--relay, repeatable: a cluster)... The publisher and
+  // the bystander use the first; viewers are dealt round-robin over `viewer_relays` (indices into
+  // relay_urls; empty: all of them).
+  std::vector<std::string> relay_urls;
+  std::vector<pid_t> relay_pids;  // ...whose CPU and memory are read from /proc/PID, in order
+  std::vector<size_t> viewer_relays;
   std::string relay_cpus;  // CPU lists; default: the upper half of the allowed CPUs
   std::string gen_cpus;    // default: the rest
   size_t gen_workers = 0;  // viewer processes; default: one per generator CPU

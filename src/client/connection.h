@@ -120,6 +120,8 @@ class Link : public session::SessionHandler {
 
   // session::SessionHandler
   bool authorize(session::Action, std::string_view, std::string_view) override { return true; }
+  // A link with a hop id is a relay's cluster link: its peer is a relay.
+  bool is_relay_link() const override { return options_.hop_id != 0; }
   void on_session_ready(wire::Version version) override;
   void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                         model::BroadcastSource& source) override;

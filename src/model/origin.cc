@@ -13,6 +13,7 @@ struct Origin::Broadcast {
     Hops hops;
     uint64_t cost;
     uint64_t order;  // announcement order: newer wins ties
+    uint64_t score;  // route_distance() + cost
   };
   std::string path;
   // Every route; active() is the best of them.
@@ -21,10 +22,8 @@ struct Origin::Broadcast {
 
   // True when `a` is preferred over `b` (see the file comment in origin.h).
   static bool better(const Publisher& a, const Publisher& b) {
-    uint64_t sa = a.hops.size() + a.cost;
-    uint64_t sb = b.hops.size() + b.cost;
-    if (sa != sb) {
-      return sa < sb;
+    if (a.score != b.score) {
+      return a.score < b.score;
     }
     if (a.hops != b.hops) {
       return a.hops < b.hops;
@@ -46,9 +45,43 @@ namespace {
 // A track may move between two relayed routes of the same origin relay without ending: both
 // carry the same publisher's groups, so their sequences agree.
 bool same_origin_relay(const Hops& a, const Hops& b) {
-  return !a.empty() && !b.empty() && a.front() == b.front();
+  return !a.empty() && !b.empty() && hop_relay(a.front()) == hop_relay(b.front());
 }
 }  // namespace
+
+bool hops_contain(const Hops& hops, uint64_t relay) {
+  relay = hop_relay(relay);
+  return std::any_of(hops.begin(), hops.end(), [&](uint64_t h) { return hop_relay(h) == relay; });
+}
+
+uint64_t warm_key(std::string_view path, uint64_t relay) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](uint8_t byte) {
+    h ^= byte;
+    h *= 0x100000001b3ull;
+  };
+  for (char c : path) {
+    mix(static_cast<uint8_t>(c));
+  }
+  relay = hop_relay(relay);
+  for (int i = 0; i < 8; ++i) {
+    mix(static_cast<uint8_t>(relay >> (8 * i)));
+  }
+  return h;
+}
+
+uint64_t route_distance(std::string_view path, const Hops& hops, uint64_t self) {
+  if (self == 0) {
+    return hops.size();
+  }
+  const uint64_t own = warm_key(path, self);
+  for (size_t i = hops.size(); i-- > 1;) {
+    if (is_warm_hop(hops[i]) && warm_key(path, hops[i]) < own) {
+      return hops.size() - i;
+    }
+  }
+  return hops.size();
+}
 
 Origin::Origin(OriginConfig config, const Clock& clock, Timers& timers)
     : config_(config), clock_(clock), timers_(timers) {}
@@ -71,7 +104,8 @@ void Origin::announce(const std::string& path, BroadcastSource* source, Hops hop
   BroadcastSource* old = before != nullptr ? before->source : nullptr;
   Hops old_hops = before != nullptr ? before->hops : Hops{};
   std::erase_if(b.publishers, [&](const auto& pub) { return pub.source == source; });
-  b.publishers.push_back({source, std::move(hops), cost, ++announce_order_});
+  const uint64_t score = route_distance(p, hops, config_.hop_id) + cost;
+  b.publishers.push_back({source, std::move(hops), cost, ++announce_order_, score});
   const Broadcast::Publisher* after = b.active();
   if (old != nullptr && after->source == old && after->hops == old_hops) {
     return;  // a backup route: nothing changes for listeners
@@ -103,7 +137,11 @@ void Origin::unannounce(const std::string& path, BroadcastSource* source) {
 void Origin::switch_active(const std::string& p, BroadcastSource* old, const Hops& old_hops) {
   Broadcast& b = *broadcasts_.find(p)->second;
   const Broadcast::Publisher* next = b.active();
-  if (old != nullptr) {
+  // The same source with another hop list (a relay on the way became warm or cold): its
+  // subscriptions go on as they are, and listeners hear the path active again with the new hops.
+  const bool same_source = old != nullptr && next != nullptr && next->source == old &&
+                        same_origin_relay(old_hops, next->hops);
+  if (old != nullptr && !same_source) {
     if (next != nullptr && same_origin_relay(old_hops, next->hops)) {
       // Re-serve through the new route: the tracks stay, their source changes.
       BroadcastSource* src = next->source;
@@ -128,7 +166,7 @@ void Origin::switch_active(const std::string& p, BroadcastSource* old, const Hop
       broadcasts_.erase(it);
     }
   }
-  if (old != nullptr) {
+  if (old != nullptr && !same_source) {
     notify(p, false, old_hops);
   }
   if (next_hops) {
@@ -165,6 +203,14 @@ std::vector<Origin::Route> Origin::routes(const std::string& path) const {
     out.push_back(Route{pub->source, pub->hops, pub->cost, out.empty()});
   }
   return out;
+}
+
+bool Origin::is_carrying(const std::string& path) const {
+  auto it = broadcasts_.find(normalize_path(path));
+  if (it == broadcasts_.end() || it->second->publishers.empty()) {
+    return false;
+  }
+  return !it->second->active()->hops.empty() && !it->second->tracks.empty();
 }
 
 std::vector<std::string> Origin::active_paths(const std::string& prefix) const {
@@ -250,6 +296,9 @@ Track* Origin::create_track(Broadcast& b, const std::string& name) {
   // The Track cancels this timer callback when destroyed, so the raw pointers stay valid.
   raw->set_idle_callback([this, raw] { on_track_idle(raw); });
   b.tracks.emplace(name, std::move(t));
+  if (b.tracks.size() == 1) {
+    notify_carrying(b, true);
+  }
   return raw;
 }
 
@@ -278,6 +327,25 @@ void Origin::notify(const std::string& path, bool active, const Hops& hops) {
   }
 }
 
+void Origin::notify_carrying(const Broadcast& b, bool carrying) {
+  const Broadcast::Publisher* a = b.active();
+  if (a == nullptr || a->hops.empty()) {
+    return;  // a local publisher: its relay is the origin, warm or not
+  }
+  const std::string path = b.path;
+  const Hops hops = a->hops;
+  ++notify_depth_;
+  for (size_t i = 0, n = listeners_.size(); i < n; ++i) {
+    AnnounceListener* l = listeners_[i].second;
+    if (l && has_prefix(listeners_[i].first, path)) {
+      l->on_carrying(path, hops, carrying);
+    }
+  }
+  if (--notify_depth_ == 0) {
+    std::erase_if(listeners_, [](const auto& e) { return e.second == nullptr; });
+  }
+}
+
 void Origin::on_track_idle(Track* t) {
   auto it = broadcasts_.find(t->broadcast());
   if (it != broadcasts_.end()) {
@@ -285,6 +353,9 @@ void Origin::on_track_idle(Track* t) {
     auto e = tracks.find(t->name());
     if (e != tracks.end() && e->second.get() == t) {
       tracks.erase(e);
+      if (tracks.empty()) {
+        notify_carrying(*it->second, false);
+      }
       return;
     }
   }

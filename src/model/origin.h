@@ -4,17 +4,27 @@
 // subscribers are reading. No I/O and no protocol. One per worker.
 //
 // Several sources of a path (routes): the best one is active, the others stay as backups. Best
-// is the lowest score, hops.size() + cost (a local publisher: 0); between equal scores, the
-// lexicographically smaller hop list, then the newest announcement. So among local publishers the
-// newest wins, as before clustering; among relayed routes the shortest, cheapest path wins with a
-// tie-break every relay computes alike. When the active source changes:
+// is the lowest score, route_distance() + cost (a local publisher: 0); between equal scores, the
+// lexicographically smaller hop list (so the nearer copy), then the newest announcement. So among local publishers the newest wins, as before clustering; among relayed
+// routes the shortest, cheapest path wins with a tie-break every relay computes alike.
+//
+// Warm copies: a relay that carries a broadcast (has live tracks of it: an upstream subscription)
+// marks its own hop with kWarmHop when it announces the broadcast to its peers. A route's distance
+// is then counted from the nearest warm copy, not from the origin relay, because the relays before
+// it already pull the broadcast: one more subscription costs only the hops after it. A warm mark
+// is honoured only from a relay whose warm_key() for the path is below this relay's own, so two
+// relays that each pull a broadcast never re-parent onto each other at once (see
+// docs/ARCHITECTURE.md, Clustering). When the active source changes:
+// - to another hop list of the same source (a warm mark came or went), nothing moves: the tracks
+//   keep their subscription through that source;
 // - between two relayed routes from the same origin relay (the same first hop id), the open
 //   tracks move to the new route (Track::switch_source): subscribers keep their subscription and
 //   see only groups newer than those they had;
 // - otherwise the broadcast's open tracks end (subscribers see their subscription end), because a
 //   different publisher may restart its group sequences at 0 (a publisher that reconnects
 //   mid-track is such a switch).
-// Either way discovery listeners hear ended-then-active, with the new route's hops. Ended tracks
+// Either way (but for the first case, where they hear only active with the new hops) discovery
+// listeners hear ended-then-active, with the new route's hops. Ended tracks
 // close with ErrorCode::kClosed and their sources get stop_track synchronously (a leaving source
 // must therefore unannounce while it is still alive).
 //
@@ -26,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/clock.h"
@@ -47,12 +58,30 @@ class BroadcastSource {
 // first, the neighbour's last). Empty for a broadcast published by a local client.
 using Hops = std::vector<uint64_t>;
 
+// A hop id whose kWarmHop bit is set names a relay that carried the broadcast when it announced
+// it (hop ids are below 2^52: relay::hop_id_for_node). Compare relays with hop_relay().
+inline constexpr uint64_t kWarmHop = uint64_t{1} << 52;
+constexpr uint64_t hop_relay(uint64_t hop) { return hop & ~kWarmHop; }
+constexpr bool is_warm_hop(uint64_t hop) { return (hop & kWarmHop) != 0; }
+// True when `hops` holds relay `relay` (warm or not).
+bool hops_contain(const Hops& hops, uint64_t relay);
+// The order in which relays may pull `path` from each other's warm copies: FNV-1a 64 of the path
+// then of the relay's hop id (8 bytes, little-endian, warm bit cleared). Stable across builds.
+uint64_t warm_key(std::string_view path, uint64_t relay);
+// The relays one more subscription to `path` over a route with `hops` must cross: hops.size()
+// counted from the last honoured warm hop (hops[i], i >= 1, warm, and warm_key(path, hops[i]) <
+// warm_key(path, self)), else from the origin relay. `self` 0 (not a relay) honours none.
+uint64_t route_distance(std::string_view path, const Hops& hops, uint64_t self);
+
 // Discovery listener for a prefix.
 class AnnounceListener {
  public:
   virtual ~AnnounceListener() = default;
   // `path` is the full normalised broadcast path; `hops` the relays it crossed (active route's).
   virtual void on_announce(const std::string& path, bool active, const Hops& hops) = 0;
+  // The origin started (`carrying`) or stopped carrying active broadcast `path` (see
+  // Origin::is_carrying); `hops` are its active route's. The default ignores it.
+  virtual void on_carrying(const std::string& /*path*/, const Hops& /*hops*/, bool /*carrying*/) {}
 };
 
 struct OriginConfig {
@@ -61,6 +90,8 @@ struct OriginConfig {
   // This worker's share of the global cache budget (--cache-budget / workers); null: unbounded.
   // Owned by the caller and must outlive the Origin.
   CacheBudget* budget = nullptr;
+  // This relay's hop id (SessionConfig::hop_id), for route_distance(); 0: not a relay.
+  uint64_t hop_id = 0;
 };
 
 class Origin {
@@ -87,6 +118,9 @@ class Origin {
   };
   // Every route to `path`, best (the active one) first.
   std::vector<Route> routes(const std::string& path) const;
+  // True when `path` is active through a relayed route (hops not empty) and has live tracks: this
+  // relay pulls it from upstream, so its peers may pull the warm copy from here.
+  bool is_carrying(const std::string& path) const;
   // Active paths under `prefix`, sorted.
   std::vector<std::string> active_paths(const std::string& prefix) const;
 
@@ -122,6 +156,8 @@ class Origin {
   // tells the listeners. `b` may be gone when this returns.
   void switch_active(const std::string& path, BroadcastSource* old, const Hops& old_hops);
   void notify(const std::string& path, bool active, const Hops& hops);
+  // Tells listeners that `b` started or stopped carrying (its first track came, its last went).
+  void notify_carrying(const Broadcast& b, bool carrying);
   void on_track_idle(Track* t);
   void for_each_track_impl(const std::function<void(const std::string&, const Track&)>& fn) const;
 

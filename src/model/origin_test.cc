@@ -332,5 +332,127 @@ TEST_F(OriginTest, DeadRouteMovesTracksToAnotherRouteOfTheSameOrigin) {
   origin_.remove_listener(&discovery_);
 }
 
+// Relays whose warm_key() for `path` is below (`lower`) or above this relay's own.
+struct Siblings {
+  uint64_t lower = 0, higher = 0;
+};
+Siblings siblings_of(const std::string& path, uint64_t self) {
+  Siblings s;
+  for (uint64_t id = 100; s.lower == 0 || s.higher == 0; ++id) {
+    (warm_key(path, id) < warm_key(path, self) ? s.lower : s.higher) = id;
+  }
+  return s;
+}
+
+// Path choice with warm copies (kWarmHop): a route's distance counts from the nearest warm copy
+// whose relay keys below this one, so a cold route through a sibling, or a warm one from a
+// sibling keying above, counts every hop; on equal scores the nearer copy (the smaller hop list)
+// wins, as without warm marks; the link cost adds.
+TEST(OriginWarmTest, WarmSiblingIsNearerOnlyWhenItKeysLower) {
+  const uint64_t self = 7;
+  ManualClock clock;
+  Origin origin(OriginConfig{.hop_id = self}, clock, clock);
+  const Siblings sib = siblings_of("p", self);
+  EXPECT_EQ(route_distance("p", Hops{42, sib.lower | kWarmHop}, self), 1u);
+  EXPECT_EQ(route_distance("p", Hops{42, sib.lower}, self), 2u);
+  EXPECT_EQ(route_distance("p", Hops{42, sib.higher | kWarmHop}, self), 2u);
+  EXPECT_EQ(route_distance("p", Hops{42, sib.lower | kWarmHop, 9}, self), 2u);
+  EXPECT_EQ(route_distance("p", Hops{42 | kWarmHop}, self), 1u);  // the origin relay is no sibling
+  EXPECT_EQ(route_distance("p", Hops{42, sib.lower | kWarmHop}, 0), 2u);  // not a relay
+
+  // The origin relay over a dearer link (cost 1: score 2) against siblings over free links.
+  FakeBroadcastSource direct, via_cold, via_lower, via_higher;
+  origin.announce("p", &direct, Hops{42}, 1);
+  origin.announce("p", &via_cold, Hops{42, sib.lower});
+  origin.announce("p", &via_higher, Hops{42, sib.higher | kWarmHop});
+  EXPECT_EQ(origin.active_source("p"), &direct);  // every score 2: the smaller hop list
+  origin.announce("p", &via_lower, Hops{42, sib.lower | kWarmHop});
+  EXPECT_EQ(origin.active_source("p"), &via_lower);  // score 1: the warm copy next door
+  origin.announce("p", &direct, Hops{42});
+  EXPECT_EQ(origin.active_source("p"), &direct);  // as near over an as cheap link: the origin
+  origin.announce("p", &via_lower, Hops{42, sib.lower});
+  origin.announce("p", &direct, Hops{42}, 1);
+  EXPECT_EQ(origin.active_source("p"), &direct);  // the sibling went cold
+  for (auto* s : {&direct, &via_cold, &via_lower, &via_higher}) {
+    origin.unannounce("p", s);
+  }
+}
+
+// Two relays that both pull a broadcast and see each other's warm copy: exactly one of them may
+// move onto the other's, for any pair and any path, so they never pull from each other.
+TEST(OriginWarmTest, OfTwoWarmRelaysExactlyOneMayPullFromTheOther) {
+  for (const char* path : {"p", "room/alice", "live/event-42"}) {
+    for (uint64_t a = 1; a < 40; ++a) {
+      for (uint64_t b = a + 1; b < 40; ++b) {
+        bool a_moves = route_distance(path, Hops{99, b | kWarmHop}, a) == 1;
+        bool b_moves = route_distance(path, Hops{99, a | kWarmHop}, b) == 1;
+        EXPECT_NE(a_moves, b_moves) << path << " " << a << " " << b;
+      }
+    }
+  }
+}
+
+// A relay peer re-announcing the active route with other hops (a warm mark came): the tracks
+// keep their subscription through the same source (no stop, no start), and listeners hear the
+// path active again with the new hops, not ended.
+TEST_F(OriginTest, NewHopsOfTheActiveSourceKeepItsTracks) {
+  FakeBroadcastSource via_b;
+  origin_.announce("p", &via_b, Hops{42, 2});
+  EXPECT_CALL(discovery_, on_announce_n("p", true, 2));
+  origin_.add_listener("", &discovery_);
+  Track* t = origin_.track("p", "video");
+  StrictMock<MockTrackListener> sub;
+  EXPECT_CALL(via_b.tracks, start_track(testing::Ref(*t)));
+  t->add_listener(&sub);
+  testing::Mock::VerifyAndClearExpectations(&via_b.tracks);
+  EXPECT_CALL(discovery_, on_announce_n("p", true, 2));
+  origin_.announce("p", &via_b, Hops{42, 2 | kWarmHop});
+  EXPECT_FALSE(t->is_ended());
+  EXPECT_EQ(origin_.track("p", "video"), t);
+  EXPECT_EQ(origin_.routes("p").at(0).hops, (Hops{42, 2 | kWarmHop}));
+  EXPECT_EQ(discovery_.seen.back().hops, (Hops{42, 2 | kWarmHop}));
+  EXPECT_CALL(sub, on_track_ended(_, _));
+  EXPECT_CALL(via_b.tracks, stop_track(_));
+  EXPECT_CALL(discovery_, on_announce_n("p", false, 2));
+  origin_.unannounce("p", &via_b);
+  origin_.remove_listener(&discovery_);
+}
+
+// A relayed broadcast is carried while it has tracks (an upstream subscription, lingering included):
+// listeners hear when the first track comes and when the last one goes. A local publisher's
+// broadcast is never "carried": its relay is the origin.
+TEST_F(OriginTest, CarryingFollowsTheTracksOfARelayedBroadcast) {
+  FakeBroadcastSource via_b;
+  origin_.announce("p", &via_b, Hops{42});
+  origin_.announce("local", &alice_);
+  EXPECT_CALL(discovery_, on_announce_n(_, true, _)).Times(2);
+  origin_.add_listener("", &discovery_);
+  EXPECT_FALSE(origin_.is_carrying("p"));
+  Track* t = origin_.track("p", "video");
+  EXPECT_TRUE(origin_.is_carrying("p"));
+  Track* t2 = origin_.track("p", "audio");
+  StrictMock<MockTrackListener> sub;
+  EXPECT_CALL(via_b.tracks, start_track(_)).Times(2);
+  t->add_listener(&sub);
+  t2->add_listener(&sub);
+  Track* l = origin_.track("local", "video");
+  EXPECT_CALL(alice_.tracks, start_track(_));
+  l->add_listener(&sub);
+  EXPECT_FALSE(origin_.is_carrying("local"));
+  EXPECT_EQ(discovery_.carrying_seen, (std::vector<std::pair<std::string, bool>>{{"p", true}}));
+  EXPECT_CALL(via_b.tracks, stop_track(_)).Times(2);
+  EXPECT_CALL(alice_.tracks, stop_track(_));
+  t->remove_listener(&sub);
+  t2->remove_listener(&sub);
+  l->remove_listener(&sub);
+  clock_.advance(seconds(4));
+  EXPECT_TRUE(origin_.is_carrying("p"));  // lingering: the upstream subscription is still open
+  clock_.advance(seconds(2));
+  EXPECT_FALSE(origin_.is_carrying("p"));
+  EXPECT_EQ(discovery_.carrying_seen,
+            (std::vector<std::pair<std::string, bool>>{{"p", true}, {"p", false}}));
+  origin_.remove_listener(&discovery_);
+}
+
 }  // namespace
 }  // namespace moqd::model

@@ -35,7 +35,11 @@ class MockAnnounceListener : public AnnounceListener {
     on_announce_n(path, active, hops.size());
   }
   MOCK_METHOD(void, on_announce_n, (const std::string&, bool, uint64_t));
+  void on_carrying(const std::string& path, const Hops&, bool carrying) override {
+    carrying_seen.emplace_back(path, carrying);
+  }
   std::vector<Seen> seen;
+  std::vector<std::pair<std::string, bool>> carrying_seen;
 };
 
 // `n` hop ids that no other call returns (so two routes never share an origin relay).

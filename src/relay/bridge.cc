@@ -345,6 +345,18 @@ void Bridge::publish_local(const std::string& path, bool active, const model::Ho
   post_announce(path, active, hops, cost);
 }
 
+void Bridge::refresh_local(const std::string& path) {
+  if (local_publishers_.count(path) == 0) {
+    return;
+  }
+  for (const auto& r : origin_.routes(path)) {
+    if (!is_remote(r.source)) {
+      publish_route(path, r.hops, r.cost);
+      return;
+    }
+  }
+}
+
 void Bridge::publish_route(const std::string& path, const model::Hops& hops, uint64_t cost) {
   post_announce(path, true, hops, cost);
 }

@@ -106,6 +106,9 @@ class Bridge {
   // has acknowledged the last; meanwhile changes keep coalescing here, one entry per path. So what this worker has
   // queued towards another for announcements is at most one batch, whatever its sessions do.
   void publish_local(const std::string& path, bool active, const model::Hops& hops, uint64_t cost);
+  // A session on this worker that announced `path` changed its route's hop list: the other
+  // workers hear this worker's best local route again (when it changed), no new publisher counted.
+  void refresh_local(const std::string& path);
   // Announcement changes waiting for the flush, batches posted so far (one per other worker
   // each), and acknowledgements still awaited (for tests).
   size_t pending_announces() const { return pending_announces_.size(); }

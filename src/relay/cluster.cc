@@ -75,9 +75,10 @@ uint64_t hop_id_for_node(std::string_view node) {
     h ^= static_cast<uint8_t>(c);
     h *= 0x100000001b3ull;
   }
-  // Below 2^53: moq-lite clients read hop ids (and exclude_hop) as JavaScript-safe integers, and
-  // @moq/lite 0.2.2 fails the whole announce stream on a larger one.
-  h &= (uint64_t{1} << 53) - 1;
+  // Below 2^52: moq-lite clients read hop ids (and exclude_hop) as JavaScript-safe integers (below
+  // 2^53; @moq/lite 0.2.2 fails the whole announce stream on a larger one), and bit 52 marks a
+  // warm copy (model::kWarmHop).
+  h &= model::kWarmHop - 1;
   return h == 0 ? 1 : h;
 }
 

@@ -43,8 +43,8 @@ Result<ClusterPeer> parse_cluster_peer(std::string_view url);
 // lines and '#' comments ignored. A line that does not parse is skipped and named in `errors`.
 std::vector<ClusterPeer> parse_peers_text(std::string_view text, std::vector<std::string>& errors);
 
-// The relay's moq-lite-04 hop id for --cluster-node `node`: FNV-1a 64 of the name, in the 62-bit
-// varint range, never 0 (0 means "not a relay").
+// The relay's moq-lite-04 hop id for --cluster-node `node`: FNV-1a 64 of the name, below 2^52
+// (model::kWarmHop marks a warm copy), never 0 (0 means "not a relay").
 uint64_t hop_id_for_node(std::string_view node);
 
 class ClusterLink {

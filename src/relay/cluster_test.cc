@@ -57,6 +57,7 @@ TEST(ClusterPeerTest, HopIdIsStableNonZeroAndSafeForJavaScript) {
     uint64_t id = hop_id_for_node(n);
     EXPECT_NE(id, 0u) << n;
     EXPECT_LT(id, uint64_t{1} << 53) << n;  // @moq/lite reads hop ids as u53
+    EXPECT_FALSE(model::is_warm_hop(id)) << n;  // the warm bit stays free
   }
 }
 

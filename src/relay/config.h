@@ -34,7 +34,7 @@ struct ClusterConfig {
   std::vector<std::string> dns;
   // --cluster-dns-server IPv4:PORT: the nameserver asked instead of /etc/resolv.conf's.
   std::string dns_server;
-  // This relay's moq-lite-04 hop id: hop_id_for_node(node), below 2^53 (set whether or not it has peers).
+  // This relay's moq-lite-04 hop id: hop_id_for_node(node), below 2^52 (set whether or not it has peers).
   uint64_t hop_id = 0;
 };
 

@@ -226,8 +226,7 @@ void RelaySession::on_peer_announce(const std::string& path, bool active, const 
   // Only relay links (a token with the cluster claim, or an open relay) are trusted with hops:
   // a client's hop list could otherwise steer other relays' route choice.
   static const model::Hops kNone;
-  bool relay_link = grant_ && grant_->cluster;
-  worker_.on_peer_announce(path, active, relay_link ? hops : kNone, 0, source);
+  worker_.on_peer_announce(path, active, is_relay_link() ? hops : kNone, 0, source);
 }
 
 void RelaySession::on_session_closed(Error reason) {

@@ -42,6 +42,8 @@ class RelaySession final : public session::SessionHandler {
                         model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
   bool is_admission_pending() override { return service_call_ != nullptr; }
+  // A token with the cluster claim (or an open relay) makes the peer a relay.
+  bool is_relay_link() const override { return grant_ && grant_->cluster; }
   // The MoQ session's GOAWAY (lite-04): tells the peer to reconnect to `url` ("" = here again).
   // False when the session's version has no GOAWAY.
   bool send_goaway(const std::string& url);

@@ -104,10 +104,14 @@ std::string Relay::cluster_json() const {
                     ",\"links\":[" + links + "],\"broadcasts\":[";
   bool first = true;
   for (auto& [path, rs] : routes) {
-    // The order every worker's Origin uses (model/origin.h): fewest hops plus cost, then the
-    // smaller hop list. (Local publishers tie on 0; the newest of them is the one in use.)
-    std::stable_sort(rs.begin(), rs.end(), [](const RouteStatus& a, const RouteStatus& b) {
-      uint64_t sa = a.hops.size() + a.cost, sb = b.hops.size() + b.cost;
+    // The order every worker's Origin uses (model/origin.h): distance (from the nearest warm
+    // copy) plus cost, then the smaller hop list. (Local publishers tie on 0; the newest of them
+    // is the one in use.)
+    auto score = [&](const RouteStatus& r) {
+      return model::route_distance(path, r.hops, c.hop_id) + r.cost;
+    };
+    std::stable_sort(rs.begin(), rs.end(), [&](const RouteStatus& a, const RouteStatus& b) {
+      uint64_t sa = score(a), sb = score(b);
       return sa != sb ? sa < sb : a.hops < b.hops;
     });
     out += first ? "" : ",";
@@ -119,7 +123,8 @@ std::string Relay::cluster_json() const {
         hops += (hops.empty() ? "" : ",") + std::to_string(h);
       }
       out += (i ? "," : "") + std::string("{\"via\":") + json_string(rs[i].via) + ",\"hops\":[" +
-             hops + "],\"cost\":" + std::to_string(rs[i].cost) + ",\"active\":" +
+             hops + "],\"cost\":" + std::to_string(rs[i].cost) + ",\"distance\":" +
+             std::to_string(model::route_distance(path, rs[i].hops, c.hop_id)) + ",\"active\":" +
              (i == 0 ? "true" : "false") + "}";
     }
     out += "]}";

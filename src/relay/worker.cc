@@ -30,6 +30,7 @@ namespace {
 model::OriginConfig origin_config(const RelayConfig& c, model::CacheBudget* budget) {
   model::OriginConfig oc = c.origin;
   oc.budget = budget;
+  oc.hop_id = c.cluster.hop_id;
   return oc;
 }
 // A feed treats the receiving worker as a viewer: the same backlog bounds as a subscription.
@@ -365,12 +366,21 @@ void RelayWorker::drain(const std::string& goaway_url, Duration deadline, Durati
 
 void RelayWorker::on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                                    uint64_t cost, model::BroadcastSource& source) {
-  if (active) {
-    origin_.announce(path, &source, hops, cost);
-  } else {
+  if (!active) {
     origin_.unannounce(path, &source);
+    bridge_.publish_local(path, false, hops, cost);
+    return;
   }
-  bridge_.publish_local(path, active, hops, cost);
+  // A relay peer's update of a route it announced (its hop list changed) is no new publisher.
+  auto routes = origin_.routes(path);
+  bool update = std::any_of(routes.begin(), routes.end(),
+                            [&](const auto& r) { return r.source == &source; });
+  origin_.announce(path, &source, hops, cost);
+  if (update) {
+    bridge_.refresh_local(path);
+  } else {
+    bridge_.publish_local(path, true, hops, cost);
+  }
 }
 
 }  // namespace moqd::relay

@@ -110,36 +110,69 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, const 
   }
   // A route that already crossed the peer would be a loop there: the peer asked not to get it
   // (lite-04 exclude_hop), and withdrawing it, if it was sent, is what it must hear instead.
-  if (active && exclude_hop_ != 0 &&
-      std::find(hops.begin(), hops.end(), exclude_hop_) != hops.end()) {
+  if (active && exclude_hop_ != 0 && model::hops_contain(hops, exclude_hop_)) {
     active = false;
   }
-  // Each path alternates active/ended on the wire.
-  if (active == (active_.count(path) != 0)) {
+  auto sent = active_.find(path);
+  if (!active && sent == active_.end()) {
     return;
   }
-  if (active) {
-    active_.insert(path);
+  wire::Announce m;
+  m.suffix = std::string(*suffix);
+  std::vector<uint8_t> out;
+  if (!active) {
+    active_.erase(sent);
+    m.active = false;
   } else {
-    active_.erase(path);
+    m.active = true;
+    m.hops = wire_hops(path, hops);
+    if (sent != active_.end()) {
+      // Already announced with other hops: only a relay hears the change (a client has no use
+      // for it, and a lite-05 client would take a second active for a restart), as ended then
+      // active in one write, which a relay applies as one change.
+      if (sent->second == m.hops || !is_relay_peer()) {
+        return;
+      }
+      sent->second = m.hops;
+      wire::encode(*session_.version(), wire::Announce{false, m.suffix, {}}, out);
+    } else {
+      active_.emplace(path, m.hops);
+    }
   }
   if (collecting_init_) {
+    // Each path alternates active/ended; while collecting, only actives come.
     init_suffixes_.emplace_back(*suffix);
     init_hops_.push_back(hops);
     return;
   }
   MOQD_LOG(kDebug, "session %llu announce %s %s", static_cast<unsigned long long>(session_.id()),
            active ? "active" : "ended", path.c_str());
-  wire::Announce m;
-  m.active = active;
-  m.suffix = std::string(*suffix);
-  m.hops = hops;
-  // lite-04 appends our own hop to every route; lite-05 names it once, in ANNOUNCE_OK.
-  if (session_.config().hop_id != 0 && !wire::is_lite05(*session_.version())) {
-    m.hops.push_back(session_.config().hop_id);
-  }
-  std::vector<uint8_t> out;
   wire::encode(*session_.version(), m, out);
+  send(std::move(out));
+}
+
+bool AnnounceResponder::is_relay_peer() const {
+  return exclude_hop_ != 0 && session_.handler().is_relay_link();
+}
+
+void AnnounceResponder::on_carrying(const std::string& path, const model::Hops& hops, bool) {
+  if (is_relay_peer() && active_.count(path) != 0) {
+    on_announce(path, true, hops);
+  }
+}
+
+model::Hops AnnounceResponder::wire_hops(const std::string& path, const model::Hops& hops) const {
+  model::Hops out = hops;
+  const uint64_t self = session_.config().hop_id;
+  // lite-04 appends our own hop to every route; lite-05 names it once, in ANNOUNCE_OK.
+  if (self != 0 && !wire::is_lite05(*session_.version())) {
+    const bool warm = is_relay_peer() && session_.origin().is_carrying(path);
+    out.push_back(warm ? (self | model::kWarmHop) : self);
+  }
+  return out;
+}
+
+void AnnounceResponder::send(std::vector<uint8_t> out) {
   // A listener that stops reading would make us queue every change for it: past the bound its
   // stream is reset and no longer listens. (The session goes on: @moq/lite 0.2.2 leaves the
   // stream of a closed announced() open and unread, so a viewer may hold one without fault.)
@@ -164,7 +197,13 @@ AnnounceRequester::AnnounceRequester(Session& s, transport::Stream& stream, std:
   write_bytes(std::move(out));
 }
 
+AnnounceRequester::~AnnounceRequester() { session_.timers().cancel(flush_timer_); }
+
 void AnnounceRequester::on_session_closed() {
+  session_.timers().cancel(flush_timer_);
+  flush_timer_ = 0;
+  withdrawing_.clear();
+  hopped_.clear();
   active_.clear();  // the session withdraws everything the peer announced
   StreamHandler::on_session_closed();
 }
@@ -219,7 +258,7 @@ void AnnounceRequester::apply(const std::string& suffix, bool active, model::Hop
   // A route that already crossed this relay is a loop: it is not a way to the broadcast, so it
   // counts as withdrawn (if it replaced a good route, that one was withdrawn first).
   const uint64_t self = session_.config().hop_id;
-  if (active && self != 0 && std::find(hops.begin(), hops.end(), self) != hops.end()) {
+  if (active && self != 0 && model::hops_contain(hops, self)) {
     MOQD_LOG(kDebug, "session %llu loop: announcement of %s already crossed this relay",
              static_cast<unsigned long long>(session_.id()), full.c_str());
     if (session_.config().traffic != nullptr) {
@@ -236,14 +275,47 @@ void AnnounceRequester::apply(const std::string& suffix, bool active, model::Hop
     return;
   }
   if (active) {
+    withdrawing_.erase(full);  // ended then active: an update of the route
     active_.insert(full);
-  } else if (active_.erase(full) == 0) {
+    if (hops.empty()) {
+      hopped_.erase(full);
+    } else {
+      hopped_.insert(full);
+    }
+  } else if (active_.count(full) == 0) {
     return;
+  } else if (session_.handler().is_relay_link() && hopped_.count(full) != 0) {
+    withdrawing_.insert(full);
+    if (flush_timer_ == 0) {
+      flush_timer_ = session_.timers().schedule(kUpdateGrace, [this] {
+        flush_timer_ = 0;
+        flush_withdrawals();
+      });
+    }
+    return;
+  } else {
+    active_.erase(full);
+    hopped_.erase(full);
   }
   session_.announce_from_peer(full, active, hops);
 }
 
+void AnnounceRequester::flush_withdrawals() {
+  auto withdrawing = std::move(withdrawing_);
+  withdrawing_.clear();
+  for (const auto& full : withdrawing) {
+    hopped_.erase(full);
+    if (active_.erase(full) != 0) {
+      session_.announce_from_peer(full, false, {});
+    }
+  }
+}
+
 void AnnounceRequester::withdraw_all() {
+  session_.timers().cancel(flush_timer_);
+  flush_timer_ = 0;
+  withdrawing_.clear();
+  hopped_.clear();
   auto active = std::move(active_);
   active_.clear();
   for (const auto& full : active) {

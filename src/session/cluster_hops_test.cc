@@ -3,6 +3,7 @@
 // drops an announcement whose hops already hold its id.
 #include <gtest/gtest.h>
 
+#include "session/handlers.h"
 #include "testing/session_fixture.h"
 
 namespace moqd::session {
@@ -102,6 +103,95 @@ TEST(ClusterHopsTest, AnnouncementHoldingOwnHopIdIsALoopAndDropped) {
   q.server_origin().unannounce("looped", &via2);
   p.pump();
   q.pump();
+}
+
+class NullTrackListener final : public model::TrackListener {
+ public:
+  void on_track_data(model::Track&) override {}
+  void on_track_ended(model::Track&, Error) override {}
+};
+
+std::vector<testing::RecordingHandler::PeerAnnounce> announces_of(const testing::RecordingHandler& h,
+                                                                   const std::string& path) {
+  std::vector<testing::RecordingHandler::PeerAnnounce> out;
+  for (const auto& a : h.announces) {
+    if (a.path == path) {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+// A relay that starts carrying a relayed broadcast (its first track: an upstream subscription)
+// re-announces it to a relay peer with its hop marked warm, and back when the last track goes.
+// lite-04 has no update, so it goes out as ended then active in one write, and the peer applies
+// the pair as one change: its handler never sees the route withdrawn, and the route's tracks
+// would stay. A client peer hears nothing of it: one that is no relay link, and one trusted as a
+// link (an open relay trusts every session) that named no hop id in ANNOUNCE_PLEASE.
+TEST(ClusterHopsTest, WarmCopyIsReannouncedToARelayAsOneUpdate) {
+  for (int peer_kind : {0, 1, 2}) {
+    const bool relay_peer = peer_kind == 0;
+    SCOPED_TRACE(peer_kind == 0 ? "relay peer" : peer_kind == 1 ? "client peer" : "hopless link");
+    SessionPairOptions o = relay_pair();
+    if (peer_kind == 2) {
+      o.server.hop_id = 0;  // its ANNOUNCE_PLEASE names no hop id
+    }
+    o.server_origin.upstream_linger = std::chrono::seconds(1);
+    o.client_origin.upstream_linger = std::chrono::seconds(1);
+    SessionPair p(std::move(o));
+    p.client_handler().relay_link = peer_kind != 1;
+    p.server_handler().relay_link = peer_kind != 1;
+    RelayedBroadcast far;
+    p.client_origin().announce("far", &far, model::Hops{77});
+    p.start();
+    p.pump();
+    const size_t sent_idle = p.client_channel().sent().size();
+    model::Track* t = p.client_origin().track("far", "video");
+    ASSERT_NE(t, nullptr);
+    NullTrackListener viewer;
+    t->add_listener(&viewer);
+    // Only a relay peer is sent anything (the track's source is local to the client).
+    p.pump();
+    const size_t sent_before = sent_idle;
+    EXPECT_EQ(p.client_channel().sent().size() > sent_before, relay_peer);
+    const model::Hops warm{77, kClientHop | model::kWarmHop};
+    const model::Hops cold{77, kClientHop};
+    using A = testing::RecordingHandler::PeerAnnounce;
+    auto same = [](const std::vector<A>& got, const std::vector<std::pair<bool, model::Hops>>& want) {
+      if (got.size() != want.size()) {
+        return false;
+      }
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (got[i].active != want[i].first || got[i].hops != want[i].second) {
+          return false;
+        }
+      }
+      return true;
+    };
+    if (relay_peer) {
+      EXPECT_TRUE(same(announces_of(p.server_handler(), "far"), {{true, cold}, {true, warm}}));
+      EXPECT_EQ(p.server_origin().routes("far").at(0).hops, warm);
+    } else {
+      EXPECT_TRUE(same(announces_of(p.server_handler(), "far"), {{true, cold}}));
+    }
+    t->remove_listener(&viewer);
+    p.advance(std::chrono::seconds(2));  // past the linger: the upstream subscription ends
+    p.pump();
+    EXPECT_FALSE(p.client_origin().is_carrying("far"));
+    if (relay_peer) {
+      EXPECT_TRUE(same(announces_of(p.server_handler(), "far"), {{true, cold}, {true, warm}, {true, cold}}));
+      EXPECT_EQ(p.server_origin().routes("far").at(0).hops, cold);
+    } else {
+      EXPECT_TRUE(same(announces_of(p.server_handler(), "far"), {{true, cold}}));
+    }
+    // A withdrawal alone waits kUpdateGrace for an active that would make it an update.
+    p.client_origin().unannounce("far", &far);
+    p.pump();
+    EXPECT_EQ(p.server_origin().is_active("far"), peer_kind != 1);  // came with hops
+    p.advance(AnnounceRequester::kUpdateGrace);
+    p.pump();
+    EXPECT_FALSE(p.server_origin().is_active("far"));
+  }
 }
 
 }  // namespace

@@ -117,6 +117,9 @@ class SessionHandler {
   // also tells its other workers.
   virtual void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                                 model::BroadcastSource& source) = 0;
+  // True when the peer is another relay (a cluster link): it is sent hop-list updates (a warm
+  // copy here, model::kWarmHop) and its own are applied. The default: a client.
+  virtual bool is_relay_link() const { return false; }
   // The peer (a relay, lite-04) sent GOAWAY: reconnect to `uri` ("" means the same URL) and close
   // this session once moved. The default ignores it.
   virtual void on_goaway(const std::string& /*uri*/) {}

@@ -1,6 +1,7 @@
 #pragma once
 // The per-stream state machines of a moq-lite session. Internal to the session layer.
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -137,17 +138,26 @@ class AnnounceResponder final : public StreamHandler, public model::AnnounceList
   ~AnnounceResponder() override;
   void on_readable() override;
   void on_announce(const std::string& path, bool active, const model::Hops& hops) override;
+  void on_carrying(const std::string& path, const model::Hops& hops, bool carrying) override;
   void on_session_closed() override;
 
  private:
   void stop();
+  // The hop list `path`'s route (`hops`) goes out with: ours appended on lite-04, marked
+  // model::kWarmHop when the peer is a relay and this relay carries the broadcast.
+  model::Hops wire_hops(const std::string& path, const model::Hops& hops) const;
+  // Queues `out`, or resets the stream when the peer no longer reads (--max-announce-buffer).
+  void send(std::vector<uint8_t> out);
+  // A relay peer: a relay link (the handler says) that named its hop id in ANNOUNCE_PLEASE
+  // (exclude_hop). On an open relay every session is trusted as a link; clients send no hop id.
+  bool is_relay_peer() const;
 
   std::optional<std::string> full_prefix_;
   uint64_t exclude_hop_ = 0;  // the peer's hop id (lite-04 ANNOUNCE_PLEASE): routes through it are not sent
   bool collecting_init_ = false;
   std::vector<std::string> init_suffixes_;
   std::vector<model::Hops> init_hops_;  // lite-05: the hops of each init_suffixes_ entry
-  std::set<std::string> active_;
+  std::map<std::string, model::Hops> active_;  // paths sent active, with the hops sent
   bool listening_ = false;
 };
 
@@ -155,19 +165,31 @@ class AnnounceResponder final : public StreamHandler, public model::AnnounceList
 // their source.
 class AnnounceRequester final : public StreamHandler {
  public:
+  // How long a relay peer's withdrawal waits for the active that makes it an update: the pair
+  // is written at once, but may arrive in two reads.
+  static constexpr Duration kUpdateGrace = std::chrono::milliseconds(50);
+
   AnnounceRequester(Session& s, transport::Stream& stream, std::string prefix);
+  ~AnnounceRequester() override;
   void on_readable() override;
   void on_reset(uint64_t code) override;
   void on_session_closed() override;
 
  private:
   void apply(const std::string& suffix, bool active, model::Hops hops);
+  // Applies the withdrawals held back by apply().
+  void flush_withdrawals();
   void withdraw_all();
 
   std::string prefix_;
   bool got_init_ = false;  // lite-01/02 ANNOUNCE_INIT, lite-05 ANNOUNCE_OK
   uint64_t responder_hop_ = 0;  // lite-05: ANNOUNCE_OK's hop id, the last hop of every route
   std::set<std::string> active_;  // full paths
+  std::set<std::string> hopped_;  // those whose active announcement carried hops (from a relay)
+  // A relay peer's withdrawals waiting kUpdateGrace for an active of the same path: lite-04 has
+  // no update, so a relay changing a route's hops sends ended then active, applied as one change.
+  std::set<std::string> withdrawing_;
+  TimerId flush_timer_ = 0;
 };
 
 // One downstream subscription: the peer's SUBSCRIBE stream, a listener on the origin's track, and

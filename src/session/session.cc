@@ -367,6 +367,11 @@ void Session::announce_from_peer(const std::string& full, bool active, const mod
   }
   if (active) {
     if (peer_announced_.contains(full)) {
+      // A relay peer's new hop list for a broadcast it announced (a warm copy came or went), or a
+      // lite-05 restart: an update of the route, for a relay; clients keep no hops.
+      if (config_.hop_id != 0) {
+        handler_.on_peer_announce(full, true, hops, *this);
+      }
       return;
     }
     size_t bound = config_.role == Role::kServer ? config_.limits.max_announced_paths

@@ -3,8 +3,16 @@
 // generator's own sockets dropped datagrams. Short and small: these check the instruments, not
 // the relay's speed (that is docs/BENCHMARKS.md's job).
 import assert from "node:assert/strict";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import * as H from "./harness.mjs";
+import { startClusterRelay, waitLinksUp } from "./cluster_harness.mjs";
+
+const started = [];
+after(async () => {
+  for (const r of started) {
+    if (r.proc.exitCode === null && r.proc.signalCode === null) await r.stop().catch(() => {});
+  }
+});
 
 const T = { timeout: 120_000 };
 
@@ -68,6 +76,32 @@ test("bench fanout: a run that could not start is reported invalid, with its rea
   const j = JSON.parse(r.stdout.toString());
   assert.equal(j.valid, false);
   assert.match(j.invalid_reason, /moqd/);
+});
+
+test("bench fanout over a two-relay cluster: viewers dealt round-robin, reported per relay", T, async () => {
+  const a = await startClusterRelay(started, "bench-a");
+  const b = await startClusterRelay(started, "bench-b", ["--cluster-connect", a.url]);
+  await waitLinksUp(b, 1);
+  const j = await benchJson(["fanout", "--relay", `${a.url},${b.url}`, "--relay-pid",
+    `${a.proc.pid},${b.proc.pid}`, "--viewers", "6", "--duration", "1s", "--limits-seconds", "0.05"]);
+  assert.equal(j.frames_lost, 0);
+  assert.equal(j.delivered_ratio, 1);
+  assert.deepEqual(j.relays.map((r) => r.url), [a.url, b.url]);
+  for (const r of j.relays) {
+    assert.equal(r.viewers, 3, `${r.url}: viewers`);
+    assert.equal(r.frames_delivered, j.frames_sent * 3, `${r.url}: frames`);
+    positive(r.bytes, `${r.url}: bytes`);
+    positive(r.cpu_s, `${r.url}: CPU`);
+    positive(r.ns_per_byte, `${r.url}: ns/B`);
+    positive(r.latency_ms.p50, `${r.url}: p50`);
+  }
+  // Only the viewers of the second relay: the first (the publisher's) serves none.
+  const k = await benchJson(["fanout", "--relay", `${a.url},${b.url}`, "--relay-pid",
+    `${a.proc.pid},${b.proc.pid}`, "--viewer-relays", "1", "--viewers", "2", "--duration", "1s",
+    "--limits-seconds", "0.05"]);
+  assert.equal(k.delivered_ratio, 1);
+  assert.deepEqual(k.relays.map((r) => r.viewers), [0, 2]);
+  assert.equal(k.relays[0].frames_delivered, 0);
 });
 
 test("bench msgs: 1->8 and 8->1 chat-shaped messages, relay cost per message", T, async () => {

@@ -19,7 +19,7 @@ import path from "node:path";
 import { after, test } from "node:test";
 import * as Token from "@moq/token";
 import * as H from "./harness.mjs";
-import { clusterOf, startClusterRelay, waitLinksUp } from "./cluster_harness.mjs";
+import { clockPublisher, clusterOf, recordGroups, startClusterRelay, waitLinksUp } from "./cluster_harness.mjs";
 
 // Relays die mid-stream here: frames still in flight reach closed @moq/qmux streams.
 H.useTeardownGuards();
@@ -45,54 +45,6 @@ async function announcesTotal(r) {
   const m = /^moqd_announces_total(?:\{[^}]*\})? (\d+)/m.exec(text);
   assert.ok(m, "moqd_announces_total in /metrics");
   return Number(m[1]);
-}
-
-// A publisher whose group sequence is the time since it started in GROUP_MS steps, so every
-// track request (a relay that subscribed again) continues the same numbering; one frame per
-// group holding its sequence.
-function clockPublisher(conn, p, t0 = Date.now()) {
-  const broadcast = new H.Moq.Broadcast();
-  conn.publish(p, broadcast);
-  let stopped = false;
-  const requests = [];
-  (async () => {
-    for (;;) {
-      const req = await broadcast.requested();
-      if (!req) break;
-      requests.push(req.track.name);
-      (async () => {
-        let last = -1;
-        while (!stopped) {
-          const seq = Math.floor((Date.now() - t0) / GROUP_MS);
-          if (seq > last) {
-            last = seq;
-            const g = new H.Moq.Group(seq);
-            req.track.writeGroup(g);
-            g.writeFrame(H.text(`group ${seq}`));
-            g.close();
-          }
-          await H.pace(5);
-        }
-        req.track.close();
-      })().catch(() => {});
-    }
-  })().catch(() => {});
-  return { requests, stop: () => { stopped = true; broadcast.close(); } };
-}
-
-// Records groups in arrival order with their arrival time.
-function recordGroups(conn, p, name) {
-  const track = conn.consume(p).subscribe(name, 0);
-  const arrivals = [];
-  const state = { ended: false };
-  (async () => {
-    for (;;) {
-      const g = await track.recvGroup();
-      if (!g) break;
-      arrivals.push({ seq: g.sequence, at: Date.now() });
-    }
-  })().catch((err) => { state.error = err; }).finally(() => { state.ended = true; });
-  return { arrivals, state, close: () => track.close() };
 }
 
 // moq-lite sends a viewer that falls behind its newer groups first (src/session/subscription.cc,

@@ -3,11 +3,12 @@
 import assert from "node:assert/strict";
 import * as H from "./harness.mjs";
 
-// Starts moqd as cluster node `name` (plus `args`), with /cluster on a metrics listener at
-// r.metrics; pushes it to `started` (the file's after() stops them) and resolves with it.
-export async function startClusterRelay(started, name, args = []) {
+// Starts moqd as cluster node `name` (plus `args`; `opts` as startMoqd takes them), with /cluster
+// on a metrics listener at r.metrics; pushes it to `started` (the file's after() stops them) and
+// resolves with it.
+export async function startClusterRelay(started, name, args = [], opts = {}) {
   const r = await H.startMoqd(["--cluster-node", name, "--metrics-listen", "127.0.0.1:0",
-    "--log-level", "info", ...args]);
+    "--log-level", "info", ...args], opts);
   started.push(r);
   const m = /^moqd metrics url=(\S+)$/m.exec(r.stdoutText());
   assert.ok(m, `metrics url of ${name}`);
@@ -27,4 +28,75 @@ export async function clusterOf(r) {
 export async function waitLinksUp(r, n, ms = 15_000) {
   await H.waitFor(async () => (await clusterOf(r)).links.filter((l) => l.state === "up").length === n,
     ms, `${r.name}: ${n} cluster links up`, 100);
+}
+
+// A publisher of broadcast `p` on `conn` whose group sequence is the time since `t0` in `groupMs`
+// steps, so every track request (a relay that subscribed again) continues the same numbering;
+// one frame per group holding its sequence. `requests` lists the track names asked for.
+export function clockPublisher(conn, p, { groupMs = 50, t0 = Date.now() } = {}) {
+  const broadcast = new H.Moq.Broadcast();
+  conn.publish(p, broadcast);
+  let stopped = false;
+  const requests = [];
+  (async () => {
+    for (;;) {
+      const req = await broadcast.requested();
+      if (!req) break;
+      requests.push(req.track.name);
+      (async () => {
+        let last = -1;
+        while (!stopped) {
+          const seq = Math.floor((Date.now() - t0) / groupMs);
+          if (seq > last) {
+            last = seq;
+            const g = new H.Moq.Group(seq);
+            req.track.writeGroup(g);
+            g.writeFrame(H.text(`group ${seq}`));
+            g.close();
+          }
+          await H.pace(5);
+        }
+        req.track.close();
+      })().catch(() => {});
+    }
+  })().catch(() => {});
+  return { requests, stop: () => { stopped = true; broadcast.close(); } };
+}
+
+// Records the groups of track `name` of `p` in arrival order, with their arrival time.
+export function recordGroups(conn, p, name) {
+  const track = conn.consume(p).subscribe(name, 0);
+  const arrivals = [];
+  const state = { ended: false };
+  (async () => {
+    for (;;) {
+      const g = await track.recvGroup();
+      if (!g) break;
+      arrivals.push({ seq: g.sequence, at: Date.now() });
+    }
+  })().catch((err) => { state.error = err; }).finally(() => { state.ended = true; });
+  return { arrivals, state, close: () => track.close() };
+}
+
+// FNV-1a 64 over `bytes` (numbers 0..255), as BigInt.
+function fnv1a(bytes, h = 0xcbf29ce484222325n) {
+  for (const b of bytes) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return h;
+}
+
+// A relay's hop id for --cluster-node `name` (relay::hop_id_for_node): below 2^52, never 0.
+export function hopIdFor(name) {
+  const h = fnv1a(Buffer.from(name, "utf8")) & ((1n << 52n) - 1n);
+  return h === 0n ? 1n : h;
+}
+
+// The warm bit of a hop id (model::kWarmHop).
+export const WARM_HOP = 2 ** 52;
+
+// model::warm_key(path, relay): which relay may pull `path` from which one's warm copy (lower
+// pulls from nobody's key above its own).
+export function warmKey(path, hopId) {
+  const le = [];
+  for (let i = 0n; i < 8n; i++) le.push(Number((hopId >> (8n * i)) & 0xffn));
+  return fnv1a(le, fnv1a(Buffer.from(path, "utf8")));
 }

@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { after, test } from "node:test";
 import * as H from "./harness.mjs";
-import { clusterOf, waitLinksUp } from "./cluster_harness.mjs";
+import { clockPublisher, clusterOf, recordGroups, waitLinksUp } from "./cluster_harness.mjs";
 import { startLinkProxy } from "./link_proxy.mjs";
 
 H.useTeardownGuards();
@@ -20,7 +20,6 @@ H.useTeardownGuards();
 const T = { timeout: 120_000 };
 const DELAY_MS = 15;   // per link, each way
 const LOSS = 0.01;     // per link, each way
-const GROUP_MS = 50;
 const VIEWERS = 3;
 // C notices B is gone when its QUIC link idles out (ClusterLink::kLinkIdleTimeout, 3 s, with a
 // keep-alive every 0.5 s); C then moves the track to D's route and D subscribes to A: two delayed
@@ -101,51 +100,6 @@ async function linkProxy(from, to, seed) {
     delayMs: DELAY_MS, loss: LOSS, seed });
   proxies.push(p);
   return p;
-}
-
-// Group sequence = time since t0 in GROUP_MS steps, so a track asked for again continues the same
-// numbering; one frame per group.
-function clockPublisher(conn, p) {
-  const t0 = Date.now();
-  const broadcast = new H.Moq.Broadcast();
-  conn.publish(p, broadcast);
-  let stopped = false;
-  (async () => {
-    for (;;) {
-      const req = await broadcast.requested();
-      if (!req) break;
-      (async () => {
-        let last = -1;
-        while (!stopped) {
-          const seq = Math.floor((Date.now() - t0) / GROUP_MS);
-          if (seq > last) {
-            last = seq;
-            const g = new H.Moq.Group(seq);
-            req.track.writeGroup(g);
-            g.writeFrame(H.text(`group ${seq}`));
-            g.close();
-          }
-          await H.pace(5);
-        }
-        req.track.close();
-      })().catch(() => {});
-    }
-  })().catch(() => {});
-  return { stop: () => { stopped = true; broadcast.close(); } };
-}
-
-function recordGroups(conn, p, name) {
-  const track = conn.consume(p).subscribe(name, 0);
-  const arrivals = [];
-  const state = { ended: false };
-  (async () => {
-    for (;;) {
-      const g = await track.recvGroup();
-      if (!g) break;
-      arrivals.push({ seq: g.sequence, at: Date.now() });
-    }
-  })().catch((err) => { state.error = err; }).finally(() => { state.ended = true; });
-  return { arrivals, state, close: () => track.close() };
 }
 
 const unavailable = netnsUnavailable();

@@ -184,11 +184,11 @@ async function stopProcess(proc, exited, what, ms) {
 
 const READY_RE = /^moqd ready url=(http:\/\/([^\s/]+):(\d+)\/)$/;
 
-// Starts moqd on 127.0.0.1 port 0 with 2 workers (plus `args`) and resolves once it printed
+// Starts moqd on 127.0.0.1 port 0 with `workers` workers (default 2; plus `args`) and resolves once it printed
 // its ready line. stop() sends SIGTERM and resolves with {code, signal}.
 // `wrap` runs moqd through another command that execs it (e.g. ["prlimit", "--nofile=1024:4096"]).
-export async function startMoqd(args = [], { readyMs = 10_000, bin = MOQD_BIN, wrap = [] } = {}) {
-  const argv = ["--listen", "127.0.0.1:0", "--workers", "2", ...args];
+export async function startMoqd(args = [], { readyMs = 10_000, bin = MOQD_BIN, wrap = [], workers = 2 } = {}) {
+  const argv = ["--listen", "127.0.0.1:0", "--workers", String(workers), ...args];
   const proc = wrap.length
     ? spawn(wrap[0], [...wrap.slice(1), bin, ...argv], { stdio: ["ignore", "pipe", "pipe"] })
     : spawn(bin, argv, { stdio: ["ignore", "pipe", "pipe"] });

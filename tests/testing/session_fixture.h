@@ -49,6 +49,7 @@ class RecordingHandler final : public session::SessionHandler {
   void on_session_closed(Error reason) override;
   void on_goaway(const std::string& uri) override { goaways.push_back(uri); }
   bool is_admission_pending() override { return admission_pending; }
+  bool is_relay_link() const override { return relay_link; }
 
   // How many authorize() calls asked about `action` on `path`.
   size_t auth_count(session::Action action, std::string_view path) const;
@@ -58,6 +59,7 @@ class RecordingHandler final : public session::SessionHandler {
   bool deny_publish = false;
   bool deny_subscribe = false;
   bool admission_pending = false;  // is_admission_pending() answers this
+  bool relay_link = false;         // is_relay_link() answers this
   std::vector<std::string> goaways;
   std::vector<AuthCall> auth_calls;
   std::optional<wire::Version> ready_version;
