@@ -32,7 +32,15 @@ snapshot() {  # N FILE_PREFIX
   ht=$!
   for _ in $(seq 100); do grep -q "moqd ready" "$out.stdout" 2>/dev/null && break; sleep 0.1; done
   url=$(grep -o "moqd ready url=[^ ]*" "$out.stdout" | sed 's/moqd ready url=//')
-  pid=$(pgrep -f "^$B/bin/moqd --listen" | head -1)
+  # moqd is heaptrack's child (taskset execs heaptrack, so $ht is heaptrack's pid). Never look it
+  # up by command line: any moqd run from the same binary path (a soak, `moq bench churn`, another
+  # run of this script) matches "$B/bin/moqd --listen", and the SIGKILL below would end that one.
+  pid=$(pgrep -P "$ht" -x moqd || true)
+  if [ -z "$pid" ] || [ "$(wc -w <<<"$pid")" -ne 1 ]; then
+    echo "cannot find the moqd that heaptrack ($ht) started" >&2
+    kill "$ht" 2>/dev/null || true
+    exit 1
+  fi
   "$B/bin/moq" bench fanout --relay "$url" --relay-pid "$pid" --viewers "$n" --duration "${DURATION}s" \
     --json --limits-seconds 0.05 --gen-cpus 0 ${BENCH_ARGS:-} >"$out.bench.json" 2>"$out.bench.err" &
   local bench=$!

@@ -5,6 +5,7 @@
 # DURATION and stops; moqd is stopped at the end (or on exit).
 #   bench/soak.sh [build-dir]               writes soak-<UTC time>.log beside the build dir
 #   DURATION=10m VIEWERS=20 SAMPLE=30s ...  shorter, fewer viewers, denser samples
+#   LOG_LEVEL=info ...                      moqd's --log-level (default warn), its stderr goes to the log
 #   MOQD=/path/moqd MOQ=/path/moq ...       binaries other than the build dir's (a copy is safe
 #                                           from a rebuild during a long run)
 # Output: "sample {json}" lines (t_s, rss_mib, fds, frames, p50_ms, p99_ms, p999_ms, max_ms),
@@ -23,7 +24,7 @@ fds() { ls "/proc/$1/fd" | wc -l; }
 
 fifo=$(mktemp -u)
 mkfifo "$fifo"
-"${MOQD:-$build/bin/moqd}" --listen 127.0.0.1:0 --workers 2 --log-level warn \
+"${MOQD:-$build/bin/moqd}" --listen 127.0.0.1:0 --workers 2 --log-level "${LOG_LEVEL:-warn}" \
   --max-connections-per-address 100000 >"$fifo" 2>>"$log" &
 moqd=$!
 trap 'kill $moqd 2>/dev/null || true; rm -f "$fifo"' EXIT
