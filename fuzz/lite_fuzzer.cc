@@ -1,69 +1,16 @@
 // Round-trip fuzzer for the moq-lite codecs (src/wire/lite.h). The first input byte picks the
 // version (low 2 bits) and the message (the rest); the remaining bytes are decoded. Whatever
-// decodes must re-encode to bytes that decode to the same value, consume exactly what was
-// written, and re-encode identically. A mismatch aborts: it is a codec bug.
-#include <cstdio>
-#include <cstdlib>
+// decodes must round-trip (lite_round_trip.h).
+#include "lite_round_trip.h"
 
-#include "wire/lite.h"
+namespace moqd::wire::fuzz {
 
-namespace moqd::wire {
+const char* const kFuzzerName = "lite_fuzzer";
+
 namespace {
 
 constexpr Version kVersions[] = {Version::kLite01, Version::kLite02, Version::kLite03,
                                  Version::kLite04};
-
-[[noreturn]] void bug(const char* what) {
-  std::fprintf(stderr, "lite_fuzzer: %s\n", what);
-  std::abort();
-}
-
-template <class T, class Encode, class Decode>
-void round_trip(std::span<const uint8_t> in, Encode encode_fn, Decode decode_fn) {
-  auto first = decode_fn(in);
-  if (!first || !first->has_value()) {
-    return;
-  }
-  if ((*first)->consumed == 0 || (*first)->consumed > in.size()) {
-    bug("consumed out of range");
-  }
-  std::vector<uint8_t> bytes;
-  encode_fn((*first)->value, bytes);
-  auto second = decode_fn(std::span<const uint8_t>(bytes));
-  if (!second || !second->has_value()) {
-    bug("re-encoded message does not decode");
-  }
-  if (!((*second)->value == (*first)->value)) {
-    bug("re-decoded value differs");
-  }
-  if ((*second)->consumed != bytes.size()) {
-    bug("re-decode consumed a different size");
-  }
-  std::vector<uint8_t> again;
-  encode_fn((*second)->value, again);
-  if (again != bytes) {
-    bug("encoding is not deterministic");
-  }
-}
-
-// Messages with a version-taking encoder and decoder.
-template <class T, class Fn>
-void versioned(Version v, std::span<const uint8_t> in, Fn decode_fn) {
-  const DecodeLimits limits;
-  round_trip<T>(
-      in, [v](const T& m, std::vector<uint8_t>& out) { encode(v, m, out); },
-      [&](std::span<const uint8_t> b) { return decode_fn(v, b, limits); });
-}
-
-void subscribe_response(Version v, std::span<const uint8_t> in) {
-  const DecodeLimits limits;
-  round_trip<SubscribeResponse>(
-      in,
-      [v](const SubscribeResponse& m, std::vector<uint8_t>& out) {
-        std::visit([&](const auto& alt) { encode(v, alt, out); }, m);
-      },
-      [&](std::span<const uint8_t> b) { return decode_subscribe_response(v, b, limits); });
-}
 
 template <class T, class Fn>
 void setup(std::span<const uint8_t> in, Fn decode_fn) {
@@ -99,12 +46,12 @@ void run(uint8_t selector, std::span<const uint8_t> in) {
 }
 
 }  // namespace
-}  // namespace moqd::wire
+}  // namespace moqd::wire::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) {
     return 0;
   }
-  moqd::wire::run(data[0], std::span<const uint8_t>(data + 1, size - 1));
+  moqd::wire::fuzz::run(data[0], std::span<const uint8_t>(data + 1, size - 1));
   return 0;
 }

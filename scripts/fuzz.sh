@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/*_fuzzer.cc) in build-fuzz and runs them. See docs/TESTING.md.
-#   scripts/fuzz.sh short                  every target on a copy of its committed corpus, 60 s in
-#                                          all (make test); fails on any crash
+#   scripts/fuzz.sh short                  every target on a copy of its committed corpus, 60 s of
+#                                          fuzzing in all (make test); fails on any crash
 #   scripts/fuzz.sh long [SECONDS]         each target for SECONDS (default 300), new inputs kept in
 #                                          build-fuzz/corpus/<target>; prints a summary table
+# Targets run FUZZ_JOBS at a time (default: the number of cores), so short takes 60 s / FUZZ_JOBS.
 # Crash inputs land in build-fuzz/artifacts/. Nothing is ever written into fuzz/corpus.
 set -euo pipefail
 
@@ -75,10 +76,9 @@ mkdir -p "$BUILD/logs" "$BUILD/artifacts"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
-failed=()
-rows=()
-for t in "${TARGETS[@]}"; do
-  name=${t%_fuzzer}
+# Starts one target in the background on its corpus (a copy in short mode).
+start_target() {
+  local t=$1 name=${1%_fuzzer} corpus
   if [[ $MODE == short ]]; then
     corpus=$scratch/$name  # a copy: short runs never keep what they find
     mkdir -p "$corpus"
@@ -89,21 +89,44 @@ for t in "${TARGETS[@]}"; do
     [[ -d $ROOT/fuzz/corpus/$name ]] && cp -rn "$ROOT/fuzz/corpus/$name/." "$corpus/"
   fi
   echo "== $t: ${per}s on $corpus"
-  if run_target "$t" "$per" "$corpus"; then
-    status=ok
-  else
+  run_target "$t" "$per" "$corpus" &
+  running[$!]=$t
+}
+
+# Reports a target that ended; $1 its pid, $2 its exit status.
+end_target() {
+  local t=${running[$1]} status=ok
+  unset "running[$1]"
+  if (($2 != 0)); then
     status=CRASH
     failed+=("$t")
     grep -E 'ERROR|SUMMARY|Test unit written|_fuzzer: ' "$BUILD/logs/$t.log" | head -20 || true
   fi
   read -r execs rate cov ft <<<"$(stats "$BUILD/logs/$t.log")"
-  echo "   $status: $execs executions, $rate exec/s, cov: $cov, ft: $ft (log: $BUILD/logs/$t.log)"
-  rows+=("$(printf '%-16s %8s %12s %8s %8s %8s  %s' "$t" "$per" "$execs" "$rate" "$cov" "$ft" "$status")")
+  echo "   $t $status: $execs executions, $rate exec/s, cov: $cov, ft: $ft (log: $BUILD/logs/$t.log)"
+  rows[$t]=$(printf '%-16s %8s %12s %8s %8s %8s  %s' "$t" "$per" "$execs" "$rate" "$cov" "$ft" "$status")
+}
+
+# libFuzzer runs one process on one core: $FUZZ_JOBS targets (default: the number of cores) run
+# at once, each for its full $per seconds.
+jobs=${FUZZ_JOBS:-$(nproc)}
+declare -A running=() rows=()
+failed=()
+for t in "${TARGETS[@]}"; do
+  while ((${#running[@]} >= jobs)); do
+    rc=0; wait -n -p pid || rc=$?
+    end_target "$pid" "$rc"
+  done
+  start_target "$t"
+done
+while ((${#running[@]} > 0)); do
+  rc=0; wait -n -p pid || rc=$?
+  end_target "$pid" "$rc"
 done
 
 echo
 printf '%-16s %8s %12s %8s %8s %8s  %s\n' target seconds executions exec/s cov ft result
-printf '%s\n' "${rows[@]}"
+for t in "${TARGETS[@]}"; do echo "${rows[$t]}"; done
 if ((${#failed[@]} > 0)); then
   echo "fuzz: crash in ${failed[*]}; inputs in $BUILD/artifacts (see docs/TESTING.md)" >&2
   exit 1

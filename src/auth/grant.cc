@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "auth/json_ptr.h"
 #include "model/path.h"
 
 namespace moqd::auth {
@@ -126,13 +127,6 @@ Result<Grant, TokenError> authenticate(const AuthPolicy& policy, std::string_vie
 }
 
 namespace {
-struct JsonDeleter {
-  void operator()(json_t* j) const { json_decref(j); }
-};
-using JsonPtr = std::unique_ptr<json_t, JsonDeleter>;
-struct FreeDeleter {
-  void operator()(char* p) const { free(p); }
-};
 
 tl::unexpected<TokenError> service_refusal(Refusal r, std::string why) {
   return tl::unexpected(TokenError{r, std::move(why)});
@@ -170,7 +164,7 @@ std::string service_request_json(const ServiceRequest& r) {
   if (!r.alpn.empty()) json_object_set_new(o.get(), "alpn", json_string(r.alpn.c_str()));
   json_object_set_new(o.get(), "path", json_string(r.path.c_str()));
   if (!r.query.empty()) json_object_set_new(o.get(), "query", json_string(r.query.c_str()));
-  std::unique_ptr<char, FreeDeleter> text(json_dumps(o.get(), JSON_COMPACT));
+  CString text(json_dumps(o.get(), JSON_COMPACT));
   return text ? std::string(text.get()) : std::string("{}");
 }
 

@@ -9,6 +9,8 @@
 #include <memory>
 #include <sstream>
 
+#include "auth/json_ptr.h"
+
 namespace moqd::auth {
 namespace {
 
@@ -27,11 +29,6 @@ int b64_value(char c) {
   if (c == '_' || c == '/') return 63;
   return -1;
 }
-
-struct JsonDeleter {
-  void operator()(json_t* j) const { json_decref(j); }
-};
-using JsonPtr = std::unique_ptr<json_t, JsonDeleter>;
 
 std::string json_str(const json_t* obj, const char* name) {
   const char* s = json_string_value(json_object_get(obj, name));

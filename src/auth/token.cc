@@ -6,21 +6,15 @@
 #include <cstdlib>
 #include <memory>
 
+#include "auth/json_ptr.h"
+
 namespace moqd::auth {
 namespace {
 
-struct JsonDeleter {
-  void operator()(json_t* j) const { json_decref(j); }
-};
-using JsonPtr = std::unique_ptr<json_t, JsonDeleter>;
 struct JwtDeleter {
   void operator()(jwt_t* j) const { jwt_free(j); }
 };
 using JwtPtr = std::unique_ptr<jwt_t, JwtDeleter>;
-struct FreeDeleter {
-  void operator()(char* p) const { free(p); }
-};
-using CString = std::unique_ptr<char, FreeDeleter>;
 
 tl::unexpected<TokenError> refuse(Refusal r, std::string detail) {
   return tl::unexpected(TokenError{r, std::move(detail)});

@@ -12,7 +12,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr auto kDeadline = seconds(10);
+constexpr auto kTcpDeadline = seconds(10);
 
 struct RecordingHandler : transport::PipeHandler {
   void on_pipe_data(std::span<const uint8_t> data) override {
@@ -45,7 +45,7 @@ class TcpTest : public ::testing::Test {
     ASSERT_TRUE(fd);
     client_ = std::make_unique<TcpConnection>(loop_, *fd, "server");
     client_->set_handler(&client_handler_);
-    ASSERT_TRUE(loop_.run_until([&] { return server_ != nullptr; }, kDeadline));
+    ASSERT_TRUE(loop_.run_until([&] { return server_ != nullptr; }, kTcpDeadline));
   }
 
   void settle() { loop_.run_until([] { return false; }, milliseconds(30)); }
@@ -76,9 +76,9 @@ TEST_F(TcpTest, SendsOneMebibyteInPiecesAndReportsWritable) {
     off += n;
   }
   EXPECT_EQ(client_->buffered(), kTotal);
-  ASSERT_TRUE(loop_.run_until([&] { return server_handler_.received.size() >= kTotal; }, kDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return server_handler_.received.size() >= kTotal; }, kTcpDeadline));
   EXPECT_EQ(server_handler_.received, data);
-  ASSERT_TRUE(loop_.run_until([&] { return client_handler_.writable > 0; }, kDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return client_handler_.writable > 0; }, kTcpDeadline));
   EXPECT_EQ(client_handler_.writable, 1);
   EXPECT_EQ(client_->buffered(), 0u);
   EXPECT_EQ(client_handler_.closed, 0);
@@ -86,7 +86,7 @@ TEST_F(TcpTest, SendsOneMebibyteInPiecesAndReportsWritable) {
 
 TEST_F(TcpTest, SmallSendsDoNotReportWritable) {
   client_->send(Bytes::copy("hello"));
-  ASSERT_TRUE(loop_.run_until([&] { return server_handler_.received.size() == 5; }, kDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return server_handler_.received.size() == 5; }, kTcpDeadline));
   EXPECT_EQ(client_handler_.writable, 0);
 }
 
@@ -94,8 +94,8 @@ TEST_F(TcpTest, PeerCloseReportsClosedExactlyOnce) {
   client_->send(Bytes::copy("bye"));
   client_->close();
   EXPECT_EQ(client_handler_.closed, 0) << "close() must not call back re-entrantly";
-  ASSERT_TRUE(loop_.run_until([&] { return server_handler_.closed > 0; }, kDeadline));
-  ASSERT_TRUE(loop_.run_until([&] { return client_handler_.closed > 0; }, kDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return server_handler_.closed > 0; }, kTcpDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return client_handler_.closed > 0; }, kTcpDeadline));
   settle();
   EXPECT_EQ(server_handler_.closed, 1);
   EXPECT_EQ(client_handler_.closed, 1);
@@ -112,7 +112,7 @@ TEST_F(TcpTest, CloseFlushesEverythingQueuedFirst) {
   auto data = pattern(kTotal);
   client_->send(Bytes::from(data));
   client_->close();
-  ASSERT_TRUE(loop_.run_until([&] { return server_handler_.closed > 0; }, kDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return server_handler_.closed > 0; }, kTcpDeadline));
   EXPECT_EQ(server_handler_.received, data);
 }
 
@@ -120,8 +120,8 @@ TEST_F(TcpTest, AbortClosesBothSides) {
   client_->send(Bytes::copy("x"));
   client_->abort();
   EXPECT_EQ(client_handler_.closed, 0);
-  ASSERT_TRUE(loop_.run_until([&] { return server_handler_.closed > 0; }, kDeadline));
-  ASSERT_TRUE(loop_.run_until([&] { return client_handler_.closed > 0; }, kDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return server_handler_.closed > 0; }, kTcpDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return client_handler_.closed > 0; }, kTcpDeadline));
   settle();
   EXPECT_EQ(server_handler_.closed, 1);
   EXPECT_EQ(client_handler_.closed, 1);
@@ -130,8 +130,8 @@ TEST_F(TcpTest, AbortClosesBothSides) {
 TEST_F(TcpTest, HandlerMayDestroyTheConnectionFromOnPipeData) {
   server_handler_.on_data = [&] { server_.reset(); };
   client_->send(Bytes::copy("boom"));
-  ASSERT_TRUE(loop_.run_until([&] { return server_ == nullptr; }, kDeadline));
-  ASSERT_TRUE(loop_.run_until([&] { return client_handler_.closed > 0; }, kDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return server_ == nullptr; }, kTcpDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return client_handler_.closed > 0; }, kTcpDeadline));
   EXPECT_EQ(server_handler_.closed, 0);
 }
 
@@ -196,7 +196,7 @@ TEST(TcpAddressTest, DualStackListenerAcceptsIpv4) {
   ASSERT_TRUE(l);
   auto fd = tcp_connect("127.0.0.1", *port);
   ASSERT_TRUE(fd);
-  ASSERT_TRUE(loop.run_until([&] { return !peer.empty(); }, kDeadline));
+  ASSERT_TRUE(loop.run_until([&] { return !peer.empty(); }, kTcpDeadline));
   EXPECT_EQ(peer.rfind("127.0.0.1:", 0), 0u) << peer;
   ::close(*fd);
 }

@@ -16,7 +16,7 @@ namespace {
 
 using std::chrono::seconds;
 
-constexpr auto kDeadline = seconds(10);
+constexpr auto kUdpDeadline = seconds(10);
 
 // Datagram `seq` of `size` bytes: the sequence number in the first 4 bytes, then a pattern.
 std::vector<uint8_t> make_datagram(uint32_t seq, size_t size) {
@@ -78,7 +78,7 @@ TEST_P(UdpSocketTest, ManyDatagramsEchoByteExact) {
     for (uint32_t i = 0; i < kPerBurst; ++i, ++seq) {
       send_from_client(seq, 1200);
     }
-    ASSERT_TRUE(loop_.run_until([&] { return received_.size() == seq; }, kDeadline));
+    ASSERT_TRUE(loop_.run_until([&] { return received_.size() == seq; }, kUdpDeadline));
   }
   for (uint32_t s = 0; s < seq; ++s) {
     ASSERT_EQ(received_[s], make_datagram(s, 1200)) << s;
@@ -110,7 +110,7 @@ TEST_P(UdpSocketTest, MixedSizesKeepTheirBoundaries) {
   for (uint32_t i = 0; i < sizes.size(); ++i) {
     send_from_client(i, std::max<size_t>(sizes[i], 4));
   }
-  ASSERT_TRUE(loop_.run_until([&] { return received_.size() == sizes.size(); }, kDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return received_.size() == sizes.size(); }, kUdpDeadline));
   for (uint32_t i = 0; i < sizes.size(); ++i) {
     EXPECT_EQ(received_[i], make_datagram(i, std::max<size_t>(sizes[i], 4))) << i;
   }
@@ -133,7 +133,7 @@ TEST_P(UdpSocketTest, TwoPeersInOneBatchEachGetTheirOwn) {
                    server_->local_address_len(), d);
   }
   ASSERT_TRUE(
-      loop_.run_until([&] { return received_.size() == 10 && other_got == 10; }, kDeadline));
+      loop_.run_until([&] { return received_.size() == 10 && other_got == 10; }, kUdpDeadline));
   for (uint32_t i = 0; i < 10; ++i) {
     EXPECT_EQ(received_.count(i), 1u);
   }
@@ -155,7 +155,7 @@ TEST_P(UdpSocketTest, AFullBatchIsSentAtOnceAndNothingIsDropped) {
   EXPECT_EQ(client_->datagrams_dropped(), 0u);
   EXPECT_EQ(client_->stats().datagrams_out, count);
   // The kernel may drop some on a full receive buffer; the sender must not spin or lose its state.
-  ASSERT_TRUE(loop_.run_until([&] { return got > 0; }, kDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return got > 0; }, kUdpDeadline));
 }
 
 TEST_P(UdpSocketTest, PreparedRoomIsSentInPlace) {
@@ -169,7 +169,7 @@ TEST_P(UdpSocketTest, PreparedRoomIsSentInPlace) {
   auto next = client_->prepare(10);
   EXPECT_EQ(next.data(), room.data() + room.size());
   send_from_client(8, 100);  // a copied datagram after the in-place one
-  ASSERT_TRUE(loop_.run_until([&] { return received_.size() == 2; }, kDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return received_.size() == 2; }, kUdpDeadline));
   EXPECT_EQ(received_[7], d);
   EXPECT_EQ(received_[8], make_datagram(8, 100));
   EXPECT_TRUE(client_->prepare(UdpSocket::kMaxDatagram + 1).empty());
@@ -232,11 +232,11 @@ TEST(UdpSocketBackpressureTest, AWriterHeldBackByTheKernelRunsOnceTheBatchDrains
     ParkedWriter writer;
     (*client)->wait_for_room(writer);
     EXPECT_EQ(writer.runs, 0);
-    ASSERT_TRUE(loop.run_until([&] { return writer.runs == 1; }, kDeadline));
+    ASSERT_TRUE(loop.run_until([&] { return writer.runs == 1; }, kUdpDeadline));
     EXPECT_EQ((*client)->datagrams_dropped(), 0u);
     EXPECT_EQ((*client)->stats().datagrams_out, queued);
     EXPECT_FALSE((*client)->prepare(1000).empty());
-    ASSERT_TRUE(loop.run_until([&] { return got == queued; }, kDeadline));
+    ASSERT_TRUE(loop.run_until([&] { return got == queued; }, kUdpDeadline));
   });
   ASSERT_TRUE(ran) << "needs root: unshare(CLONE_NEWNET) and tc";
 }
@@ -248,7 +248,7 @@ TEST_P(UdpSocketTest, HandlerMayDestroyTheSocket) {
   for (uint32_t i = 0; i < 5; ++i) {
     send_from_client(i, 100);
   }
-  ASSERT_TRUE(loop_.run_until([&] { return server_ == nullptr; }, kDeadline));
+  ASSERT_TRUE(loop_.run_until([&] { return server_ == nullptr; }, kUdpDeadline));
 }
 
 TEST(UdpSocketOpenTest, BindsIpv6AndReusePort) {

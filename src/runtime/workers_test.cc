@@ -13,7 +13,7 @@
 namespace moqd::runtime {
 namespace {
 
-constexpr auto kDeadline = std::chrono::seconds(30);
+constexpr auto kWorkersDeadline = std::chrono::seconds(30);
 
 TEST(WorkersTest, InitRunsOnEachWorkerThreadWithItsIndex) {
   Workers workers(3);
@@ -21,7 +21,7 @@ TEST(WorkersTest, InitRunsOnEachWorkerThreadWithItsIndex) {
   workers.start([&](size_t i) { seen[i].set_value(workers.current()); });
   for (size_t i = 0; i < 3; ++i) {
     auto f = seen[i].get_future();
-    ASSERT_EQ(f.wait_for(kDeadline), std::future_status::ready);
+    ASSERT_EQ(f.wait_for(kWorkersDeadline), std::future_status::ready);
     EXPECT_EQ(f.get(), i);
   }
   EXPECT_EQ(workers.current(), SIZE_MAX);
@@ -38,8 +38,8 @@ TEST(WorkersTest, PostFromMainThreadRunsOnThatWorker) {
   workers.post(1, [&] { on1.set_value(workers.current()); });
   auto f0 = on0.get_future();
   auto f1 = on1.get_future();
-  ASSERT_EQ(f0.wait_for(kDeadline), std::future_status::ready);
-  ASSERT_EQ(f1.wait_for(kDeadline), std::future_status::ready);
+  ASSERT_EQ(f0.wait_for(kWorkersDeadline), std::future_status::ready);
+  ASSERT_EQ(f1.wait_for(kWorkersDeadline), std::future_status::ready);
   EXPECT_EQ(f0.get(), 0u);
   EXPECT_EQ(f1.get(), 1u);
 }
@@ -67,7 +67,7 @@ TEST(WorkersTest, ManyTasksBetweenWorkersArriveInOrderThroughOverflow) {
     }
   });
   auto f = done.get_future();
-  ASSERT_EQ(f.wait_for(kDeadline), std::future_status::ready);
+  ASSERT_EQ(f.wait_for(kWorkersDeadline), std::future_status::ready);
   EXPECT_TRUE(f.get());
 }
 
@@ -88,7 +88,7 @@ TEST(WorkersTest, TrafficBothWaysWithFullRingsDoesNotDeadlock) {
       }
     });
   }
-  ASSERT_EQ(done.get_future().wait_for(kDeadline), std::future_status::ready);
+  ASSERT_EQ(done.get_future().wait_for(kWorkersDeadline), std::future_status::ready);
 }
 
 TEST(WorkersTest, PostToSelfRunsAfterTheCurrentTask) {
@@ -104,7 +104,7 @@ TEST(WorkersTest, PostToSelfRunsAfterTheCurrentTask) {
     order.push_back(1);
   });
   auto f = done.get_future();
-  ASSERT_EQ(f.wait_for(kDeadline), std::future_status::ready);
+  ASSERT_EQ(f.wait_for(kWorkersDeadline), std::future_status::ready);
   EXPECT_EQ(f.get(), (std::vector<int>{1, 2}));
 }
 
@@ -116,7 +116,7 @@ TEST(WorkersTest, RoundTripBetweenWorkers) {
     workers.post(1, [&] { workers.post(0, [&] { back.set_value(workers.current()); }); });
   });
   auto f = back.get_future();
-  ASSERT_EQ(f.wait_for(kDeadline), std::future_status::ready);
+  ASSERT_EQ(f.wait_for(kWorkersDeadline), std::future_status::ready);
   EXPECT_EQ(f.get(), 0u);
 }
 
@@ -145,7 +145,7 @@ TEST(WorkersTest, TimersRunOnTheWorkerLoop) {
                              [&] { fired.set_value(workers.current()); });
   });
   auto f = fired.get_future();
-  ASSERT_EQ(f.wait_for(kDeadline), std::future_status::ready);
+  ASSERT_EQ(f.wait_for(kWorkersDeadline), std::future_status::ready);
   EXPECT_EQ(f.get(), 1u);
 }
 

@@ -5,7 +5,9 @@
 
 #include "wire/lite.h"
 
-namespace moqd::wire {
+// Its own namespace: its helpers share names with lite_test.cc's, and the two may be compiled as
+// one unit (MOQD_UNITY_TESTS).
+namespace moqd::wire::lite05_test {
 namespace {
 
 constexpr Version k05 = Version::kLite05;
@@ -276,4 +278,4 @@ TEST(Lite05OtherTest, TrackNamesAndPathsRespectLimits) {
 }
 
 }  // namespace
-}  // namespace moqd::wire
+}  // namespace moqd::wire::lite05_test

@@ -4,7 +4,9 @@
 
 #include "base/codec.h"
 
-namespace moqd::transport::webtransport {
+// Its own namespace: chromium_connect() here offers protocols, h3_test.cc's does not, and the two
+// may be compiled as one unit (MOQD_UNITY_TESTS).
+namespace moqd::transport::webtransport::qpack_test {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
@@ -203,4 +205,4 @@ TEST_F(QpackTest, EncoderStreamInsertsFail) {
 }
 
 }  // namespace
-}  // namespace moqd::transport::webtransport
+}  // namespace moqd::transport::webtransport::qpack_test
