@@ -86,7 +86,13 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // session closing) once the peer publishes faster.
   bool admit_ingress(uint64_t n);
   // A SUBSCRIBE_NAMESPACE began (true) or ended (false) listening: activity for idle_timeout.
-  void count_namespace_listener(bool open) { open ? ++namespace_listeners_ : --namespace_listeners_; }
+  void count_namespace_listener(bool open) {
+    if (open) {
+      ++namespace_listeners_;
+    } else {
+      --namespace_listeners_;
+    }
+  }
   // Queues a control message on the control stream.
   void send_control(const wire::ietf::ControlMessage& m);
   // Destroys `h` after the current callback.
