@@ -232,6 +232,15 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
   }
 
   void pump();
+  // Objects of this subscription wait to be written (for stall_timeout).
+  bool has_waiting_data() const {
+    for (const auto& w : writers_) {
+      if (w->cursor.peek(1).kind != model::GroupCursor::Kind::kNothing) {
+        return true;
+      }
+    }
+    return false;
+  }
 
  private:
   void done() override {
@@ -502,11 +511,13 @@ class NamespaceAnnouncer final : public Handler, public model::AnnounceListener 
   ~NamespaceAnnouncer() override { stop(); }
   void begin() {
     listening_ = true;
+    session_.count_namespace_listener(true);
     session_.origin().add_listener(full_prefix_, this);
   }
   void stop() {
     if (listening_) {
       listening_ = false;
+      session_.count_namespace_listener(false);
       session_.origin().remove_listener(this);
     }
   }
@@ -850,6 +861,9 @@ void SubgroupReader::on_readable() {
       break;
     }
     size_t n = static_cast<size_t>(std::min<uint64_t>(payload_left_, data.size()));
+    if (!session_.admit_ingress(n)) {
+      return;
+    }
     if (TrafficCounters* tc = session_.config().traffic) {
       tc->bytes_in.add(n);
     }
@@ -939,23 +953,30 @@ using namespace ietf_detail;
 // ---------------------------------------------------------------------------------------------
 
 IetfSession::IetfSession(transport::Session& transport, SessionConfig config,
-                         model::Origin& origin, SessionHandler& handler, const Clock& /*clock*/,
+                         model::Origin& origin, SessionHandler& handler, const Clock& clock,
                          Timers& timers, wire::Version version)
     : transport_(transport),
       config_(std::move(config)),
       origin_(origin),
       handler_(handler),
+      clock_(clock),
       timers_(timers),
       id_(g_next_ietf_session_id.fetch_add(1, std::memory_order_relaxed)),
       version_(version),
       row_(wi::draft(version)),
       publisher_budget_(config_.limits.max_publisher_cache) {
   config_.root = model::normalize_path(config_.root);
+  const Instant now = clock_.now();
+  ingress_.reset(static_cast<double>(config_.limits.max_publisher_rate),
+                 static_cast<double>(config_.limits.max_publisher_rate), now);
+  announce_changes_.reset(static_cast<double>(config_.limits.max_announce_rate),
+                          announce_capacity(config_.limits), now);
   transport_.set_visitor(this);
 }
 
 IetfSession::~IetfSession() {
   timers_.cancel(setup_timer_);
+  timers_.cancel(stall_timer_);
   timers_.cancel(retire_timer_);
   if (!closed_) {
     transport_.set_visitor(nullptr);
@@ -1086,6 +1107,8 @@ void IetfSession::on_setup_done() {
            std::string(transport_.kind()).c_str(), wire::version_name(version_),
            config_.root.c_str());
   handler_.on_session_ready(version_);
+  liveness_.start(clock_.now());
+  stall_timer_ = timers_.schedule(Duration::zero(), [this] { check_liveness(); });
   // Streams that overtook SETUP were held unread: read them now. (A handler may retire itself,
   // which keeps it alive until the loop's next turn, or adopt new ones: iterate a snapshot.)
   std::vector<Handler*> held;
@@ -1174,6 +1197,7 @@ void IetfSession::on_incoming_stream(transport::Stream& stream) {
   if (closed_) {
     return;
   }
+  ++peer_streams_;
   if (control_ == nullptr && !stream.is_uni()) {
     control_ = &stream;
     control_reader_ = adopt<ControlReader>(stream);
@@ -1421,7 +1445,7 @@ void IetfSession::forget_downstream(DownstreamSubscription* s) {
 }
 
 void IetfSession::handle_publish_namespace(const wi::PublishNamespace& m) {
-  if (!accept_peer_request_id(m.request_id)) {
+  if (!admit_announce_change() || !accept_peer_request_id(m.request_id)) {
     return;
   }
   const auto type = row_->request_ok ? wi::MessageType::kRequestError : wi::MessageType::kNamespace;
@@ -1457,6 +1481,9 @@ void IetfSession::handle_publish_namespace(const wi::PublishNamespace& m) {
 }
 
 void IetfSession::handle_publish_namespace_done(const wi::PublishNamespaceDone& m) {
+  if (!admit_announce_change()) {
+    return;
+  }
   std::string full;
   if (row_->done_by_request_id) {
     auto it = announced_by_id_.find(m.request_id);
@@ -1641,5 +1668,56 @@ void IetfSession::stop_namespace(uint64_t request_id) {
 }
 
 void IetfSession::on_subgroup_reader_done(SubgroupReader* r) { std::erase(held_subgroups_, r); }
+
+// --- the limits shared with moq-lite's Session (guards.h) ---
+// The drafts define no termination code for a peer over a rate limit: a publisher sending faster
+// than --max-publisher-rate closes with INTERNAL_ERROR (a relay policy, not a protocol
+// violation); PUBLISH_NAMESPACE(_DONE) over --max-announce-rate with TOO_MANY_REQUESTS (they are
+// requests); stall and idle with CONTROL_MESSAGE_TIMEOUT, as the setup timeout.
+
+bool IetfSession::admit_ingress(uint64_t n) {
+  if (ingress_.take(static_cast<double>(n), clock_.now())) {
+    return true;
+  }
+  fail(wi::TerminationCode::kInternalError, "publisher over --max-publisher-rate");
+  return false;
+}
+
+bool IetfSession::admit_announce_change() {
+  if (announce_changes_.take(1, clock_.now())) {
+    return true;
+  }
+  fail(wi::TerminationCode::kTooManyRequests, "announce changes over --max-announce-rate");
+  return false;
+}
+
+void IetfSession::check_liveness() {
+  stall_timer_ = 0;
+  if (closed_ || closing_) {
+    return;
+  }
+  LivenessSample sample;
+  sample.bytes_sent = transport_.bytes_sent();
+  sample.peer_streams = peer_streams_;
+  sample.waiting = transport_.unsent_bytes() > 0;
+  for (auto it = downstream_.begin(); !sample.waiting && it != downstream_.end(); ++it) {
+    sample.waiting = it->second->has_waiting_data();
+  }
+  sample.busy = !downstream_.empty() || !upstream_tracks_.empty() || !announced_by_path_.empty() ||
+                namespace_listeners_ > 0;
+  switch (liveness_.check(config_.limits, clock_.now(), sample)) {
+    case LivenessWatch::Verdict::kStalled:
+      fail(wi::TerminationCode::kControlMessageTimeout,
+           "subscriber made no progress within stall timeout");
+      return;
+    case LivenessWatch::Verdict::kIdle:
+      fail(wi::TerminationCode::kControlMessageTimeout,
+           "idle: no announce, subscription or traffic within idle timeout");
+      return;
+    case LivenessWatch::Verdict::kAlive:
+      break;
+  }
+  stall_timer_ = timers_.schedule(LivenessWatch::period(config_.limits), [this] { check_liveness(); });
+}
 
 }  // namespace moqd::session

@@ -22,6 +22,7 @@
 #include "model/group.h"
 #include "model/origin.h"
 #include "model/track.h"
+#include "session/guards.h"
 #include "session/moq_session.h"
 #include "wire/ietf.h"
 
@@ -81,6 +82,17 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   void fail(Error e);
   void fail(wire::ietf::TerminationCode code, const char* detail);
   bool is_closed() const { return closed_; }
+  // Counts `n` payload bytes of a SUBGROUP stream against --max-publisher-rate; false (the
+  // session closing) once the peer publishes faster.
+  bool admit_ingress(uint64_t n);
+  // A SUBSCRIBE_NAMESPACE began (true) or ended (false) listening: activity for idle_timeout.
+  void count_namespace_listener(bool open) {
+    if (open) {
+      ++namespace_listeners_;
+    } else {
+      --namespace_listeners_;
+    }
+  }
   // Queues a control message on the control stream.
   void send_control(const wire::ietf::ControlMessage& m);
   // Destroys `h` after the current callback.
@@ -138,11 +150,17 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   void detach();
   void flush_retired();
   void raise_max_request_id();
+  // Counts one PUBLISH_NAMESPACE or PUBLISH_NAMESPACE_DONE against --max-announce-rate; false
+  // (the session closing) past it.
+  bool admit_announce_change();
+  // stall_timeout and idle_timeout, every LivenessWatch::period once SETUP completed.
+  void check_liveness();
 
   transport::Session& transport_;
   SessionConfig config_;
   model::Origin& origin_;
   SessionHandler& handler_;
+  const Clock& clock_;
   Timers& timers_;
   uint64_t id_;
   wire::Version version_;
@@ -155,6 +173,12 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   bool started_ = false;
   TimerId setup_timer_ = 0;
   TimerId retire_timer_ = 0;
+  TimerId stall_timer_ = 0;
+  uint64_t peer_streams_ = 0;       // streams the peer opened (activity for idle_timeout)
+  size_t namespace_listeners_ = 0;  // SUBSCRIBE_NAMESPACEs listening
+  LivenessWatch liveness_;          // stall_timeout, idle_timeout
+  TokenBucket ingress_;             // max_publisher_rate
+  TokenBucket announce_changes_;    // max_announce_rate
   transport::Stream* control_ = nullptr;
   ietf_detail::ControlReader* control_reader_ = nullptr;
   std::vector<std::unique_ptr<ietf_detail::Handler>> handlers_;

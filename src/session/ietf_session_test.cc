@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +30,8 @@ std::vector<uint8_t> hex(std::string_view h) { return from_hex(h); }
 
 class IetfFixture {
  public:
-  explicit IetfFixture(std::string protocol, wire::VersionSet versions = wire::VersionSet::all())
+  explicit IetfFixture(std::string protocol, wire::VersionSet versions = wire::VersionSet::all(),
+                       SessionLimits limits = SessionLimits{})
       : origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_) {
     server_mux_ = std::make_unique<MuxSession>(channels_.a(), clock_,
                                                transport::websocket::Framing::kQmux00,
@@ -45,6 +48,7 @@ class IetfFixture {
     SessionConfig sc;
     sc.role = Role::kServer;
     sc.versions = versions;
+    sc.limits = limits;
     session_ = make_session(*server_mux_, sc, origin_, handler_, clock_, clock_);
     session_->start();
     pump();
@@ -63,7 +67,15 @@ class IetfFixture {
     int quiet = 0;
     for (int i = 0; i < 100000 && quiet < 2; ++i) {
       clock_.advance(Duration::zero());
-      quiet = channels_.deliver() == 0 ? quiet + 1 : 0;
+      quiet = (wire_held_ ? 0 : channels_.deliver()) == 0 ? quiet + 1 : 0;
+    }
+  }
+  // Moves the clock by `d` in 10 ms steps, pumping after each.
+  void advance(Duration d) {
+    constexpr Duration kStep = std::chrono::milliseconds(10);
+    for (; d > Duration::zero(); d -= kStep) {
+      clock_.advance(std::min(d, kStep));
+      pump();
     }
   }
   // Opens the control stream with `setup` and pumps.
@@ -79,6 +91,7 @@ class IetfFixture {
     pump();
   }
 
+  bool wire_held_ = false;  // pump() delivers nothing: a peer that stopped reading
   ManualClock clock_;
   testing::FakeChannelPair channels_;
   model::Origin origin_;
@@ -291,6 +304,169 @@ TEST(IetfSessionTest, PublisherTrackFlowsIntoTheOrigin) {
   // PUBLISH_DONE (status 2, 2 streams): the track ends.
   f.send(c, hex("0b 00 04 01 02 02 00"));
   EXPECT_TRUE(viewer.ended);
+}
+
+// --- the SessionLimits shared with moq-lite (session/guards.h) ---
+
+// PUBLISH_NAMESPACE id `id` of ["room", `name`] (one-byte name), d16.
+std::vector<uint8_t> publish_namespace(uint8_t id, char name) {
+  return {0x06, 0x00, 0x0a, id, 0x02, 0x04, 'r', 'o', 'o', 'm', 0x01, static_cast<uint8_t>(name), 0x00};
+}
+
+// A SUBGROUP stream for alias 9, group `group`, with one object of `size` pattern bytes.
+std::vector<uint8_t> subgroup_with_object(uint8_t group, uint32_t size) {
+  std::vector<uint8_t> out = {0x18, 0x09, group, 0x00, 0x00};  // header, object id delta 0
+  out.push_back(static_cast<uint8_t>(0x80 | (size >> 24)));    // 4-byte varint length
+  out.push_back(static_cast<uint8_t>(size >> 16));
+  out.push_back(static_cast<uint8_t>(size >> 8));
+  out.push_back(static_cast<uint8_t>(size));
+  for (uint32_t i = 0; i < size; ++i) {
+    out.push_back(static_cast<uint8_t>('a' + i % 26));
+  }
+  return out;
+}
+
+TEST(IetfSessionLimitsTest, PublisherFasterThanMaxPublisherRateIsClosed) {
+  SessionLimits l;
+  l.max_publisher_rate = 100'000;  // bytes per second, one second of burst
+  IetfFixture f("moqt-16", wire::VersionSet::all(), l);
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  f.send(c, hex("06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  f.send(c, hex("04 00 03 01 09 00"));  // SUBSCRIBE_OK id 1 alias 9
+  // Within the burst: accepted.
+  transport::Stream* u = f.client_mux_->open_uni();
+  ASSERT_NE(u, nullptr);
+  u->write(Bytes::from(subgroup_with_object(4, 60'000)));
+  u->finish();
+  f.pump();
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+  ASSERT_NE(viewer.group(4), nullptr);
+  EXPECT_TRUE(viewer.group(4)->finished);
+  // 40 kB are left; half a second adds 50 kB, so 95 kB is too much.
+  f.advance(std::chrono::milliseconds(500));
+  transport::Stream* v = f.client_mux_->open_uni();
+  ASSERT_NE(v, nullptr);
+  v->write(Bytes::from(subgroup_with_object(5, 95'000)));
+  f.pump();
+  ASSERT_TRUE(f.raw_->closed_code.has_value());
+  EXPECT_EQ(*f.raw_->closed_code, 0x1u);  // INTERNAL_ERROR: the drafts have no rate code
+}
+
+TEST(IetfSessionLimitsTest, PublishNamespaceFlipFlopsOverMaxAnnounceRateClose) {
+  for (bool fast : {true, false}) {
+    SessionLimits l;
+    l.max_announce_rate = 10;
+    l.max_announced_paths = 10;  // burst: 20 changes
+    IetfFixture f("moqt-16", wire::VersionSet::all(), l);
+    RawStream& c = f.control(hex(kD16ClientSetup));
+    // 30 PUBLISH_NAMESPACE + PUBLISH_NAMESPACE_DONE pairs: 60 changes, three times the burst;
+    // slowly (8 changes per second) they are kept.
+    for (uint8_t i = 0; i < 30 && !f.raw_->closed_code; ++i) {
+      f.send(c, publish_namespace(static_cast<uint8_t>(2 * i), 'a'));
+      if (f.raw_->closed_code) {
+        break;  // the control stream is gone
+      }
+      f.send(c, {0x09, 0x00, 0x01, static_cast<uint8_t>(2 * i)});
+      if (!fast) {
+        f.advance(std::chrono::milliseconds(250));
+      }
+    }
+    if (fast) {
+      ASSERT_TRUE(f.raw_->closed_code.has_value());
+      EXPECT_EQ(*f.raw_->closed_code, 0x7u);  // TOO_MANY_REQUESTS
+    } else {
+      EXPECT_FALSE(f.raw_->closed_code.has_value());
+    }
+  }
+}
+
+TEST(IetfSessionLimitsTest, PublishNamespacePastMaxAnnouncedPathsIsRefused) {
+  SessionLimits l;
+  l.max_announced_paths = 2;
+  IetfFixture f("moqt-16", wire::VersionSet::all(), l);
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  f.send(c, publish_namespace(0, 'a'));
+  f.send(c, publish_namespace(2, 'b'));
+  c.data.clear();
+  f.send(c, publish_namespace(4, 'c'));
+  EXPECT_TRUE(f.origin_.is_active("room/a"));
+  EXPECT_TRUE(f.origin_.is_active("room/b"));
+  EXPECT_FALSE(f.origin_.is_active("room/c"));
+  ASSERT_GE(c.data.size(), 4u);
+  EXPECT_EQ(static_cast<uint8_t>(c.data[0]), 0x05);  // REQUEST_ERROR
+  EXPECT_EQ(static_cast<uint8_t>(c.data[3]), 0x04);  // request id 4
+  // One withdrawn: room for another.
+  f.send(c, {0x09, 0x00, 0x01, 0x00});
+  f.send(c, publish_namespace(6, 'c'));
+  EXPECT_TRUE(f.origin_.is_active("room/c"));
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST(IetfSessionLimitsTest, SubscriberWithoutProgressIsClosedAfterStallTimeout) {
+  SessionLimits l;
+  l.stall_timeout = std::chrono::seconds(2);
+  IetfFixture f("moqt-16", wire::VersionSet::all(), l);
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  f.send(c, hex("03 00 1d 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
+                "04 10 01 10 07 01 01 02 01 02"));
+  ASSERT_NE(b.feed("video").track(), nullptr);
+  f.wire_held_ = true;  // the subscriber stops reading
+  b.write_group("video", 0, {std::string(2 << 20, 'x')});  // more than the channel holds
+  f.pump();
+  f.advance(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(f.handler_.is_closed());
+  f.advance(std::chrono::milliseconds(1500));
+  f.wire_held_ = false;
+  f.pump();
+  ASSERT_TRUE(f.raw_->closed_code.has_value());
+  EXPECT_EQ(*f.raw_->closed_code, 0x11u);  // CONTROL_MESSAGE_TIMEOUT, as the setup timeout
+}
+
+TEST(IetfSessionLimitsTest, SubscriberReadingSlowlyIsNotStalled) {
+  SessionLimits l;
+  l.stall_timeout = std::chrono::seconds(2);
+  IetfFixture f("moqt-16", wire::VersionSet::all(), l);
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  f.send(c, hex("03 00 1d 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
+                "04 10 01 10 07 01 01 02 01 02"));
+  ASSERT_NE(b.feed("video").track(), nullptr);
+  f.wire_held_ = true;
+  b.write_group("video", 0, {std::string(2 << 20, 'x')});
+  f.pump();
+  for (int i = 0; i < 40; ++i) {  // 10 s, five times the stall timeout, a few frames at a time
+    f.advance(std::chrono::milliseconds(250));
+    f.channels_.deliver(8);
+  }
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+  EXPECT_FALSE(f.handler_.is_closed());
+}
+
+TEST(IetfSessionLimitsTest, SilentSessionIsClosedAfterIdleTimeout) {
+  SessionLimits l;
+  l.idle_timeout = std::chrono::seconds(2);
+  IetfFixture f("moqt-16", wire::VersionSet::all(), l);
+  f.control(hex(kD16ClientSetup));
+  ASSERT_TRUE(f.session_->is_ready());
+  f.advance(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+  f.advance(std::chrono::seconds(2));
+  ASSERT_TRUE(f.raw_->closed_code.has_value());
+  EXPECT_EQ(*f.raw_->closed_code, 0x11u);
+}
+
+TEST(IetfSessionLimitsTest, PublisherIsNotIdle) {
+  SessionLimits l;
+  l.idle_timeout = std::chrono::seconds(2);
+  IetfFixture f("moqt-16", wire::VersionSet::all(), l);
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  f.send(c, publish_namespace(0, 'a'));
+  f.advance(std::chrono::seconds(10));
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
 }  // namespace

@@ -27,10 +27,11 @@ Session::Session(transport::Session& transport, SessionConfig config, model::Ori
       id_(g_next_session_id.fetch_add(1, std::memory_order_relaxed)),
       publisher_budget_(config_.limits.max_publisher_cache) {
   config_.root = model::normalize_path(config_.root);
-  ingress_tokens_ = static_cast<double>(config_.limits.max_publisher_rate);
-  ingress_refilled_ = clock_.now();
-  announce_tokens_ = announce_capacity();
-  announce_refilled_ = ingress_refilled_;
+  const Instant now = clock_.now();
+  ingress_.reset(static_cast<double>(config_.limits.max_publisher_rate),
+                 static_cast<double>(config_.limits.max_publisher_rate), now);
+  announce_changes_.reset(static_cast<double>(config_.limits.max_announce_rate),
+                          announce_capacity(config_.limits), now);
   transport_.set_visitor(this);
 }
 
@@ -159,8 +160,7 @@ void Session::on_setup_complete(wire::Version version) {
            static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
            std::string(transport_.kind()).c_str(), wire::version_name(version),
            config_.root.c_str());
-  progress_at_ = clock_.now();
-  active_at_ = progress_at_;
+  liveness_.start(clock_.now());
   stall_timer_ = timers_.schedule(Duration::zero(), [this] { check_stalls(); });
   if (wire::is_lite05(version)) {
     open_lite_setup_stream();
@@ -314,16 +314,7 @@ void Session::on_closed(uint64_t code, std::string_view reason) {
 }
 
 bool Session::admit_ingress(uint64_t n) {
-  const uint64_t rate = config_.limits.max_publisher_rate;
-  if (rate == 0) {
-    return true;
-  }
-  Instant now = clock_.now();
-  double elapsed = std::chrono::duration<double>(now - ingress_refilled_).count();
-  ingress_refilled_ = now;
-  ingress_tokens_ = std::min(static_cast<double>(rate), ingress_tokens_ + elapsed * static_cast<double>(rate));
-  ingress_tokens_ -= static_cast<double>(n);
-  if (ingress_tokens_ >= 0) {
+  if (ingress_.take(static_cast<double>(n), clock_.now())) {
     return true;
   }
   fail(make_error(ErrorCode::kBoundsExceeded, "publisher over --max-publisher-rate"));
@@ -339,22 +330,8 @@ model::TrackSource& Session::track_source(const std::string& path, const std::st
   return *it->second;
 }
 
-double Session::announce_capacity() const {
-  return static_cast<double>(config_.limits.max_announce_rate) +
-         static_cast<double>(config_.limits.max_announced_paths);
-}
-
 bool Session::admit_announce_change() {
-  const uint64_t rate = config_.limits.max_announce_rate;
-  if (rate == 0 || config_.role != Role::kServer) {
-    return true;
-  }
-  Instant now = clock_.now();
-  double elapsed = std::chrono::duration<double>(now - announce_refilled_).count();
-  announce_refilled_ = now;
-  announce_tokens_ = std::min(announce_capacity(), announce_tokens_ + elapsed * static_cast<double>(rate));
-  announce_tokens_ -= 1;
-  if (announce_tokens_ >= 0) {
+  if (config_.role != Role::kServer || announce_changes_.take(1, clock_.now())) {
     return true;
   }
   fail(make_error(ErrorCode::kBoundsExceeded, "announce changes over --max-announce-rate"));
@@ -419,47 +396,30 @@ void Session::sweep() {
   }
 }
 
-// A peer is stalled when data waits to be sent to it and, for stall_timeout, none of it left the
-// connection. Bytes queued into the transport are not progress; bytes handed to the network are.
+// Stall and idle detection: LivenessWatch (guards.h) decides from this session's answers.
 void Session::check_stalls() {
   stall_timer_ = 0;
-  Instant now = clock_.now();
-  uint64_t sent = transport_.bytes_sent();
-  bool waiting = transport_.unsent_bytes() > 0;
-  for (size_t i = 0; !waiting && i < subscriptions_.size(); ++i) {
-    waiting = subscriptions_[i]->has_waiting_data();
+  LivenessSample sample;
+  sample.bytes_sent = transport_.bytes_sent();
+  sample.peer_streams = peer_streams_;
+  sample.waiting = transport_.unsent_bytes() > 0;
+  for (size_t i = 0; !sample.waiting && i < subscriptions_.size(); ++i) {
+    sample.waiting = subscriptions_[i]->has_waiting_data();
   }
-  if (!waiting || sent != progress_sent_) {
-    progress_sent_ = sent;
-    progress_at_ = now;
-  } else if (now - progress_at_ > config_.limits.stall_timeout) {
-    fail(make_error(ErrorCode::kTimeout, "subscriber made no progress within stall timeout"));
-    return;
-  }
-  Duration idle = config_.limits.idle_timeout;
-  if (idle > Duration::zero()) {
-    if (is_active(sent)) {
-      active_at_ = now;
-    } else if (now - active_at_ >= idle) {
+  sample.busy = !subscriptions_.empty() || !upstream_tracks_.empty() || !peer_announced_.empty() ||
+                announce_streams_ > 0;
+  switch (liveness_.check(config_.limits, clock_.now(), sample)) {
+    case LivenessWatch::Verdict::kStalled:
+      fail(make_error(ErrorCode::kTimeout, "subscriber made no progress within stall timeout"));
+      return;
+    case LivenessWatch::Verdict::kIdle:
       fail(make_error(ErrorCode::kTimeout,
                       "idle: no announce, subscription or traffic within idle timeout"));
       return;
-    }
+    case LivenessWatch::Verdict::kAlive:
+      break;
   }
-  Duration period = config_.limits.stall_timeout / 8;
-  if (idle > Duration::zero()) {
-    period = std::min<Duration>(period, idle / 4);
-  }
-  period = std::max<Duration>(period, std::chrono::milliseconds(25));
-  stall_timer_ = timers_.schedule(period, [this] { check_stalls(); });
-}
-
-bool Session::is_active(uint64_t sent) {
-  bool active = !subscriptions_.empty() || !upstream_tracks_.empty() || !peer_announced_.empty() ||
-                announce_streams_ > 0 || sent != idle_sent_ || peer_streams_ != idle_streams_;
-  idle_sent_ = sent;
-  idle_streams_ = peer_streams_;
-  return active;
+  stall_timer_ = timers_.schedule(LivenessWatch::period(config_.limits), [this] { check_stalls(); });
 }
 
 // --- StreamHandler ---

@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "model/origin.h"
 #include "session/config.h"
+#include "session/guards.h"
 #include "session/moq_session.h"
 #include "transport/transport.h"
 #include "wire/lite.h"
@@ -119,9 +120,6 @@ class Session final : public transport::SessionVisitor, public MoqSession {
   // Counts one announcement change of the peer against max_announce_rate; false (and the session
   // closing) past it.
   bool admit_announce_change();
-  double announce_capacity() const;
-  // True when the session has something to do or did something since the last check.
-  bool is_active(uint64_t sent);
   void sweep();
 
   transport::Session& transport_;
@@ -158,18 +156,10 @@ class Session final : public transport::SessionVisitor, public MoqSession {
   uint64_t next_upstream_id_ = 0;
   size_t announce_streams_ = 0;
   model::CacheBudget publisher_budget_;
-  uint64_t progress_sent_ = 0;  // transport bytes_sent() at the last sign of progress
-  // Idle detection (SessionLimits::idle_timeout): streams the peer opened, and bytes_sent() and
-  // that count at the last sign of activity.
-  uint64_t peer_streams_ = 0;
-  uint64_t idle_sent_ = 0;
-  uint64_t idle_streams_ = 0;
-  Instant active_at_{};
-  Instant progress_at_{};
-  double ingress_tokens_ = 0;
-  double announce_tokens_ = 0;  // max_announce_rate's bucket
-  Instant announce_refilled_{};
-  Instant ingress_refilled_{};
+  uint64_t peer_streams_ = 0;  // streams the peer opened (a sign of activity for idle_timeout)
+  LivenessWatch liveness_;       // stall_timeout, idle_timeout
+  TokenBucket ingress_;          // max_publisher_rate
+  TokenBucket announce_changes_; // max_announce_rate
 };
 
 // Base of the per-stream state machines. Owned by the Session.
