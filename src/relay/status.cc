@@ -103,7 +103,9 @@ std::string Relay::cluster_json() const {
   std::string out = "{\"node\":" + json_string(c.node) + ",\"hop_id\":" + std::to_string(c.hop_id) +
                     ",\"links\":[" + links + "],\"broadcasts\":[";
   bool first = true;
-  for (auto& [path, rs] : routes) {
+  for (auto& entry : routes) {
+    const std::string& path = entry.first;  // named, not a structured binding: lambdas capture it
+    std::vector<RouteStatus>& rs = entry.second;
     // The order every worker's Origin uses (model/origin.h): distance (from the nearest warm
     // copy) plus cost, then the smaller hop list. (Local publishers tie on 0; the newest of them
     // is the one in use.)
