@@ -121,9 +121,13 @@ function varint(n) {
 
 // A TLS 1.3 ClientHello that GnuTLS accepts: X25519, TLS_AES_128_GCM_SHA256, moqd's ALPNs and
 // the QUIC transport parameters extension with initial_source_connection_id.
+// One key share for every ClientHello: generating a key pair per Initial (thousands in the flood
+// tests) once deadlocked Node 20's main thread in a KeyGenJob destructor run by the GC.
+const clientKeyShare = Buffer.from(
+  crypto.generateKeyPairSync("x25519").publicKey.export({ format: "jwk" }).x, "base64url");
+
 function clientHello(scid, alpns = ["moq-lite-04", "moq-lite-03", "moql"]) {
-  const { publicKey } = crypto.generateKeyPairSync("x25519");
-  const pub = Buffer.from(publicKey.export({ format: "jwk" }).x, "base64url");
+  const pub = clientKeyShare;
   const alpn = vec16(Buffer.concat(alpns.map((s) => vec8(Buffer.from(s)))));
   const tp = Buffer.concat([
     varint(0x0f), varint(scid.length), scid, // initial_source_connection_id
