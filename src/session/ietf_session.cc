@@ -1015,15 +1015,11 @@ void IetfSession::withdraw_peer_announcements() {
 }
 
 std::string IetfSession::to_full(const std::string& peer_path) const {
-  return model::join_path(config_.root, model::normalize_path(peer_path));
+  return full_path_of(config_.root, peer_path);
 }
 
 std::optional<std::string> IetfSession::to_peer(const std::string& full) const {
-  auto rest = model::strip_prefix(config_.root, full);
-  if (!rest) {
-    return std::nullopt;
-  }
-  return std::string(*rest);
+  return peer_path_of(config_.root, full);
 }
 
 void IetfSession::start() {

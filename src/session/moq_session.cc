@@ -1,9 +1,22 @@
 #include "session/moq_session.h"
 
+#include "model/path.h"
 #include "session/ietf_session.h"
 #include "session/session.h"
 
 namespace moqd::session {
+
+std::string full_path_of(const std::string& root, std::string_view peer_path) {
+  return model::join_path(root, model::normalize_path(peer_path));
+}
+
+std::optional<std::string> peer_path_of(const std::string& root, std::string_view full_path) {
+  auto rest = model::strip_prefix(root, full_path);
+  if (!rest) {
+    return std::nullopt;
+  }
+  return std::string(*rest);
+}
 
 wire::VersionSet client_versions(const wire::VersionSet& wanted) {
   wire::VersionSet out = wire::VersionSet::none();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/clock.h"
 #include "base/error.h"
@@ -41,6 +42,12 @@ class MoqSession : public model::BroadcastSource {
   // Downstream subscriptions the peer holds open now.
   virtual size_t subscription_count() const = 0;
 };
+
+// Path conversions between a peer's view (relative to the session's normalized `root`) and the
+// origin's (full), the same for both families: the full path of `peer_path`, and the peer's view
+// of `full_path` (nullopt when it lies outside root).
+std::string full_path_of(const std::string& root, std::string_view peer_path);
+std::optional<std::string> peer_path_of(const std::string& root, std::string_view full_path);
 
 // The session for `transport`: an IETF MoQ Transport session when the transport's protocol is an
 // IETF row's ALPN (moqt-15, moqt-16 ...), or when it is the SETUP ALPN ("moql" or none) and the

@@ -70,15 +70,11 @@ void Session::withdraw_peer_announcements() {
 }
 
 std::string Session::to_full(std::string_view peer_path) const {
-  return model::join_path(config_.root, model::normalize_path(peer_path));
+  return full_path_of(config_.root, peer_path);
 }
 
 std::optional<std::string> Session::to_peer(std::string_view full_path) const {
-  auto rest = model::strip_prefix(config_.root, full_path);
-  if (!rest) {
-    return std::nullopt;
-  }
-  return std::string(*rest);
+  return peer_path_of(config_.root, full_path);
 }
 
 void Session::start() {
