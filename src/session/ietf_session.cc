@@ -1,4 +1,4 @@
-// IETF MoQ Transport session, drafts 14 to 16 (server role). See ietf_session.h.
+// IETF MoQ Transport session, drafts 14 to 20 (server role). See ietf_session.h.
 #include "session/ietf_session.h"
 
 #include <algorithm>
@@ -352,6 +352,12 @@ class UpstreamSubscription final : public model::TrackSource {
     m.group_order = 0;
     m.forward = true;
     m.filter = wi::Filter{wi::FilterType::kLargestObject, {}, 0};
+    if (session_.row().filter_fields) {
+      // d20: "0 0" is Next Object, which @moq/net serves from the middle of the current group;
+      // relative 1 is the current group from its first object (what @moq/net itself sends).
+      m.filter->type = wi::FilterType::kRelative;
+      m.filter->relative_groups = 1;
+    }
     session_.send_control(m);
     return true;
   }
@@ -946,6 +952,211 @@ void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const
   }
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Drafts 17+ (Draft::request_streams): the stream kinds that replace the control stream.
+
+// The peer's SETUP stream (its first uni stream): SETUP 0x2F00, then at most GOAWAY (which a client
+// may not send). Its FIN or reset after SETUP is tolerated.
+class SetupStreamReader final : public Handler {
+ public:
+  SetupStreamReader(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
+  void on_readable() override {
+    while (stream_ != nullptr && !session_.is_closed() && !session_.is_admission_pending()) {
+      auto data = stream_->peek();
+      if (data.empty()) {
+        if (stream_->is_fin_received()) {
+          if (!got_setup_) {
+            session_.fail(wi::TerminationCode::kProtocolViolation, "SETUP stream ended before SETUP");
+            return;
+          }
+          done();
+        }
+        return;
+      }
+      auto r = wi::decode_control(session_.draft(), data, session_.limits());
+      if (!r) {
+        session_.fail(r.error());
+        return;
+      }
+      if (!r->has_value()) {
+        if (stream_->has_peer_fin()) {
+          session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
+        }
+        return;
+      }
+      stream_->consume((*r)->consumed);
+      wi::ControlMessage m = std::move((*r)->value);
+      if (!got_setup_) {
+        auto* setup = std::get_if<wi::Setup>(&m);
+        if (setup == nullptr) {
+          session_.fail(wi::TerminationCode::kProtocolViolation, "first message is not SETUP");
+          return;
+        }
+        got_setup_ = true;
+        session_.on_peer_setup(*setup);
+        continue;
+      }
+      if (std::holds_alternative<wi::Setup>(m)) {
+        session_.fail(wi::TerminationCode::kProtocolViolation, "second SETUP");
+        return;
+      }
+      session_.on_control_message(std::move(m));  // GOAWAY from a client: a violation
+      return;
+    }
+  }
+  void on_ready() override {}
+  void on_reset(uint64_t) override {
+    if (!got_setup_) {
+      session_.fail(wi::TerminationCode::kProtocolViolation, "SETUP stream reset before SETUP");
+      return;
+    }
+    done();
+  }
+
+ private:
+  bool got_setup_ = false;
+};
+
+// One request and its responses on a bidi stream: a SUBSCRIBE or PUBLISH_NAMESPACE of the peer's,
+// or a SUBSCRIBE of ours (upstream). The request's handler in IetfSession does the work; this
+// carries its messages, which in 17+ name no request id (filled in from the stream's), and turns
+// the stream's end into the messages 17 removed: the peer closing a SUBSCRIBE stream is
+// UNSUBSCRIBE, a PUBLISH_NAMESPACE stream PUBLISH_NAMESPACE_DONE; the publisher closing ours ends
+// the track (PUBLISH_DONE, or REQUEST_ERROR before SUBSCRIBE_OK).
+class RequestStream final : public Handler {
+ public:
+  enum class Kind : uint8_t { kPeerSubscribe, kPeerPublishNamespace, kOurSubscribe };
+  RequestStream(IetfSession& s, transport::Stream& stream, Kind kind, uint64_t id)
+      : Handler(s), kind_(kind), id_(id) {
+    attach(stream);
+  }
+  Kind kind() const { return kind_; }
+
+  // A response or follow-up; `last`: the request is over on our side (FIN, then the stream is
+  // handed back).
+  void send(const wi::ControlMessage& m, bool last) {
+    if (stream_ == nullptr) {
+      return;
+    }
+    std::vector<uint8_t> out;
+    if (!wi::encode(session_.draft(), m, out, session_.peer_form())) {
+      MOQD_LOG(kWarn, "session %llu request message not encodable in %s (dropped)",
+               static_cast<unsigned long long>(session_.id()), wire::version_name(session_.draft()));
+      return;
+    }
+    stream_->write(Bytes::from(out));
+    if (last) {
+      stream_->finish();
+      done();
+    }
+  }
+  // Our UNSUBSCRIBE (17 has none): FIN, and the stream is handed back.
+  void cancel() {
+    if (stream_ != nullptr) {
+      stream_->finish();
+    }
+    done();
+  }
+
+  void on_readable() override {
+    while (stream_ != nullptr && !session_.is_closed()) {
+      auto data = stream_->peek();
+      if (data.empty()) {
+        break;
+      }
+      auto r = wi::decode_control(session_.draft(), data, session_.limits(), session_.peer_form());
+      if (!r) {
+        session_.fail(r.error());
+        return;
+      }
+      if (!r->has_value()) {
+        if (stream_->has_peer_fin()) {
+          session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
+        }
+        return;
+      }
+      stream_->consume((*r)->consumed);
+      on_message(std::move((*r)->value));
+    }
+    if (stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received()) {
+      peer_ended();
+    }
+  }
+  void on_reset(uint64_t) override { peer_ended(); }
+  void on_stop_sending(uint64_t) override { peer_ended(); }
+
+ private:
+  void on_message(wi::ControlMessage m) {
+    if (kind_ != Kind::kOurSubscribe) {
+      // Follow-ups on the peer's request (REQUEST_UPDATE): the session's handlers decide.
+      if (auto* u = std::get_if<wi::SubscribeUpdate>(&m); u != nullptr && kind_ == Kind::kPeerSubscribe) {
+        u->existing_request_id = id_;
+        session_.on_control_message(std::move(m));
+        return;
+      }
+      session_.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a request stream");
+      return;
+    }
+    if (auto* ok = std::get_if<wi::SubscribeOk>(&m)) {
+      ok->request_id = id_;
+      answered_ = true;
+    } else if (auto* e = std::get_if<wi::RequestError>(&m)) {
+      e->request_id = id_;
+      answered_ = true;
+      ended_ = true;
+    } else if (auto* d = std::get_if<wi::PublishDone>(&m)) {
+      d->request_id = id_;
+      ended_ = true;
+    } else {
+      session_.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a SUBSCRIBE stream");
+      return;
+    }
+    session_.on_control_message(std::move(m));
+  }
+  void peer_ended() {
+    if (stream_ == nullptr || session_.is_closed()) {
+      return;
+    }
+    switch (kind_) {
+      case Kind::kPeerSubscribe:
+        // UNSUBSCRIBE: the session answers PUBLISH_DONE on this stream (send(last)), unless the
+        // subscription is already over.
+        session_.on_control_message(wi::Unsubscribe{id_});
+        break;
+      case Kind::kPeerPublishNamespace: {
+        wi::PublishNamespaceDone d;
+        d.request_id = id_;
+        session_.on_control_message(d);
+        break;
+      }
+      case Kind::kOurSubscribe:
+        if (!answered_) {
+          wi::RequestError e;
+          e.request_id = id_;
+          e.reason = "SUBSCRIBE stream closed";
+          session_.on_control_message(e);
+        } else if (!ended_) {
+          session_.on_control_message(wi::PublishDone{id_, 0, 0, "SUBSCRIBE stream closed"});
+        }
+        break;
+    }
+    if (stream_ != nullptr) {
+      stream_->finish();
+      done();
+    }
+  }
+  void done() override {
+    session_.forget_request(id_, this);
+    Handler::done();
+  }
+
+  Kind kind_;
+  uint64_t id_;
+  bool answered_ = false;  // SUBSCRIBE_OK or REQUEST_ERROR seen (ours)
+  bool ended_ = false;     // REQUEST_ERROR or PUBLISH_DONE seen (ours)
+};
+
 }  // namespace ietf_detail
 
 using namespace ietf_detail;
@@ -1050,7 +1261,7 @@ void IetfSession::admit() {
 
 void IetfSession::continue_start() {
   started_ = true;
-  if (row_ == nullptr || row_->request_streams) {
+  if (row_ == nullptr) {
     close(make_error(ErrorCode::kVersion, "IETF draft not served"));
     return;
   }
@@ -1068,6 +1279,9 @@ void IetfSession::continue_start() {
       fail(make_error(ErrorCode::kTimeout, "setup not completed"));
     }
   });
+  if (row_->request_streams) {
+    start_request_streams();
+  }
 }
 
 void IetfSession::on_control_setup(const wi::ClientSetup& setup) {
@@ -1145,7 +1359,7 @@ void IetfSession::fail(wi::TerminationCode code, const char* detail) {
 }
 
 bool IetfSession::send_goaway(const std::string& uri) {
-  if (closed_ || !ready_ || control_ == nullptr) {
+  if (closed_ || !ready_ || (control_ == nullptr && setup_out_ == nullptr)) {
     return false;
   }
   send_control(wi::Goaway{uri, 0});
@@ -1155,6 +1369,10 @@ bool IetfSession::send_goaway(const std::string& uri) {
 }
 
 void IetfSession::send_control(const wi::ControlMessage& m) {
+  if (!closed_ && row_ != nullptr && row_->request_streams) {
+    send_on_request_stream(m);
+    return;
+  }
   if (closed_ || control_ == nullptr) {
     return;
   }
@@ -1194,6 +1412,10 @@ void IetfSession::on_incoming_stream(transport::Stream& stream) {
     return;
   }
   ++peer_streams_;
+  if (row_ != nullptr && row_->request_streams) {
+    on_incoming_stream_d17(stream);
+    return;
+  }
   if (control_ == nullptr && !stream.is_uni()) {
     control_ = &stream;
     control_reader_ = adopt<ControlReader>(stream);
@@ -1206,6 +1428,10 @@ void IetfSession::on_incoming_stream(transport::Stream& stream) {
 }
 
 void IetfSession::on_namespace_stream(transport::Stream& stream) {
+  if (row_->request_streams) {
+    on_request_stream(stream);
+    return;
+  }
   if (!row_->subscribe_options) {
     // d14/15 carry every request on the control stream: a second bidi stream is not theirs.
     stream.stop_sending(reset_code(ErrorCode::kUnexpectedStream));
@@ -1242,6 +1468,7 @@ void IetfSession::on_namespace_stream(transport::Stream& stream) {
 }
 
 void IetfSession::on_streams_available() {
+  open_our_requests();
   auto waiting = std::move(waiting_for_streams_);
   waiting_for_streams_.clear();
   for (DownstreamSubscription* s : waiting) {
@@ -1282,6 +1509,9 @@ model::TrackSource& IetfSession::track_source(const std::string& path, const std
 }
 
 bool IetfSession::accept_peer_request_id(uint64_t id) {
+  if (row_->request_streams) {
+    return accept_stream_request_id(id);
+  }
   // Client-initiated requests use even ids, each the next in sequence, below the granted maximum
   // (draft-14 §9.1).
   if (id != peer_next_request_id_) {
@@ -1390,6 +1620,17 @@ void IetfSession::handle_subscribe(const wi::Subscribe& m) {
     switch (m.filter->type) {
       case wi::FilterType::kLargestObject: break;
       case wi::FilterType::kNextGroupStart: next_group = true; break;
+      // d20's field form: none = unfiltered (the newest group, as LargestObject); relative 0 is
+      // the next group, 1 the current (newest) group, what @moq/net sends.
+      case wi::FilterType::kUnfiltered: break;
+      case wi::FilterType::kRelative:
+        if (m.filter->relative_groups > 1) {
+          send_request_error(m.request_id, type, kErrNotSupported,
+                             "relative filters past the current group are not served");
+          return;
+        }
+        next_group = m.filter->relative_groups == 0;
+        break;
       default:
         send_request_error(m.request_id, type, kErrNotSupported,
                            "absolute filters are not served (moqd serves live tracks)");
@@ -1714,6 +1955,217 @@ void IetfSession::check_liveness() {
       break;
   }
   stall_timer_ = timers_.schedule(LivenessWatch::period(config_.limits), [this] { check_liveness(); });
+}
+
+
+// --- drafts 17+ (Draft::request_streams) ---
+
+void IetfSession::start_request_streams() {
+  // Our SETUP goes first on our first uni stream (@moq/net reads the first incoming uni stream as
+  // the relay's SETUP and sends no request before it). No options: no MAX_REQUEST_ID in 17+, no
+  // SOLICIT (moqd does not SUBSCRIBE_NAMESPACE its clients), no RELAY_HOPS. Kept open: GOAWAY
+  // goes there, and @moq/net closes the session when it ends.
+  setup_out_ = transport_.open_uni();
+  if (setup_out_ == nullptr) {
+    fail(wi::TerminationCode::kInternalError, "no uni stream for SETUP");
+    return;
+  }
+  std::vector<uint8_t> out;
+  wi::encode(version_, wi::Setup{}, out);
+  setup_out_->write(Bytes::from(out));
+}
+
+void IetfSession::on_incoming_stream_d17(transport::Stream& stream) {
+  if (stream.is_uni() && !peer_setup_stream_) {
+    // The peer's first uni stream is its SETUP stream (data streams follow our SUBSCRIBEs, which
+    // follow its SETUP).
+    peer_setup_stream_ = true;
+    auto* r = adopt<SetupStreamReader>(stream);
+    if (started_) {
+      r->on_readable();
+    }
+    return;
+  }
+  adopt<PendingStream>(stream)->on_readable();
+}
+
+void IetfSession::on_peer_setup(const wi::Setup& setup) {
+  if (const wi::Parameter* p = wi::find(setup.options, wi::kSetupImplementation);
+      p != nullptr && p->bytes == "moq-lite-js") {
+    peer_form_ = wi::Peer::kMoqNetJs;
+  }
+  peer_relay_hops_ = wi::relay_hops_origin(version_, setup.options);
+  // 17+ have no MAX_REQUEST_ID: our requests are bounded by the peer's stream credit.
+  our_max_request_id_ = (uint64_t{1} << 62) - 1;
+  on_setup_done();
+}
+
+bool IetfSession::accept_stream_request_id(uint64_t id) {
+  // The peer's ids are even and never reused. Each request has its own stream, and streams are
+  // not ordered with each other, so a later id may arrive first: the ids it skipped stay
+  // acceptable, at most kRequestIdWindow of them.
+  if (id % 2 != 0) {
+    fail(wi::TerminationCode::kInvalidRequestId, "client request id is odd");
+    return false;
+  }
+  if (id >= peer_next_request_id_) {
+    const uint64_t skipped = (id - peer_next_request_id_) / 2;
+    if (skipped > kRequestIdWindow - peer_skipped_ids_.size()) {
+      fail(wi::TerminationCode::kInvalidRequestId, "request id too far ahead");
+      return false;
+    }
+    for (uint64_t x = peer_next_request_id_; x < id; x += 2) {
+      peer_skipped_ids_.insert(x);
+    }
+    peer_next_request_id_ = id + 2;
+    return true;
+  }
+  if (peer_skipped_ids_.erase(id) == 1) {
+    return true;
+  }
+  fail(wi::TerminationCode::kInvalidRequestId, "request id reused");
+  return false;
+}
+
+void IetfSession::on_request_stream(transport::Stream& stream) {
+  auto r = wi::decode_control(version_, stream.peek(), limits_, peer_form_);
+  if (!r) {
+    stream.release();
+    fail(r.error());
+    return;
+  }
+  if (!r->has_value()) {
+    if (stream.has_peer_fin()) {
+      stream.release();
+      fail(make_error(ErrorCode::kDecode, "truncated message"));
+      return;
+    }
+    adopt<PendingStream>(stream);  // read again when more arrives
+    return;
+  }
+  const size_t consumed = (*r)->consumed;
+  wi::ControlMessage m = std::move((*r)->value);
+  if (auto* sn = std::get_if<wi::SubscribeNamespace>(&m)) {
+    stream.consume(consumed);
+    if (sn->tracks) {
+      // SUBSCRIBE_TRACKS (18+): moqd has no PUBLISH to answer it with.
+      if (!accept_peer_request_id(sn->request_id)) {
+        stream.release();
+        return;
+      }
+      wi::RequestError e;
+      e.request_id = sn->request_id;
+      e.error_code = kErrNotSupported;
+      e.reason = "SUBSCRIBE_TRACKS is not served";
+      std::vector<uint8_t> out;
+      wi::encode(version_, e, out, peer_form_);
+      stream.write(Bytes::from(out));
+      stream.finish();
+      stream.release();
+      return;
+    }
+    wi::SubscribeNamespace copy = std::move(*sn);
+    handle_subscribe_namespace(copy, &stream);  // answered on its own stream, as in 16
+    return;
+  }
+  RequestStream::Kind kind;
+  uint64_t id = 0;
+  if (const auto* s = std::get_if<wi::Subscribe>(&m)) {
+    kind = RequestStream::Kind::kPeerSubscribe;
+    id = s->request_id;
+  } else if (const auto* p = std::get_if<wi::PublishNamespace>(&m)) {
+    kind = RequestStream::Kind::kPeerPublishNamespace;
+    id = p->request_id;
+  } else {
+    stream.release();
+    fail(wi::TerminationCode::kProtocolViolation, "a request stream must start with a request");
+    return;
+  }
+  stream.consume(consumed);
+  if (requests_.count(id) != 0) {
+    stream.release();
+    fail(wi::TerminationCode::kInvalidRequestId, "request id reused");
+    return;
+  }
+  // Registered first: the request's handler answers through send_control(), routed here.
+  auto* rs = adopt<RequestStream>(stream, kind, id);
+  requests_[id] = rs;
+  on_control_message(std::move(m));
+  if (!closed_) {
+    rs->on_readable();  // a FIN (or REQUEST_UPDATE) that came with the request
+  }
+}
+
+void IetfSession::forget_request(uint64_t request_id, RequestStream* r) {
+  auto it = requests_.find(request_id);
+  if (it != requests_.end() && it->second == r) {
+    requests_.erase(it);
+  }
+}
+
+void IetfSession::send_on_request_stream(const wi::ControlMessage& m) {
+  if (const auto* g = std::get_if<wi::Goaway>(&m)) {
+    if (setup_out_ != nullptr) {
+      std::vector<uint8_t> out;
+      if (wi::encode(version_, *g, out)) {
+        setup_out_->write(Bytes::from(out));
+      }
+    }
+    return;
+  }
+  if (const auto* s = std::get_if<wi::Subscribe>(&m)) {
+    our_requests_waiting_.push_back(*s);
+    open_our_requests();
+    return;
+  }
+  std::optional<uint64_t> id;
+  bool last = false;
+  bool cancel = false;
+  std::visit(
+      [&](const auto& msg) {
+        using T = std::decay_t<decltype(msg)>;
+        if constexpr (std::is_same_v<T, wi::Unsubscribe>) {
+          id = msg.request_id;
+          cancel = true;
+        } else if constexpr (std::is_same_v<T, wi::SubscribeOk> || std::is_same_v<T, wi::RequestOk>) {
+          id = msg.request_id;
+        } else if constexpr (std::is_same_v<T, wi::RequestError> ||
+                             std::is_same_v<T, wi::PublishDone>) {
+          id = msg.request_id;
+          last = true;
+        }
+      },
+      m);
+  if (!id) {
+    // MAX_REQUEST_ID: 17+ have none (stream credit bounds requests). Nothing else is sent here.
+    return;
+  }
+  if (cancel) {
+    std::erase_if(our_requests_waiting_, [&](const wi::Subscribe& s) { return s.request_id == *id; });
+  }
+  auto it = requests_.find(*id);
+  if (it == requests_.end()) {
+    return;  // the request's stream is already gone
+  }
+  if (cancel) {
+    it->second->cancel();
+  } else {
+    it->second->send(m, last);
+  }
+}
+
+void IetfSession::open_our_requests() {
+  while (!our_requests_waiting_.empty() && !closed_ && !closing_) {
+    transport::Stream* s = transport_.open_bidi();
+    if (s == nullptr) {
+      return;  // on_streams_available() calls again
+    }
+    wi::Subscribe m = std::move(our_requests_waiting_.front());
+    our_requests_waiting_.pop_front();
+    auto* r = adopt<RequestStream>(*s, RequestStream::Kind::kOurSubscribe, m.request_id);
+    requests_[m.request_id] = r;
+    r->send(m, false);
+  }
 }
 
 }  // namespace moqd::session

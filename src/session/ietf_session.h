@@ -1,5 +1,5 @@
 #pragma once
-// An IETF MoQ Transport session (drafts 14, 15 and 16) as a relay serves it, on the same model as
+// An IETF MoQ Transport session (drafts 14 to 20) as a relay serves it, on the same model as
 // the moq-lite Session: the peer's PUBLISH_NAMESPACE feeds the origin's announcements (this
 // session is the BroadcastSource of those broadcasts and SUBSCRIBEs upstream to the peer for
 // their tracks), SUBSCRIBE_NAMESPACE is answered from the origin's announcements, and SUBSCRIBE
@@ -7,9 +7,14 @@
 // tuples map to paths by wire/ietf_namespace.h.
 //
 // Server role only: a client-role IETF session (for `moq --versions moq-transport-NN`) closes at
-// start with "unsupported". Not served: FETCH, TRACK_STATUS, PUBLISH, SUBSCRIBE_UPDATE, datagrams,
-// draft 17's request streams; each such request closes the session with a protocol violation or
+// start with "unsupported". Not served: FETCH, TRACK_STATUS, PUBLISH, SUBSCRIBE_UPDATE, datagrams;
+// each such request closes the session with a protocol violation or
 // is refused with an error (never ignored silently). One worker thread.
+//
+// Drafts 17 to 20 (Draft::request_streams) differ only in where messages travel: SETUP 0x2F00 on
+// a uni stream each way (ours kept open for GOAWAY), and each request on its own bidi stream with
+// its responses; closing that stream is UNSUBSCRIBE / PUBLISH_NAMESPACE_DONE. The handlers are
+// the same: send_control() routes a message to its request's stream by request id.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -35,6 +40,8 @@ class DownstreamSubscription;
 class UpstreamSubscription;
 class SubgroupReader;
 class NamespaceAnnouncer;
+class RequestStream;
+class SetupStreamReader;
 }  // namespace ietf_detail
 
 class IetfSession final : public transport::SessionVisitor, public MoqSession {
@@ -124,6 +131,15 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   void on_namespace_stream(transport::Stream& stream);
   void handle_subscribe_namespace(const wire::ietf::SubscribeNamespace& m,
                                   transport::Stream* own_stream);
+  // --- drafts 17+ (Draft::request_streams): SETUP on uni streams, a bidi stream per request ---
+  // A peer bidi stream: its first message says which request it carries.
+  void on_request_stream(transport::Stream& stream);
+  // The peer's SETUP (0x2F00) on its first uni stream.
+  void on_peer_setup(const wire::ietf::Setup& setup);
+  void forget_request(uint64_t request_id, ietf_detail::RequestStream* r);
+  // How to read the peer's messages where @moq/net and the draft text disagree (SETUP's
+  // Implementation option names the peer).
+  wire::ietf::Peer peer_form() const { return peer_form_; }
 
   template <class H, class... Args>
   H* adopt(Args&&... args) {
@@ -155,6 +171,14 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   bool admit_announce_change();
   // stall_timeout and idle_timeout, every LivenessWatch::period once SETUP completed.
   void check_liveness();
+  // --- drafts 17+ ---
+  void start_request_streams();
+  void on_incoming_stream_d17(transport::Stream& stream);
+  // send_control() for drafts 17+: each message goes on the stream of its request (by request id),
+  // a new bidi stream for our SUBSCRIBE, GOAWAY on our SETUP stream.
+  void send_on_request_stream(const wire::ietf::ControlMessage& m);
+  void open_our_requests();
+  bool accept_stream_request_id(uint64_t id);
 
   transport::Session& transport_;
   SessionConfig config_;
@@ -202,6 +226,17 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   std::vector<ietf_detail::SubgroupReader*> held_subgroups_;
   std::map<uint64_t, ietf_detail::NamespaceAnnouncer*> namespace_announcers_;  // d14/15
   model::CacheBudget publisher_budget_;
+  // Drafts 17+: our SETUP stream (kept open: GOAWAY goes there), whether the peer's SETUP stream
+  // arrived, the request streams by request id (the peer's even, ours odd), our SUBSCRIBEs
+  // waiting for a bidi stream, and the peer's ids skipped so far (a request's stream may overtake
+  // an earlier one's).
+  transport::Stream* setup_out_ = nullptr;
+  bool peer_setup_stream_ = false;
+  wire::ietf::Peer peer_form_ = wire::ietf::Peer::kDraftText;
+  std::optional<uint64_t> peer_relay_hops_;  // RELAY_HOPS origin from the peer's SETUP, kept
+  std::map<uint64_t, ietf_detail::RequestStream*> requests_;
+  std::deque<wire::ietf::Subscribe> our_requests_waiting_;
+  std::set<uint64_t> peer_skipped_ids_;
   friend class ietf_detail::UpstreamSubscription;
 };
 

@@ -78,9 +78,13 @@ TEST(WebSocketSubprotocolTest, MixedListsPickOnlyWhatIsServed) {
   EXPECT_EQ(choose({"webtransport, qmux-00"}), "qmux-00");
   // Offers on several header lines count as one list.
   EXPECT_EQ(choose({"qmux-00.moqt-16", "qmux-00.moq-lite-03"}), "qmux-00.moq-lite-03");
-  // IETF drafts 15/16 are served; 17 and unknown framings are not.
-  EXPECT_EQ(choose({"qmux-00.moqt-17, qmux-00.moqt-16, qmux-00.moq-lite-06-wip"}), "qmux-00.moqt-16");
-  EXPECT_EQ(choose({"qmux-00.moqt-17, qmux-00.moq-lite-06-wip"}), "400");
+  // IETF drafts 15..20 are served, the newest first; unknown framings and lite-06-wip are not.
+  EXPECT_EQ(choose({"qmux-00.moqt-17, qmux-00.moqt-16, qmux-00.moq-lite-06-wip"}), "qmux-00.moqt-17");
+  EXPECT_EQ(choose({"qmux-00.moqt-16, qmux-00.moq-lite-06-wip"}), "qmux-00.moqt-16");
+  EXPECT_EQ(choose({"qmux-00.moq-lite-06-wip"}), "400");
+  // moqt-18/20 only as qmux-01 (NET-0.3.md §1.1), moqt-19 not over WebSocket at all.
+  EXPECT_EQ(choose({"qmux-00.moqt-20, qmux-00.moqt-18"}), "400");
+  EXPECT_EQ(choose({"qmux-01.moqt-19, qmux-01.moqt-18"}), "qmux-01.moqt-18");
   EXPECT_EQ(choose({"chat, qmux-07.moq-lite-04, qmux-00.moq-lite-4"}), "400");
   EXPECT_EQ(choose({}), "400");
 }
@@ -100,7 +104,17 @@ TEST(WebSocketSubprotocolTest, VersionsRestrictionChangesTheChoice) {
   EXPECT_EQ(choose({kNet034}, only({wire::Version::kTransport15})), "qmux-02.moqt-15");
   // Draft 14 is reached through SETUP on the bare forms.
   EXPECT_EQ(choose({kLite022}, only({wire::Version::kTransport14})), "qmux-00");
-  EXPECT_EQ(choose({kNet034}, only({wire::Version::kTransport17})), "400");
+  // Drafts 17..20 by their own forms; 19 is not reached over WebSocket.
+  EXPECT_EQ(choose({kNet034}, only({wire::Version::kTransport17})), "qmux-02.moqt-17");
+  EXPECT_EQ(choose({kNet034}, only({wire::Version::kTransport18})), "qmux-01.moqt-18");
+  EXPECT_EQ(choose({kNet034}, only({wire::Version::kTransport19})), "400");
+  EXPECT_EQ(choose({kNet034}, only({wire::Version::kTransport20})), "qmux-01.moqt-20");
+  // Both families offered: moq-lite's own protocols stay preferred; the SETUP forms (moql, bare)
+  // come after every IETF draft, as for 15/16.
+  EXPECT_EQ(choose({kNet034}, only({wire::Version::kLite04, wire::Version::kTransport20})),
+            "qmux-02.moq-lite-04");
+  EXPECT_EQ(choose({kNet034}, only({wire::Version::kLite02, wire::Version::kTransport20})),
+            "qmux-01.moqt-20");
 }
 
 }  // namespace

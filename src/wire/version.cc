@@ -20,12 +20,12 @@ constexpr ProtocolInfo kVersions[] = {
     {Version::kTransport14, "moq-transport-14", Reach::kSetup, "moql", kQmuxAll, true},
     {Version::kTransport15, "moq-transport-15", Reach::kAlpn, "moqt-15", kQmuxAll, true},
     {Version::kTransport16, "moq-transport-16", Reach::kAlpn, "moqt-16", kQmuxAll, true},
-    {Version::kTransport17, "moq-transport-17", Reach::kAlpn, "moqt-17", kQmuxAll, false},
+    {Version::kTransport17, "moq-transport-17", Reach::kAlpn, "moqt-17", kQmuxAll, true},
     // NET-0.3.md §1.1: @moq/net 0.3.4 offers moqt-18 and moqt-20 over WebSocket only as
     // qmux-01.<alpn>, and moqt-19 not at all (WebTransport and QUIC only).
-    {Version::kTransport18, "moq-transport-18", Reach::kAlpn, "moqt-18", kQmux01, false},
-    {Version::kTransport19, "moq-transport-19", Reach::kAlpn, "moqt-19", kQmuxNone, false},
-    {Version::kTransport20, "moq-transport-20", Reach::kAlpn, "moqt-20", kQmux01, false},
+    {Version::kTransport18, "moq-transport-18", Reach::kAlpn, "moqt-18", kQmux01, true},
+    {Version::kTransport19, "moq-transport-19", Reach::kAlpn, "moqt-19", kQmuxNone, true},
+    {Version::kTransport20, "moq-transport-20", Reach::kAlpn, "moqt-20", kQmux01, true},
 };
 using Entry = ProtocolInfo;
 

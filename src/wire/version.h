@@ -39,7 +39,7 @@ struct ProtocolInfo {
   const char* alpn;  // ALPN and WebTransport protocol; "moql" for kSetup
   // The WebSocket QMux drafts a client may name it with as "qmux-NN.<alpn>": bit NN.
   uint8_t qmux_drafts;
-  bool served;  // moqd implements it (IETF: drafts 14..16 as a relay serves them; 17 by name only)
+  bool served;  // moqd implements it (IETF: drafts 14..20, the server role)
 };
 
 // The ALPN / WebTransport protocol under which SETUP on the first bidi stream picks the version.

@@ -50,13 +50,13 @@ TEST(ProtocolTableTest, EveryVersionHasOneRowWithItsConventionsNames) {
 }
 
 // NET-0.3.md §1.1: over WebSocket @moq/net 0.3.4 offers moqt-18 and moqt-20 only as
-// qmux-01.<alpn> and moqt-19 not at all. Known by name only: moqd serves none of them yet.
+// qmux-01.<alpn> and moqt-19 not at all. moqd serves all three (server role).
 TEST(ProtocolTableTest, Drafts18To20QmuxFormsAsTheJsClientOffersThem) {
   EXPECT_EQ(protocol_info(Version::kTransport18)->qmux_drafts, 0b010);
   EXPECT_EQ(protocol_info(Version::kTransport19)->qmux_drafts, 0);
   EXPECT_EQ(protocol_info(Version::kTransport20)->qmux_drafts, 0b010);
   for (Version v : {Version::kTransport18, Version::kTransport19, Version::kTransport20}) {
-    EXPECT_FALSE(protocol_info(v)->served) << version_name(v);
+    EXPECT_TRUE(protocol_info(v)->served) << version_name(v);
     EXPECT_EQ(protocol_for_alpn(protocol_info(v)->alpn)->version, v);
   }
 }
@@ -70,13 +70,13 @@ TEST(ProtocolTableTest, AlpnLookupFindsOnlyProtocolsWithTheirOwnAlpn) {
   ASSERT_NE(protocol_for_alpn("moqt-16"), nullptr);
   EXPECT_TRUE(protocol_for_alpn("moqt-16")->served);
   ASSERT_NE(protocol_for_alpn("moqt-17"), nullptr);
-  EXPECT_FALSE(protocol_for_alpn("moqt-17")->served);
+  EXPECT_TRUE(protocol_for_alpn("moqt-17")->served);
 }
 
 TEST(ProtocolTableTest, ServedAlpnsLiteNewestFirstThenIetfThenMoql) {
   EXPECT_THAT(served_alpns(VersionSet::all()),
-              ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moqt-16", "moqt-15",
-                          "moql"));
+              ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moqt-20", "moqt-19",
+                          "moqt-18", "moqt-17", "moqt-16", "moqt-15", "moql"));
 }
 
 TEST(ProtocolTableTest, RestrictionRemovesAlpns) {
@@ -84,10 +84,12 @@ TEST(ProtocolTableTest, RestrictionRemovesAlpns) {
   EXPECT_THAT(served_alpns(only({Version::kLite01})), ElementsAre("moql"));
   EXPECT_THAT(served_alpns(only({Version::kLite04, Version::kLite02})),
               ElementsAre("moq-lite-04", "moql"));
-  // Draft 14 is reached by SETUP ("moql"), 15 and 16 by their own ALPN; 17 is known, not served.
+  // Draft 14 is reached by SETUP ("moql"), 15..20 by their own ALPN.
   EXPECT_THAT(served_alpns(only({Version::kTransport14, Version::kTransport16})),
               ElementsAre("moqt-16", "moql"));
-  EXPECT_THAT(served_alpns(only({Version::kTransport17})), ElementsAre());
+  EXPECT_THAT(served_alpns(only({Version::kTransport17})), ElementsAre("moqt-17"));
+  EXPECT_THAT(websocket_subprotocols(only({Version::kTransport19})), ElementsAre());
+  EXPECT_THAT(websocket_subprotocols(only({Version::kTransport20})), ElementsAre("qmux-01.moqt-20"));
 }
 
 TEST(ProtocolTableTest, WebSocketFormsByProtocolThenNewestDraftThenBareForms) {
