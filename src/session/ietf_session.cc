@@ -625,7 +625,9 @@ void DownstreamSubscription::pump() {
       s->set_send_order(w.cursor.group()->sequence());
       ++streams_opened_;
       wi::SubgroupHeader h;
-      h.type = wi::subgroup_type(false, false, true, true);
+      // d18+: FIRST_OBJECT (0x40), the stream starts with the group's object 0 (@moq/net drops a
+      // d18+ subgroup stream without it as one that starts partway through).
+      h.type = wi::subgroup_type(false, false, true, true, session_.row().first_object_bit);
       h.track_alias = alias();
       h.group = w.cursor.group()->sequence();
       h.subgroup = 0;
@@ -653,7 +655,7 @@ void DownstreamSubscription::pump() {
 bool DownstreamSubscription::write_group(Writer& w) {
   static constexpr size_t kChunk = 16 * 1024;
   wi::SubgroupHeader h;
-  h.type = wi::subgroup_type(false, false, true, true);
+  h.type = wi::subgroup_type(false, false, true, true, session_.row().first_object_bit);
   while (w.stream != nullptr) {
     size_t cap = w.stream->write_capacity();
     if (cap == 0) {
@@ -1077,6 +1079,9 @@ class RequestStream final : public Handler {
         return;
       }
       stream_->consume((*r)->consumed);
+      MOQD_LOG(kDebug, "session %llu request %llu message index %zu",
+               static_cast<unsigned long long>(session_.id()), static_cast<unsigned long long>(id_),
+               (*r)->value.index());
       on_message(std::move((*r)->value));
     }
     if (stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received()) {
@@ -1468,6 +1473,9 @@ void IetfSession::on_namespace_stream(transport::Stream& stream) {
 }
 
 void IetfSession::on_streams_available() {
+  if (row_ != nullptr && row_->request_streams && started_ && setup_out_ == nullptr) {
+    start_request_streams();
+  }
   open_our_requests();
   auto waiting = std::move(waiting_for_streams_);
   waiting_for_streams_.clear();
@@ -1965,10 +1973,13 @@ void IetfSession::start_request_streams() {
   // the relay's SETUP and sends no request before it). No options: no MAX_REQUEST_ID in 17+, no
   // SOLICIT (moqd does not SUBSCRIBE_NAMESPACE its clients), no RELAY_HOPS. Kept open: GOAWAY
   // goes there, and @moq/net closes the session when it ends.
+  if (setup_out_ != nullptr || closed_ || closing_) {
+    return;
+  }
   setup_out_ = transport_.open_uni();
   if (setup_out_ == nullptr) {
-    fail(wi::TerminationCode::kInternalError, "no uni stream for SETUP");
-    return;
+    return;  // no stream credit yet (qmux: before the peer's transport parameters): retried in
+             // on_streams_available()
   }
   std::vector<uint8_t> out;
   wi::encode(version_, wi::Setup{}, out);
