@@ -1,4 +1,4 @@
-// The IETF session (drafts 14..16), per handler, on a fake transport: a server-role session made
+// The IETF session (drafts 14..20), per handler, on a fake transport: a server-role session made
 // by make_session() on a MuxSession whose protocol is the draft's ALPN, and a RawPeer client that
 // speaks the wire by hand (byte fixtures from protocol/README.md §5 and the draft texts).
 #include "session/ietf_session.h"
@@ -123,10 +123,12 @@ TEST(IetfSessionTest, FactoryPicksTheFamilyByProtocol) {
   only14.add(wire::Version::kTransport14);
   IetfFixture d14("", only14);
   EXPECT_NE(dynamic_cast<IetfSession*>(d14.session_.get()), nullptr);
-  // A draft the table does not serve (17) falls through to the lite Session, which refuses it.
-  IetfFixture d17("moqt-17");
-  EXPECT_NE(dynamic_cast<Session*>(d17.session_.get()), nullptr);
-  EXPECT_TRUE(d17.handler_.is_closed());
+  // Drafts 17..20 by their own ALPN.
+  for (const char* alpn : {"moqt-17", "moqt-18", "moqt-19", "moqt-20"}) {
+    IetfFixture d(alpn);
+    EXPECT_NE(dynamic_cast<IetfSession*>(d.session_.get()), nullptr) << alpn;
+    EXPECT_FALSE(d.handler_.is_closed()) << alpn;
+  }
 }
 
 TEST(IetfSessionTest, Draft16SetupGrantsRequestIds) {
@@ -468,6 +470,302 @@ TEST(IetfSessionLimitsTest, PublisherIsNotIdle) {
   f.advance(std::chrono::seconds(10));
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
+
+
+// --- drafts 17 to 20: SETUP on uni streams, a bidi stream per request ---
+
+namespace d17 {
+
+std::string hex_of(const std::string& bytes) {
+  return to_hex(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+}
+
+// @moq/net 0.3.4's SETUP on 17..20 (tests/interop/ietf_fixtures.mjs): Implementation
+// "moq-lite-js", RELAY_HOPS (8-byte origin), SOLICIT 1.
+const char* kSetup =
+    "af 00 00 1b 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73 c4 0b 4e 08 fe 0a 5a 2a db 5a 87 d4 05 01";
+
+struct Draft {
+  int number;
+  const char* alpn;
+  wire::Version version;
+};
+void PrintTo(const Draft& d, std::ostream* os) { *os << d.alpn; }
+
+class RequestStreamsTest : public ::testing::TestWithParam<Draft> {
+ protected:
+  bool d17() const { return GetParam().number == 17; }
+  // The request id field (d17: then the Required Request ID Delta 0).
+  std::string id(uint8_t v) const {
+    char b[8];
+    std::snprintf(b, sizeof b, d17() ? "%02x 00" : "%02x", v);
+    return b;
+  }
+  // One message `type length(16) body` (types and values below 0x40: one-byte varints).
+  static std::vector<uint8_t> msg(uint8_t type, const std::string& body_hex) {
+    std::vector<uint8_t> body = hex(body_hex);
+    std::vector<uint8_t> out;
+    out.reserve(3 + body.size());
+    out.push_back(type);
+    out.push_back(static_cast<uint8_t>(body.size() >> 8));
+    out.push_back(static_cast<uint8_t>(body.size()));
+    for (uint8_t c : body) {
+      out.push_back(c);
+    }
+    return out;
+  }
+  // SUBSCRIBE as @moq/net writes it for ["room","alice"] "video": priority 7, group order 2,
+  // forward 1, the draft's join filter (17..19 LargestObject; 20 relative `relative`).
+  std::vector<uint8_t> subscribe(uint8_t request_id, uint8_t relative = 1) const {
+    const bool d20 = GetParam().number == 20;
+    char filter[16];
+    std::snprintf(filter, sizeof filter, "%02x", d20 ? relative : 2);
+    return msg(0x03, id(request_id) + " 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f " +
+                         "04 10 01 10 07 01 01 " + filter + " 01 02");
+  }
+  std::vector<uint8_t> publish_namespace(uint8_t request_id, const std::string& name) const {
+    std::string h = id(request_id) + " 02 04 72 6f 6f 6d ";
+    char b[8];
+    std::snprintf(b, sizeof b, "%02zx", name.size());
+    h += b;
+    for (char c : name) {
+      std::snprintf(b, sizeof b, " %02x", static_cast<unsigned char>(c));
+      h += b;
+    }
+    return msg(0x06, h + " 00");
+  }
+  // A session with SETUP exchanged: the relay's SETUP stream is incoming[0].
+  void setup(IetfFixture& f) {
+    f.pump();
+    transport::Stream* u = f.client_mux_->open_uni();
+    ASSERT_NE(u, nullptr);
+    u->write(Bytes::from(hex(kSetup)));
+    f.pump();
+    ASSERT_TRUE(f.session_->is_ready());
+  }
+};
+
+TEST_P(RequestStreamsTest, SetupGoesBothWaysOnUniStreams) {
+  IetfFixture f(GetParam().alpn);
+  // The relay's SETUP goes out at once, on its first uni stream, with no options, kept open.
+  ASSERT_GE(f.raw_->incoming.size(), 1u);
+  const RawStream& ours = *f.raw_->incoming[0];
+  EXPECT_EQ(hex_of(ours.data), "af 00 00 00");
+  EXPECT_FALSE(ours.fin);
+  EXPECT_FALSE(f.session_->is_ready());
+  setup(f);
+  ASSERT_TRUE(f.handler_.ready_version.has_value());
+  EXPECT_EQ(*f.handler_.ready_version, GetParam().version);
+  // GOAWAY (drain) on the SETUP stream: empty URI, timeout 0.
+  EXPECT_TRUE(f.session_->send_goaway(""));
+  f.pump();
+  EXPECT_EQ(hex_of(ours.data), "af 00 00 00 10 00 02 00 00");
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(RequestStreamsTest, SubscribeIsServedOnItsStreamAndItsFinUnsubscribes) {
+  IetfFixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(subscribe(0));
+  ASSERT_NE(r, nullptr);
+  f.pump();
+  // SUBSCRIBE_OK on the request's stream, no request id: alias 0, no params, no properties.
+  EXPECT_EQ(hex_of(r->data), "04 00 02 00 00");
+  ASSERT_NE(b.feed("video").track(), nullptr);
+  b.write_group("video", 5, {"hi", ""});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 2u);  // SETUP, then the group
+  const RawStream& g = *f.raw_->incoming[1];
+  // 17: type 0x18; 18+: with FIRST_OBJECT, 0x58. Alias 0, group 5, priority 7, "hi", empty.
+  EXPECT_EQ(hex_of(g.data), std::string(d17() ? "18" : "58") + " 00 05 07 00 02 68 69 00 00 00");
+  EXPECT_TRUE(g.fin);
+  EXPECT_EQ(f.session_->subscription_count(), 1u);
+  // The subscriber closes the stream (17+ have no UNSUBSCRIBE): PUBLISH_DONE status 3
+  // (SUBSCRIPTION_ENDED), one stream, "unsubscribed", then FIN.
+  r->data.clear();
+  r->stream->finish();
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), "0b 00 0f 03 01 0c 75 6e 73 75 62 73 63 72 69 62 65 64");
+  EXPECT_TRUE(r->fin);
+  EXPECT_EQ(f.session_->subscription_count(), 0u);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(RequestStreamsTest, TheTracksEndIsPublishDoneThenFin) {
+  IetfFixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(subscribe(0));
+  f.pump();
+  b.write_group("video", 0, {"x"});
+  b.feed("video").track()->end(make_error(ErrorCode::kCancel, "done"));
+  f.pump();
+  ASSERT_GE(r->data.size(), 9u);
+  // PUBLISH_DONE TRACK_ENDED (0x2), one stream, reason "cancel", then FIN.
+  EXPECT_EQ(hex_of(r->data.substr(5, 5)), "0b 00 09 02 01");
+  EXPECT_TRUE(r->fin);
+}
+
+TEST_P(RequestStreamsTest, PublishNamespaceOnItsStreamFeedsTheOriginAndUpstreamSubscribeHasItsOwn) {
+  IetfFixture f(GetParam().alpn);
+  setup(f);
+  RawStream* pn = f.raw_->open_bidi(publish_namespace(0, "alice"));
+  f.pump();
+  EXPECT_EQ(hex_of(pn->data), "07 00 01 00");  // REQUEST_OK, no request id, no params
+  ASSERT_TRUE(f.origin_.is_active("room/alice"));
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  // The relay's SUBSCRIBE on a bidi stream of its own: request id 1.
+  ASSERT_EQ(f.raw_->incoming.size(), 2u);
+  RawStream& up = *f.raw_->incoming[1];
+  ASSERT_GE(up.data.size(), 4u);
+  EXPECT_EQ(static_cast<uint8_t>(up.data[0]), 0x03);
+  EXPECT_EQ(static_cast<uint8_t>(up.data[3]), 0x01);
+  if (GetParam().number == 20) {
+    // d20: the relative filter 1 (the current group from object 0), not "0 0" (Next Object,
+    // which @moq/net serves from the middle of the current group).
+    EXPECT_NE(hex_of(up.data).find("01 01 01"), std::string::npos) << hex_of(up.data);
+  }
+  // SUBSCRIBE_OK alias 9 on that stream, then a SUBGROUP stream for alias 9.
+  up.write(msg(0x04, "09 00"));
+  transport::Stream* u = f.client_mux_->open_uni();
+  u->write(Bytes::from(hex(std::string(d17() ? "18" : "58") + " 09 04 00 00 03 61 62 63 00 00 00")));
+  u->finish();
+  f.pump();
+  const auto* g = viewer.group(4);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->frames, (std::vector<std::string>{"abc", ""}));
+  EXPECT_TRUE(g->finished);
+  // PUBLISH_DONE (as @moq/net writes it: status 200, count 0, "OK") and FIN: the track ends.
+  up.write(hex("0b 00 06 80 c8 00 02 4f 4b"));
+  up.stream->finish();
+  f.advance(std::chrono::milliseconds(300));
+  EXPECT_TRUE(viewer.ended);
+  // Closing the PUBLISH_NAMESPACE stream withdraws the namespace (17 has no _DONE); FIN back.
+  pn->stream->finish();
+  f.pump();
+  EXPECT_FALSE(f.origin_.is_active("room/alice"));
+  EXPECT_TRUE(pn->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(RequestStreamsTest, RequestIdsAreEvenNeverReusedAndMayArriveOutOfOrder) {
+  {
+    IetfFixture f(GetParam().alpn);
+    setup(f);
+    // 4 before 0 and 2: each stream is its own, so a later id may overtake.
+    f.raw_->open_bidi(publish_namespace(4, "c"));
+    f.raw_->open_bidi(publish_namespace(0, "a"));
+    f.raw_->open_bidi(publish_namespace(2, "b"));
+    f.pump();
+    EXPECT_FALSE(f.raw_->closed_code.has_value());
+    EXPECT_TRUE(f.origin_.is_active("room/a"));
+    EXPECT_TRUE(f.origin_.is_active("room/b"));
+    EXPECT_TRUE(f.origin_.is_active("room/c"));
+    // 2 again: INVALID_REQUEST_ID.
+    f.raw_->open_bidi(publish_namespace(2, "d"));
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x4u);
+  }
+  {
+    IetfFixture f(GetParam().alpn);
+    setup(f);
+    f.raw_->open_bidi(publish_namespace(1, "a"));  // odd: the client's ids are even
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x4u);
+  }
+}
+
+TEST_P(RequestStreamsTest, BadStreamsCloseWithTheDraftsCode) {
+  {
+    IetfFixture f(GetParam().alpn);
+    setup(f);
+    f.raw_->open_bidi(msg(0x3e, ""));  // unknown message type
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  }
+  {
+    IetfFixture f(GetParam().alpn);
+    setup(f);
+    f.raw_->open_bidi(msg(0x04, "00 00"));  // a response cannot open a request stream
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  }
+  {
+    IetfFixture f(GetParam().alpn);
+    setup(f);
+    f.raw_->open_bidi(msg(0x15, "10"));  // MAX_REQUEST_ID is gone in 17+: an unknown type
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  }
+  {
+    IetfFixture f(GetParam().alpn);
+    f.pump();
+    // The first uni stream must carry SETUP.
+    transport::Stream* u = f.client_mux_->open_uni();
+    u->write(Bytes::from(hex("18 09 00 00 00 01 61")));
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  }
+  {
+    IetfFixture f(GetParam().alpn);
+    setup(f);
+    // A second SETUP on a second uni stream.
+    transport::Stream* u = f.client_mux_->open_uni();
+    u->write(Bytes::from(hex(kSetup)));
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  }
+}
+
+TEST_P(RequestStreamsTest, RefusalsGoOnTheRequestsStream) {
+  IetfFixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  if (GetParam().number == 20) {
+    // Relative 2 (a group before the current one): REQUEST_ERROR NOT_SUPPORTED (0x3), FIN.
+    RawStream* r = f.raw_->open_bidi(subscribe(0, 2));
+    f.pump();
+    ASSERT_GE(r->data.size(), 4u);
+    EXPECT_EQ(static_cast<uint8_t>(r->data[0]), 0x05);
+    EXPECT_EQ(static_cast<uint8_t>(r->data[3]), 0x03);
+    EXPECT_TRUE(r->fin);
+    // Relative 0: the next group; accepted.
+    RawStream* ok = f.raw_->open_bidi(subscribe(2, 0));
+    f.pump();
+    ASSERT_GE(ok->data.size(), 1u);
+    EXPECT_EQ(static_cast<uint8_t>(ok->data[0]), 0x04);
+  } else {
+    // An unknown broadcast: REQUEST_ERROR DOES_NOT_EXIST (0x4), FIN, the session stays.
+    RawStream* r = f.raw_->open_bidi(
+        msg(0x03, id(0) + " 01 04 6e 6f 6e 65 01 76 04 10 01 10 07 01 01 02 01 02"));
+    f.pump();
+    ASSERT_GE(r->data.size(), 4u);
+    EXPECT_EQ(static_cast<uint8_t>(r->data[0]), 0x05);
+    EXPECT_EQ(static_cast<uint8_t>(r->data[3]), 0x04);
+    EXPECT_TRUE(r->fin);
+  }
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Drafts, RequestStreamsTest,
+    ::testing::Values(Draft{17, "moqt-17", wire::Version::kTransport17},
+                      Draft{18, "moqt-18", wire::Version::kTransport18},
+                      Draft{19, "moqt-19", wire::Version::kTransport19},
+                      Draft{20, "moqt-20", wire::Version::kTransport20}),
+    [](const ::testing::TestParamInfo<Draft>& i) { return "D" + std::to_string(i.param.number); });
+
+}  // namespace d17
 
 }  // namespace
 }  // namespace moqd::session
