@@ -172,6 +172,7 @@ void Origin::switch_active(const std::string& p, BroadcastSource* old, const Hop
   if (next_hops) {
     notify(p, true, *next_hops);
   }
+  update_presence(p);
 }
 
 bool Origin::is_active(const std::string& path) const {
@@ -210,7 +211,47 @@ bool Origin::is_carrying(const std::string& path) const {
   if (it == broadcasts_.end() || it->second->publishers.empty()) {
     return false;
   }
-  return !it->second->active()->hops.empty() && !it->second->tracks.empty();
+  if (it->second->active()->hops.empty()) {
+    return false;
+  }
+  return !it->second->tracks.empty() || elsewhere_.count(it->first) != 0;
+}
+
+void Origin::set_carried_elsewhere(const std::string& path, bool carried) {
+  std::string p = normalize_path(path);
+  const bool was = elsewhere_.count(p) != 0;
+  if (was == carried) {
+    return;
+  }
+  if (carried) {
+    elsewhere_.insert(p);
+  } else {
+    elsewhere_.erase(p);
+  }
+  auto it = broadcasts_.find(p);
+  if (it != broadcasts_.end() && !it->second->publishers.empty() && it->second->tracks.empty()) {
+    notify_carrying(*it->second, carried);
+  }
+}
+
+void Origin::set_presence_observer(std::function<void(const std::string&, bool)> fn) {
+  presence_observer_ = std::move(fn);
+}
+
+void Origin::update_presence(const std::string& path) {
+  auto it = broadcasts_.find(path);
+  const bool has = it != broadcasts_.end() && !it->second->tracks.empty();
+  if (has == (present_.count(path) != 0)) {
+    return;
+  }
+  if (has) {
+    present_.insert(path);
+  } else {
+    present_.erase(path);
+  }
+  if (presence_observer_) {
+    presence_observer_(path, has);
+  }
 }
 
 std::vector<std::string> Origin::active_paths(const std::string& prefix) const {
@@ -297,7 +338,11 @@ Track* Origin::create_track(Broadcast& b, const std::string& name) {
   raw->set_idle_callback([this, raw] { on_track_idle(raw); });
   b.tracks.emplace(name, std::move(t));
   if (b.tracks.size() == 1) {
-    notify_carrying(b, true);
+    const std::string path = b.path;
+    if (elsewhere_.count(path) == 0) {
+      notify_carrying(b, true);
+    }
+    update_presence(path);
   }
   return raw;
 }
@@ -354,7 +399,11 @@ void Origin::on_track_idle(Track* t) {
     if (e != tracks.end() && e->second.get() == t) {
       tracks.erase(e);
       if (tracks.empty()) {
-        notify_carrying(*it->second, false);
+        const std::string path = it->first;
+        if (elsewhere_.count(path) == 0) {
+          notify_carrying(*it->second, false);
+        }
+        update_presence(path);
       }
       return;
     }

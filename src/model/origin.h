@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,11 +59,13 @@ class BroadcastSource {
 // first, the neighbour's last). Empty for a broadcast published by a local client.
 using Hops = std::vector<uint64_t>;
 
-// A hop id whose kWarmHop bit is set names a relay that carried the broadcast when it announced
-// it (hop ids are below 2^52: relay::hop_id_for_node). Compare relays with hop_relay().
+// A hop id of the form id | kWarmHop, id below 2^52 (relay::hop_id_for_node), names a relay
+// that carried the broadcast when it announced it. Only that form is warm: a hop id with any bit
+// above 52 set is not one of ours (another relay implementation's, e.g. a random 62-bit id) and
+// is an opaque id, never warm, compared whole. Compare relays with hop_relay().
 inline constexpr uint64_t kWarmHop = uint64_t{1} << 52;
-constexpr uint64_t hop_relay(uint64_t hop) { return hop & ~kWarmHop; }
-constexpr bool is_warm_hop(uint64_t hop) { return (hop & kWarmHop) != 0; }
+constexpr bool is_warm_hop(uint64_t hop) { return (hop >> 52) == 1; }
+constexpr uint64_t hop_relay(uint64_t hop) { return is_warm_hop(hop) ? hop & ~kWarmHop : hop; }
 // True when `hops` holds relay `relay` (warm or not).
 bool hops_contain(const Hops& hops, uint64_t relay);
 // The order in which relays may pull `path` from each other's warm copies: FNV-1a 64 of the path
@@ -118,9 +121,18 @@ class Origin {
   };
   // Every route to `path`, best (the active one) first.
   std::vector<Route> routes(const std::string& path) const;
-  // True when `path` is active through a relayed route (hops not empty) and has live tracks: this
-  // relay pulls it from upstream, so its peers may pull the warm copy from here.
+  // True when `path` is active through a relayed route (hops not empty) and has live tracks here
+  // or on another worker (set_carried_elsewhere): this relay pulls it from upstream, so its peers
+  // may pull the warm copy from here.
   bool is_carrying(const std::string& path) const;
+  // Another worker of this relay has tracks of `path` (relay/bridge tells it, as the other
+  // workers' presence observers fire), so warmness is the relay's, not this worker's. Kept
+  // whether or not `path` is known here yet; listeners hear on_carrying when it changes.
+  void set_carried_elsewhere(const std::string& path, bool carried);
+  // Called with (path, true) when this Origin's first track of `path` appears and (path, false)
+  // when its last one goes (idle after the linger, ended, or the broadcast withdrawn). One
+  // observer; an empty function clears it. It must not call back into the Origin.
+  void set_presence_observer(std::function<void(const std::string&, bool)> fn);
   // Active paths under `prefix`, sorted.
   std::vector<std::string> active_paths(const std::string& prefix) const;
 
@@ -159,6 +171,8 @@ class Origin {
   // Tells listeners that `b` started or stopped carrying (its first track came, its last went).
   void notify_carrying(const Broadcast& b, bool carrying);
   void on_track_idle(Track* t);
+  // Tells the presence observer when whether `path` has tracks here changed.
+  void update_presence(const std::string& path);
   void for_each_track_impl(const std::function<void(const std::string&, const Track&)>& fn) const;
 
   OriginConfig config_;
@@ -171,6 +185,9 @@ class Origin {
   std::vector<std::pair<std::string, AnnounceListener*>> listeners_;
   int notify_depth_ = 0;
   uint64_t announce_order_ = 0;  // stamps announcements: newer wins ties
+  std::set<std::string> present_;    // paths with tracks here, as last told the observer
+  std::set<std::string> elsewhere_;  // paths with tracks on another worker
+  std::function<void(const std::string&, bool)> presence_observer_;
 };
 
 }  // namespace moqd::model

@@ -378,6 +378,34 @@ TEST(OriginWarmTest, WarmSiblingIsNearerOnlyWhenItKeysLower) {
   }
 }
 
+// A hop id with a bit above 52 set is not moqd's (moqd's are below 2^52): another relay
+// implementation's (e.g. a random 62-bit id) or a bad peer's. Bit 52 in it is part of the id, not
+// a warm mark: it discounts no route and names a relay other than the same bits without it.
+TEST(OriginWarmTest, ForeignHopIdWithBit52SetIsNoWarmMark) {
+  const uint64_t self = 7;
+  const Siblings sib = siblings_of("p", self);
+  const uint64_t foreign = (uint64_t{1} << 60) | kWarmHop | sib.lower;
+  EXPECT_FALSE(is_warm_hop(foreign));
+  EXPECT_EQ(hop_relay(foreign), foreign);
+  EXPECT_EQ(route_distance("p", Hops{42, foreign}, self), 2u);
+  EXPECT_FALSE(hops_contain(Hops{42, foreign}, sib.lower));
+  EXPECT_FALSE(hops_contain(Hops{42, sib.lower}, foreign));
+  // The form moqd sends still is one.
+  EXPECT_TRUE(is_warm_hop(sib.lower | kWarmHop));
+  EXPECT_EQ(hop_relay(sib.lower | kWarmHop), sib.lower);
+  EXPECT_EQ(route_distance("p", Hops{42, sib.lower | kWarmHop}, self), 1u);
+
+  ManualClock clock;
+  Origin origin(OriginConfig{.hop_id = self}, clock, clock);
+  FakeBroadcastSource direct, via_foreign;
+  origin.announce("p", &direct, Hops{42}, 1);
+  origin.announce("p", &via_foreign, Hops{42, foreign});
+  // Both score 2: the smaller hop list; read as warm, the foreign route would have scored 1.
+  EXPECT_EQ(origin.active_source("p"), &direct);
+  origin.unannounce("p", &direct);
+  origin.unannounce("p", &via_foreign);
+}
+
 // Two relays that both pull a broadcast and see each other's warm copy: exactly one of them may
 // move onto the other's, for any pair and any path, so they never pull from each other.
 TEST(OriginWarmTest, OfTwoWarmRelaysExactlyOneMayPullFromTheOther) {

@@ -290,7 +290,10 @@ class Feed final : public model::TrackListener {
 
 Bridge::Bridge(size_t self, runtime::Workers& workers, model::Origin& origin,
                const std::vector<Bridge*>& bridges, BridgeLimits limits)
-    : self_(self), limits_(limits), workers_(workers), origin_(origin), bridges_(bridges) {}
+    : self_(self), limits_(limits), workers_(workers), origin_(origin), bridges_(bridges) {
+  origin_.set_presence_observer(
+      [this](const std::string& path, bool present) { on_local_presence(path, present); });
+}
 
 FeedStats Bridge::feed_stats() const {
   FeedStats s;
@@ -301,8 +304,12 @@ FeedStats Bridge::feed_stats() const {
 }
 
 Bridge::~Bridge() {
+  origin_.set_presence_observer({});
   if (flush_timer_ != 0) {
     workers_.loop(self_).cancel(flush_timer_);
+  }
+  if (presence_timer_ != 0) {
+    workers_.loop(self_).cancel(presence_timer_);
   }
   feeds_.clear();
   for (auto& [key, rb] : remote_) {
@@ -432,6 +439,65 @@ void Bridge::flush_announces() {
 void Bridge::on_announce_ack() {
   if (announce_acks_awaited_ > 0 && --announce_acks_awaited_ == 0 && !pending_announces_.empty()) {
     schedule_flush();
+  }
+}
+
+void Bridge::on_local_presence(const std::string& path, bool present) {
+  if (bridges_.size() < 2) {
+    return;
+  }
+  pending_presence_[path] = present;
+  if (presence_timer_ == 0) {
+    presence_timer_ = workers_.loop(self_).schedule(Duration::zero(), [this] {
+      presence_timer_ = 0;
+      flush_presence();
+    });
+  }
+}
+
+void Bridge::flush_presence() {
+  std::vector<std::pair<std::string, bool>> batch;
+  for (auto& [path, present] : pending_presence_) {
+    if (present == (posted_present_.count(path) != 0)) {
+      continue;  // the other workers already believe this
+    }
+    if (present) {
+      posted_present_.insert(path);
+    } else {
+      posted_present_.erase(path);
+    }
+    batch.emplace_back(path, present);
+  }
+  pending_presence_.clear();
+  if (batch.empty()) {
+    return;
+  }
+  for (size_t i = 0; i < bridges_.size(); ++i) {
+    if (i == self_) {
+      continue;
+    }
+    Bridge* peer = bridges_[i];
+    size_t from = self_;
+    ++presence_posts_;
+    post(i, [peer, from, batch] { peer->on_remote_presence(from, batch); });
+  }
+}
+
+void Bridge::on_remote_presence(size_t from,
+                                const std::vector<std::pair<std::string, bool>>& changes) {
+  for (const auto& [path, present] : changes) {
+    auto it = present_elsewhere_.find(path);
+    if (present) {
+      if (it == present_elsewhere_.end()) {
+        it = present_elsewhere_.emplace(path, std::set<size_t>{}).first;
+        origin_.set_carried_elsewhere(path, true);
+      }
+      it->second.insert(from);
+    } else if (it != present_elsewhere_.end() && it->second.erase(from) != 0 &&
+               it->second.empty()) {
+      present_elsewhere_.erase(it);
+      origin_.set_carried_elsewhere(path, false);
+    }
   }
 }
 

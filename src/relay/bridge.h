@@ -18,8 +18,10 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -115,7 +117,18 @@ class Bridge {
   uint64_t announce_posts() const { return announce_posts_; }
   size_t announce_acks_awaited() const { return announce_acks_awaited_; }
 
+  // Warmness across workers: this worker's Origin got its first track of `path` (`present`) or
+  // lost its last. The change is coalesced per path until the loop runs again and only a change
+  // of what the other workers were last told crosses, so a worker posts at most one task per
+  // other worker per loop turn for it. Each other worker's Origin then counts `path` as carried
+  // elsewhere while any worker has tracks of it (Origin::set_carried_elsewhere), and its relay
+  // peers hear the warm mark whichever worker their link sits on. Tasks posted so far (tests).
+  void on_local_presence(const std::string& path, bool present);
+  uint64_t presence_posts() const { return presence_posts_; }
+
   // --- handlers of posted tasks (run on this bridge's worker) ---
+  // Worker `from` has tracks of each path marked true, none of each marked false.
+  void on_remote_presence(size_t from, const std::vector<std::pair<std::string, bool>>& changes);
   void on_remote_announce(const std::string& path, size_t home, bool active, model::Hops hops,
                           uint64_t cost);
   // Another worker applied a batch of this worker's announcement changes.
@@ -180,6 +193,15 @@ class Bridge {
   std::map<std::string, PendingAnnounce> pending_announces_;
   std::map<std::string, std::pair<model::Hops, uint64_t>> posted_active_;
   TimerId flush_timer_ = 0;
+  // on_local_presence's coalescing: the newest state of each changed path, the paths the other
+  // workers were last told have tracks here, and the flush timer.
+  void flush_presence();
+  std::map<std::string, bool> pending_presence_;
+  std::set<std::string> posted_present_;
+  TimerId presence_timer_ = 0;
+  uint64_t presence_posts_ = 0;
+  // Other workers with tracks of each path (on_remote_presence); a path with none is erased.
+  std::map<std::string, std::set<size_t>> present_elsewhere_;
   uint64_t announce_posts_ = 0;
   size_t announce_acks_awaited_ = 0;  // for the batch in flight; none: the next may go
   uint64_t next_feed_id_ = 1;

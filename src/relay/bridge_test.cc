@@ -36,8 +36,9 @@ const std::string kTrack = "video";
 // What one worker owns for the test: built, used and (before the threads stop) emptied on its
 // thread; destroyed after the threads are joined.
 struct Side {
-  Side(size_t i, runtime::Workers& pool, const std::vector<Bridge*>& bridges, BridgeLimits limits)
-      : origin(model::OriginConfig{}, pool.loop(i), pool.loop(i)),
+  Side(size_t i, runtime::Workers& pool, const std::vector<Bridge*>& bridges, BridgeLimits limits,
+       model::OriginConfig oc)
+      : origin(oc, pool.loop(i), pool.loop(i)),
         bridge(i, pool, origin, bridges, limits) {}
   model::Origin origin;
   Bridge bridge;
@@ -47,12 +48,13 @@ struct Side {
 
 class TwoWorkers {
  public:
-  explicit TwoWorkers(BridgeLimits limits, size_t ring_capacity = runtime::Workers::kDefaultRingCapacity)
+  explicit TwoWorkers(BridgeLimits limits, size_t ring_capacity = runtime::Workers::kDefaultRingCapacity,
+                      model::OriginConfig oc = {})
       : pool_(2, ring_capacity), bridges_(2, nullptr) {
     pool_.start();
     for (size_t i = 0; i < 2; ++i) {
-      run_on(i, [this, i, limits] {
-        sides_.at(i) = std::make_unique<Side>(i, pool_, bridges_, limits);
+      run_on(i, [this, i, limits, oc] {
+        sides_.at(i) = std::make_unique<Side>(i, pool_, bridges_, limits, oc);
         bridges_[i] = &sides_[i]->bridge;
       });
     }
@@ -200,6 +202,53 @@ TEST(BridgeTest, AnnounceFlipFlopsAreCoalescedBeforeTheyCross) {
 // coalesced, one entry per path, so its queue towards worker 1 holds one announcement task
 // however many changes are made; once worker 1 runs again, every path arrives, in batches of at
 // most kMaxAnnounceBatch.
+// Records what Origin::is_carrying changes its listeners hear.
+class CarryingListener final : public model::AnnounceListener {
+ public:
+  void on_announce(const std::string&, bool, const model::Hops&) override {}
+  void on_carrying(const std::string& path, const model::Hops&, bool carrying) override {
+    seen.emplace_back(path, carrying);
+  }
+  std::vector<std::pair<std::string, bool>> seen;
+};
+
+// Warmness is the relay's (issue #14): a relayed broadcast with tracks on worker 0 only is
+// carried on worker 1 too, whose listeners (the announce streams to relay peers) hear it, and
+// stops being carried there once worker 0's last track is gone.
+TEST(BridgeTest, TracksOnOneWorkerMakeTheBroadcastCarriedOnEveryWorker) {
+  model::OriginConfig oc;
+  oc.upstream_linger = 10ms;
+  TwoWorkers w(BridgeLimits{}, runtime::Workers::kDefaultRingCapacity, oc);
+  const model::Hops relayed{77};
+  w.run_on(0, [&] {
+    Side& s = w.side(0);
+    s.publisher = std::make_unique<TestBroadcast>(s.origin, kPath);
+    s.origin.announce(kPath, s.publisher.get(), relayed);  // the same source, relayed
+    s.bridge.publish_local(kPath, true, relayed, 0);
+  });
+  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).origin.is_active(kPath); }));
+  CarryingListener heard;
+  w.run_on(1, [&] {
+    w.side(1).origin.add_listener("", &heard);
+    EXPECT_FALSE(w.side(1).origin.is_carrying(kPath));
+  });
+
+  w.run_on(0, [&] { ASSERT_TRUE(w.side(0).viewer.subscribe(w.side(0).origin, kPath, kTrack)); });
+  EXPECT_TRUE(w.wait_for(1, [&] { return w.side(1).origin.is_carrying(kPath); }));
+  w.run_on(1, [&] {
+    EXPECT_EQ(w.side(1).origin.track_count(), 0u);  // worker 1 itself pulls nothing
+    EXPECT_EQ(heard.seen, (std::vector<std::pair<std::string, bool>>{{kPath, true}}));
+  });
+
+  w.run_on(0, [&] { w.side(0).viewer.unsubscribe(); });
+  EXPECT_TRUE(w.wait_for(1, [&] { return !w.side(1).origin.is_carrying(kPath); }));
+  w.run_on(1, [&] {
+    EXPECT_EQ(heard.seen.back(), (std::pair<std::string, bool>{kPath, false}));
+    w.side(1).origin.remove_listener(&heard);
+  });
+  w.run_on(0, [&] { EXPECT_EQ(w.side(0).bridge.presence_posts(), 2u); });
+}
+
 TEST(BridgeTest, AnnouncementsWaitForCreditWhileTheOtherWorkerIsParked) {
   constexpr int kTurns = 100, kPerTurn = 10;
   auto path = [](int i) { return "room/p" + std::to_string(i); };

@@ -158,6 +158,14 @@ std::string Relay::metrics_text() const {
   traffic("moqd_announces_looped_total", "counter",
           "Announcements from cluster peers dropped because they had already crossed this relay.",
           [](const T& t) { return t.announces_looped.get(); });
+  e.family("moqd_announce_updates_total", "counter",
+           "Hop-list updates: announcements re-sent to cluster peers (sent) or applied from them "
+           "(received) because a route's hop list changed (a warm copy came or went, or another "
+           "route).");
+  e.sample("moqd_announce_updates_total", label("direction", "sent"),
+           sum([](const RelayWorker& w) { return w.traffic().announce_updates_sent.get(); }));
+  e.sample("moqd_announce_updates_total", label("direction", "received"),
+           sum([](const RelayWorker& w) { return w.traffic().announce_updates_received.get(); }));
   traffic("moqd_frames_received_total", "counter", "Frames received from publishers.",
           [](const T& t) { return t.frames_in.get(); });
   traffic("moqd_payload_bytes_received_total", "counter", "Frame payload bytes received from publishers.",

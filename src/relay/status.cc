@@ -100,7 +100,14 @@ std::string Relay::cluster_json() const {
       routes[r.broadcast].push_back(std::move(r));
     }
   }
+  uint64_t updates_sent = 0, updates_received = 0;
+  for (const auto& w : relay_workers_) {
+    updates_sent += w->traffic().announce_updates_sent.get();
+    updates_received += w->traffic().announce_updates_received.get();
+  }
   std::string out = "{\"node\":" + json_string(c.node) + ",\"hop_id\":" + std::to_string(c.hop_id) +
+                    ",\"announce_updates\":{\"sent\":" + std::to_string(updates_sent) +
+                    ",\"received\":" + std::to_string(updates_received) + "}" +
                     ",\"links\":[" + links + "],\"broadcasts\":[";
   bool first = true;
   for (auto& entry : routes) {

@@ -134,6 +134,9 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, const 
         return;
       }
       sent->second = m.hops;
+      if (session_.config().traffic != nullptr) {
+        session_.config().traffic->announce_updates_sent.add();
+      }
       wire::encode(*session_.version(), wire::Announce{false, m.suffix, {}}, out);
     } else {
       active_.emplace(path, m.hops);
@@ -242,7 +245,10 @@ void AnnounceRequester::on_readable() {
       return;
     }
     if (responder_hop_ != 0 && m->active) {
-      m->hops.push_back(responder_hop_);  // lite-05: the responder is the route's last hop
+      // lite-05: the responder is the route's last hop. Its ANNOUNCE_OK names the relay, never a
+      // warm copy (moqd marks warmth only on lite-04's appended hop), so a warm bit there is
+      // cleared.
+      m->hops.push_back(model::hop_relay(responder_hop_));
     }
     apply(m->suffix, m->active, std::move(m->hops));
   }
@@ -275,7 +281,10 @@ void AnnounceRequester::apply(const std::string& suffix, bool active, model::Hop
     return;
   }
   if (active) {
-    withdrawing_.erase(full);  // ended then active: an update of the route
+    // Ended then active within the grace: an update of the route.
+    if (withdrawing_.erase(full) != 0 && session_.config().traffic != nullptr) {
+      session_.config().traffic->announce_updates_received.add();
+    }
     active_.insert(full);
     if (hops.empty()) {
       hopped_.erase(full);

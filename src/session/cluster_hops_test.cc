@@ -105,6 +105,24 @@ TEST(ClusterHopsTest, AnnouncementHoldingOwnHopIdIsALoopAndDropped) {
   q.pump();
 }
 
+// moq-lite-05 names the responder's hop once, in ANNOUNCE_OK: the relay, never a warm copy (moqd
+// marks warmth only on the hop lite-04 appends). A peer that sets the warm bit there (not moqd,
+// or a bad peer) has it cleared on ingress: its hop counts in full and names the relay it is.
+TEST(ClusterHopsTest, WarmBitOnLite05ResponderHopIsCleared) {
+  SessionPairOptions o = relay_pair();
+  o.protocol = "moq-lite-05";
+  o.server.hop_id = kServerHop | model::kWarmHop;
+  SessionPair p(std::move(o));
+  RelayedBroadcast via;
+  p.server_origin().announce("far", &via, model::Hops{5});
+  p.start();
+  p.pump();
+  ASSERT_TRUE(p.client_origin().is_active("far"));
+  EXPECT_EQ(p.client_origin().routes("far").at(0).hops, (model::Hops{5, kServerHop}));
+  p.server_origin().unannounce("far", &via);
+  p.pump();
+}
+
 class NullTrackListener final : public model::TrackListener {
  public:
   void on_track_data(model::Track&) override {}

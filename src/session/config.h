@@ -73,6 +73,10 @@ struct TrafficCounters {
   Counter announces_opened, announces_closed;
   // Announcements from a relay peer whose hop list already held this relay's id (loops, dropped).
   Counter announces_looped;
+  // Hop-list updates (announcements re-sent because a route's hop list changed: a warm mark came
+  // or went, or the route itself changed): sent to relay peers as ended-then-active, and such
+  // pairs received from relay peers and applied as one update.
+  Counter announce_updates_sent, announce_updates_received;
   LatencyHistogram delivery_latency;
 };
 
