@@ -15,8 +15,11 @@
 namespace moqd::transport::quic {
 namespace {
 
-// Vectors handed to one writev_stream call; more only matter for streams of tiny writes.
-constexpr size_t kMaxVecs = 16;
+// Vectors handed to one writev_stream call, at most ngtcp2's NGTCP2_MAX_STREAM_DATACNT (256). A
+// stream of tiny writes (a chat message is a FRAME header and a 16-byte payload: two vectors of
+// 1 and 16 bytes) fills a 1,452-byte packet with ~160 of them; every vector fewer than a packet's
+// worth costs another writev_stream call, another STREAM frame and another ACK callback.
+constexpr size_t kMaxVecs = 256;
 // RFC 9000 §7.2: a client's first Destination Connection ID is at least 8 random bytes.
 constexpr size_t kClientDcidLen = 18;
 // Large enough for any packet ngtcp2 1.11 writes (max_tx_udp_payload_size defaults to 1452 and
@@ -835,11 +838,15 @@ void Connection::make_ready(QuicStream& s) {
   }
 }
 
-size_t Connection::gather(QuicStream& s, ngtcp2_vec* vecs, size_t max_vecs, size_t* total) const {
+// Stops at `max_vecs` vectors or once `max_bytes` are gathered: more than a packet holds would
+// only be walked again by the next call.
+size_t Connection::gather(QuicStream& s, ngtcp2_vec* vecs, size_t max_vecs, size_t max_bytes,
+                          size_t* total) const {
   size_t n = 0;
   *total = 0;
   size_t off = s.next_off_;
-  for (size_t i = s.next_idx_; i < s.send_queue_.size() && n < max_vecs; ++i) {
+  for (size_t i = s.next_idx_; i < s.send_queue_.size() && n < max_vecs && *total < max_bytes;
+       ++i) {
     const Bytes& b = s.send_queue_[i];
     vecs[n].base = const_cast<uint8_t*>(b.data() + off);
     vecs[n].len = b.size() - off;
@@ -936,7 +943,7 @@ Connection::WriteStep Connection::write_stream(ngtcp2_path* path, ngtcp2_pkt_inf
                              &QuicStream::sched_);
   if (s != nullptr) {
     sid = s->id_;
-    nvec = gather(*s, vecs, kMaxVecs, &total);
+    nvec = gather(*s, vecs, kMaxVecs, dest.size(), &total);
     if (s->fin_queued_ && s->sent_ + total == s->written_) {
       flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
     }

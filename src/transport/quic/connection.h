@@ -293,7 +293,8 @@ class Connection final : public Session, private TurnWork {
   // Write loop.
   bool has_send_work(const QuicStream& s) const;
   void make_ready(QuicStream& s);
-  size_t gather(QuicStream& s, ngtcp2_vec* vecs, size_t max_vecs, size_t* total) const;
+  size_t gather(QuicStream& s, ngtcp2_vec* vecs, size_t max_vecs, size_t max_bytes,
+                size_t* total) const;
   void account_sent(QuicStream& s, size_t n, bool fin);
   // What one ngtcp2 write call left the write loop to do: call again (the packet has room, or
   // nothing was written), send the packet of *pktlen bytes in the sink's buffer, or stop (nothing more,
