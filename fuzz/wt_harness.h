@@ -1,6 +1,6 @@
 #pragma once
-// An in-memory QUIC connection for the stateful WebTransport fuzz target (wt_server_fuzzer): a
-// transport::Session whose peer is the fuzz input. It keeps the transport.h contract strictly and
+// An in-memory QUIC connection for the stateful fuzz targets (wt_server_fuzzer under a
+// WebTransport server, ietf_session_fuzzer under an IETF MoQ session): a transport::Session whose peer is the fuzz input. It keeps the transport.h contract strictly and
 // aborts when its user breaks it: events are queued and delivered only by deliver() (the fuzzer's
 // loop), never from inside a call the user made; a released stream, and every stream once
 // on_closed() has returned, is poisoned rather than freed, so any later call on it aborts; after
@@ -219,6 +219,10 @@ class FakeQuic final : public transport::Session {
   bool closed_delivered() const { return closed_delivered_; }
   bool has_events() const { return !events_.empty(); }
   size_t datagrams_sent() const { return datagrams_sent_; }
+  // Once closing: the code and reason of the first close, and whether our side (close()) made it.
+  uint64_t close_code() const { return close_code_; }
+  const std::string& close_reason() const { return close_reason_; }
+  bool closed_by_us() const { return closed_by_us_; }
   const std::vector<FakeQuicStream*>& peer_streams() const { return peer_; }
   const std::vector<FakeQuicStream*>& all_streams() const { return order_; }
 
@@ -297,7 +301,12 @@ class FakeQuic final : public transport::Session {
   void set_visitor(transport::SessionVisitor* visitor) override { visitor_ = visitor; }
   transport::Stream* open_bidi() override { return open(false); }
   transport::Stream* open_uni() override { return open(true); }
-  void close(uint64_t code, std::string_view reason) override { enter_closing(code, reason); }
+  void close(uint64_t code, std::string_view reason) override {
+    if (!closing_) {
+      closed_by_us_ = true;
+    }
+    enter_closing(code, reason);
+  }
   std::string_view protocol() const override { return "h3"; }
   std::string_view path() const override { return "/"; }
   std::string_view peer() const override { return "fuzz:443"; }
@@ -388,6 +397,7 @@ class FakeQuic final : public transport::Session {
   size_t datagrams_sent_ = 0;
   bool closing_ = false;
   bool closed_delivered_ = false;
+  bool closed_by_us_ = false;
   uint64_t close_code_ = 0;
   std::string close_reason_;
 };

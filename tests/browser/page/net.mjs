@@ -1,17 +1,21 @@
 // The browser side of net_webtransport.test.mjs: @moq/net 0.3.4 running in Chromium. esbuild
 // bundles this file at test time; the test calls the window.* functions below with
 // page.evaluate. Frames cross the page.evaluate boundary as base64 strings. The WebSocket
-// fallback is disabled, so only WebTransport can connect.
+// fallback is disabled, so only WebTransport can connect. With `protocols` (net_ietf_webtransport)
+// the page's WebTransport offers only those subprotocols (@moq/net spreads its `webtransport`
+// option over its own list), which forces the client to one version whatever the server prefers.
 import { webtransports } from "./record_webtransport.mjs";
 import { deadline, fromBase64, toBase64 } from "./util.mjs";
 import * as Net from "@moq/net";
 
 const connections = [];
 
-async function connect(url, ms) {
+async function connect(url, ms, protocols) {
   let conn;
+  const props = { websocket: { enabled: false } };
+  if (protocols) props.webtransport = { protocols };
   try {
-    conn = await deadline(Net.Connection.connect(new URL(url), { websocket: { enabled: false } }), ms, `connect to ${url}`);
+    conn = await deadline(Net.Connection.connect(new URL(url), props), ms, `connect to ${url}`);
   } catch (err) {
     const reasons = err.errors ? err.errors.map((e) => e?.message ?? String(e)).join("; ") : err.message;
     throw new Error(`connect to ${url} failed: ${reasons}; WebTransports: ${JSON.stringify(webtransports)}`);
@@ -37,8 +41,8 @@ window.netRelease = (i) => gate(i).open();
 // and gets `groups` (arrays of base64 frames), group i once released. Requests are served
 // concurrently (with moq-lite-05 a relay's TRACK and SUBSCRIBE may both be pending). Resolves
 // once connected, with the negotiated version and the page's WebTransports.
-window.netPublish = async (url, path, trackName, groups, { ms = 10_000 } = {}) => {
-  const conn = await connect(url, ms);
+window.netPublish = async (url, path, trackName, groups, { ms = 10_000, protocols } = {}) => {
+  const conn = await connect(url, ms, protocols);
   const broadcast = new Net.Broadcast.Producer();
   conn.publish(Net.Path.from(path), broadcast);
   const serve = async (req) => {
@@ -72,8 +76,8 @@ window.netPublish = async (url, path, trackName, groups, { ms = 10_000 } = {}) =
 // collected in the background (see netReceived). Resolves once subscribed, with the negotiated
 // version and the page's WebTransports.
 let received = [];
-window.netSubscribe = async (url, path, trackName, { ms = 10_000 } = {}) => {
-  const conn = await connect(url, ms);
+window.netSubscribe = async (url, path, trackName, { ms = 10_000, protocols } = {}) => {
+  const conn = await connect(url, ms, protocols);
   const parent = path.slice(0, path.lastIndexOf("/"));
   const name = path.slice(path.lastIndexOf("/") + 1);
   const announced = conn.announced(Net.Path.from(parent)); // events carry the path under it

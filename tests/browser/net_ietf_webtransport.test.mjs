@@ -1,0 +1,235 @@
+// @moq/net 0.3.4's IETF MoQ Transport code in headless Chromium over WebTransport through moqd,
+// one row per draft: moqd serves only that draft (--versions) and both pages force it too, by
+// offering only its WebTransport subprotocol (page/net.mjs passes `protocols` through @moq/net's
+// `webtransport` option, which replaces its own list). One page publishes a few groups of
+// distinct frames, the other subscribes, and every frame arrives byte for byte. Both pages'
+// WebSocket fallback is disabled; each page's one WebTransport must become ready with the row's
+// subprotocol, both clients must report the draft, and moqd must log both sessions as
+// transport=webtransport with that draft. Then, per row, across transports on the same draft:
+// @moq/net in Node over WebSocket (qmux-02, the draft's WebSocket form) subscribes to what a page
+// publishes over WebTransport, and a page subscribes to what Node publishes, byte for byte. A
+// draft moqd gains (17-20) is one more row in DRAFTS.
+import assert from "node:assert/strict";
+import { after } from "node:test";
+import * as Net from "@moq/net";
+import {
+  b64, browserTest, callPage, countFrames, moqdStopsCleanly, openPage, randomFrame, startMoqd,
+  loggedTransports, stopMoqdClean, text, uniquePrefix, useBrowser, waitFor, withDeadline,
+} from "./browser.mjs";
+
+// version: moqd's --versions name, which @moq/net also reports as conn.version. offer: the only
+// WebTransport subprotocol the pages offer. agreed: the subprotocol the WebTransport must end up
+// with. Draft 14 has no WebTransport subprotocol of its own: @moq/net reaches it by "moql" and a
+// CLIENT_SETUP offering lite-02, lite-01 and draft 14, from which moqd picks 14.
+const DRAFTS = [
+  { version: "moq-transport-16", offer: "moqt-16", agreed: "moqt-16" },
+  { version: "moq-transport-15", offer: "moqt-15", agreed: "moqt-15" },
+  { version: "moq-transport-14", offer: "moql", agreed: "moql" },
+];
+
+const ctx = useBrowser([], { page: "net.mjs" });
+
+const started = [];
+const nodeConns = [];
+after(async () => {
+  for (const c of nodeConns.splice(0)) {
+    try {
+      c.close();
+    } catch {}
+  }
+  for (const m of started) await m.stop().catch(() => {});
+});
+
+// @moq/net in Node (over WebSocket: Node has no WebTransport), as the page connects.
+async function nodeConnect(url) {
+  const conn = await withDeadline(Net.Connection.connect(new URL(url)), 10_000, `@moq/net in Node to connect to ${url}`);
+  nodeConns.push(conn);
+  return conn;
+}
+
+// Node publishes broadcast `p` with track `name`: `groups` (arrays of Uint8Array), group i once
+// release(i) was called.
+function nodePublish(conn, p, name, groups) {
+  const gates = groups.map(() => Promise.withResolvers());
+  const broadcast = new Net.Broadcast.Producer();
+  conn.publish(Net.Path.from(p), broadcast);
+  (async () => {
+    for (;;) {
+      const req = await broadcast.requested();
+      if (!req) break;
+      if (req.name !== name) {
+        req.reject(new Error(`unknown track ${req.name}`));
+        continue;
+      }
+      const track = req.accept();
+      (async () => {
+        let ts = 0;
+        for (const [i, frames] of groups.entries()) {
+          await gates[i].promise;
+          const g = track.appendGroup();
+          for (const payload of frames) g.writeFrame({ payload, timestamp: Net.Time.Timestamp.fromMillis(ts++) });
+          g.close();
+        }
+      })().catch((err) => {
+        if (!/closed/.test(String(err?.message ?? err))) console.error("nodePublish", err);
+      });
+    }
+  })().catch((err) => console.error("nodePublish", err));
+  return { release: (i) => gates[i].resolve() };
+}
+
+// Node subscribes to track `name` of `p` once it is announced; received: [{group, frames}].
+async function nodeSubscribe(conn, p, name) {
+  const announced = conn.announced(Net.Path.from(""));
+  try {
+    await withDeadline((async () => {
+      for (;;) {
+        const e = await announced.next();
+        if (!e) throw new Error("announcements ended");
+        if (e.path === p && e.active) return;
+      }
+    })(), 10_000, `announcement of ${p} in Node`);
+  } finally {
+    announced.close();
+  }
+  const sub = conn.consume(Net.Path.from(p)).subscribe(name);
+  const received = [];
+  (async () => {
+    for (;;) {
+      const g = await sub.recvGroup();
+      if (!g) break;
+      const entry = { group: g.sequence, frames: [] };
+      received.push(entry);
+      (async () => {
+        for (let f; (f = await g.readFrame()); ) entry.frames.push(Buffer.from(f.payload));
+      })().catch(() => {});
+    }
+  })().catch(() => {});
+  return received;
+}
+
+const frameCount = (received) => received.reduce((n, g) => n + g.frames.length, 0);
+
+// Distinct frames in every group: text, an empty frame, random bytes up to 70 KB (several
+// QUIC packets, and over 64 KiB so the length varint takes 4 bytes).
+const groups = () => [
+  [text("group 0 frame 0"), randomFrame(40_000)],
+  [new Uint8Array(0), randomFrame(17), text("group 1 frame 2")],
+  [randomFrame(70_000), text("group 2")],
+  [randomFrame(3000), text("last group")],
+];
+
+for (const row of DRAFTS) {
+  const { version, offer, agreed } = row;
+  browserTest(ctx, `@moq/net 0.3.4 in Chromium publishes and subscribes byte for byte over WebTransport with ${version} forced (offers only ${offer})`, async (t, state) => {
+    const moqd = await startMoqd(["--versions", version]);
+    started.push(moqd);
+    const shown = ctx.moqd;
+    ctx.moqd = moqd; // browserTest saves this moqd's stderr if the test fails
+    try {
+      const root = uniquePrefix(`net-${version}`);
+      const url = `${moqd.url}${root}`;
+      const sent = groups();
+      const opts = { ms: 10_000, protocols: [offer] };
+      state.page = await openPage(ctx);
+      state.page2 = await openPage(ctx);
+      const pub = await callPage(state.page, "netPublish", [url, "b", "video", sent.map((g) => g.map(b64)), opts],
+        12_000, `the publishing page to connect over WebTransport offering ${offer}`);
+      const sub = await callPage(state.page2, "netSubscribe", [url, "b", "video", opts],
+        12_000, `the subscribing page to connect over WebTransport offering ${offer} and subscribe`);
+      for (const [name, info] of [["publisher", pub], ["subscriber", sub]]) {
+        assert.equal(info.webtransports.length, 1, `the ${name} page's WebTransports: ${JSON.stringify(info.webtransports)}`);
+        const [w] = info.webtransports;
+        assert.deepEqual(w.protocols, [offer], `the ${name} page's offered subprotocols`);
+        assert.equal(w.ready, "ok", `the ${name} page's WebTransport: ${JSON.stringify(w)}`);
+        assert.equal(w.protocol, agreed, `the ${name} page's agreed subprotocol`);
+        assert.equal(info.version, version, `the ${name}'s negotiated version`);
+      }
+      // Release group i once the viewer has every frame before it.
+      let got = [];
+      for (let i = 0; i < sent.length; i++) {
+        await callPage(state.page, "netRelease", [i], 2_000, `releasing group ${i}`);
+        const want = countFrames(sent.slice(0, i + 1));
+        await waitFor(async () => {
+          got = await state.page2.evaluate(() => window.netReceived());
+          return got.reduce((n, g) => n + g.frames.length, 0) >= want;
+        }, 10_000, `the subscribing page to receive ${want} frames`);
+      }
+      assert.equal(got.length, sent.length, `groups received: ${JSON.stringify(got.map((g) => [g.group, g.frames.length]))}`);
+      assert.deepEqual(got.map((g) => g.frames.map((f) => Buffer.from(f, "base64"))), sent.map((g) => g.map((f) => Buffer.from(f))));
+      const sessions = await waitFor(() => {
+        const s = loggedTransports(moqd, root);
+        return s.length >= 2 && s;
+      }, 5_000, `moqd to log both pages' sessions at /${root}`);
+      assert.deepEqual(sessions, [{ transport: "webtransport", version }, { transport: "webtransport", version }],
+        `the pages' sessions: ${JSON.stringify(sessions)}`);
+      t.diagnostic(`sessions ${JSON.stringify(sessions)}, groups ${JSON.stringify(got.map((g) => g.group))}`);
+      await state.page.evaluate(() => window.closeAll());
+      await state.page2.evaluate(() => window.closeAll());
+      await stopMoqdClean(moqd);
+    } finally {
+      ctx.moqd = shown;
+    }
+  });
+}
+
+for (const { version, offer } of DRAFTS) {
+  browserTest(ctx, `${version}: a page over WebTransport (offering only ${offer}) and @moq/net in Node over WebSocket publish to each other through moqd byte for byte`, async (t, state) => {
+    const moqd = await startMoqd(["--versions", version]);
+    started.push(moqd);
+    const shown = ctx.moqd;
+    ctx.moqd = moqd;
+    try {
+      const root = uniquePrefix(`netx-${version}`);
+      const url = `${moqd.url}${root}`;
+      const opts = { ms: 10_000, protocols: [offer] };
+      const node = await nodeConnect(url);
+      assert.equal(node.version, version, "the Node client's negotiated version");
+      // Page publishes "page/b", Node subscribes.
+      const sent = groups();
+      state.page = await openPage(ctx);
+      const pub = await callPage(state.page, "netPublish", [url, "page/b", "video", sent.map((g) => g.map(b64)), opts],
+        12_000, `the publishing page to connect offering ${offer}`);
+      assert.equal(pub.version, version, "the page's negotiated version");
+      assert.equal(pub.webtransports[0]?.protocol, DRAFTS.find((d) => d.version === version).agreed);
+      const atNode = await nodeSubscribe(node, "page/b", "video");
+      for (let i = 0; i < sent.length; i++) {
+        await callPage(state.page, "netRelease", [i], 2_000, `releasing group ${i}`);
+        const want = countFrames(sent.slice(0, i + 1));
+        await waitFor(() => frameCount(atNode) >= want, 10_000, `Node to receive ${want} frames from the page`);
+      }
+      const byGroup = (r) => [...r].sort((a, b) => a.group - b.group).map((g) => g.frames);
+      assert.deepEqual(byGroup(atNode), sent.map((g) => g.map((f) => Buffer.from(f))), "page -> Node, byte for byte");
+      // Node publishes "node/b", a second page subscribes.
+      const sent2 = groups();
+      const nodePub = nodePublish(node, "node/b", "video", sent2);
+      state.page2 = await openPage(ctx);
+      const sub = await callPage(state.page2, "netSubscribe", [url, "node/b", "video", opts],
+        12_000, `the subscribing page to connect offering ${offer} and subscribe`);
+      assert.equal(sub.version, version, "the subscribing page's negotiated version");
+      let got = [];
+      for (let i = 0; i < sent2.length; i++) {
+        nodePub.release(i);
+        const want = countFrames(sent2.slice(0, i + 1));
+        await waitFor(async () => {
+          got = await state.page2.evaluate(() => window.netReceived());
+          return got.reduce((n, g) => n + g.frames.length, 0) >= want;
+        }, 10_000, `the subscribing page to receive ${want} frames from Node`);
+      }
+      assert.deepEqual(got.map((g) => g.frames.map((f) => Buffer.from(f, "base64"))), sent2.map((g) => g.map((f) => Buffer.from(f))),
+        "Node -> page, byte for byte");
+      const sessions = loggedTransports(moqd, root).map((s) => `${s.transport} ${s.version}`).sort();
+      assert.deepEqual(sessions, [`webtransport ${version}`, `webtransport ${version}`, `websocket/qmux-02 ${version}`].sort(),
+        "moqd's sessions: two pages over WebTransport, Node over qmux-02");
+      t.diagnostic(`sessions ${JSON.stringify(sessions)}`);
+      node.close();
+      await state.page.evaluate(() => window.closeAll());
+      await state.page2.evaluate(() => window.closeAll());
+      await stopMoqdClean(moqd);
+    } finally {
+      ctx.moqd = shown;
+    }
+  });
+}
+
+moqdStopsCleanly(ctx);
