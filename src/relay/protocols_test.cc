@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "relay/quic_endpoint.h"
+#include "transport/quic/tls.h"
 #include "transport/webtransport/h3.h"
 
 namespace moqd::relay {
@@ -21,13 +22,19 @@ wire::VersionSet only(std::initializer_list<wire::Version> versions) {
 
 TEST(RelayProtocolsTest, QuicAlpnsFollowTheTableAndVersions) {
   EXPECT_THAT(quic_alpns(wire::VersionSet::all()),
-              ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moqt-16", "moqt-15", "moql",
-                          "h3"));
+              ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moqt-20", "moqt-19",
+                          "moqt-16", "moql", "h3"));
+  // GnuTLS 3.7 keeps 8: with every IETF draft enabled, raw QUIC offers 16 and the newest two.
+  EXPECT_LE(quic_alpns(wire::VersionSet::all()).size(), transport::quic::kMaxAlpns);
+  EXPECT_THAT(quic_alpns(only({wire::Version::kTransport15, wire::Version::kTransport17,
+                               wire::Version::kTransport18})),
+              ElementsAre("moqt-18", "moqt-17", "moqt-15", "h3"));
   EXPECT_THAT(quic_alpns(only({wire::Version::kLite05})), ElementsAre("moq-lite-05", "h3"));
   EXPECT_THAT(quic_alpns(only({wire::Version::kLite02})), ElementsAre("moql", "h3"));
   EXPECT_THAT(quic_alpns(only({wire::Version::kLite03})), ElementsAre("moq-lite-03", "h3"));
   EXPECT_THAT(quic_alpns(only({wire::Version::kTransport16})), ElementsAre("moqt-16", "h3"));
-  EXPECT_THAT(quic_alpns(only({wire::Version::kTransport17})), ElementsAre());
+  EXPECT_THAT(quic_alpns(only({wire::Version::kTransport17})), ElementsAre("moqt-17", "h3"));
+  EXPECT_THAT(quic_alpns(only({wire::Version::kTransport19})), ElementsAre("moqt-19", "h3"));
 }
 
 TEST(RelayProtocolsTest, WebTransportChoiceForTheRealClients) {
@@ -47,8 +54,10 @@ TEST(RelayProtocolsTest, WebTransportChoiceForTheRealClients) {
   EXPECT_EQ(wt::select_protocol(net034, lite04), "moq-lite-04");
   auto lite02 = moq_protocols(only({wire::Version::kLite02, wire::Version::kLite01}));
   EXPECT_EQ(wt::select_protocol(net034, lite02), "moql");
-  EXPECT_EQ(wt::select_protocol({"moqt-17", "moqt-16"}, all), "moqt-16");
-  EXPECT_EQ(wt::select_protocol({"moqt-17"}, all), std::nullopt);
+  // Drafts 15..20 by their own protocol, the newest first; one moqd does not know is refused.
+  EXPECT_EQ(wt::select_protocol({"moqt-17", "moqt-16"}, all), "moqt-17");
+  EXPECT_EQ(wt::select_protocol({"moqt-19"}, all), "moqt-19");
+  EXPECT_EQ(wt::select_protocol({"moqt-21"}, all), std::nullopt);
 }
 
 }  // namespace

@@ -1079,9 +1079,6 @@ class RequestStream final : public Handler {
         return;
       }
       stream_->consume((*r)->consumed);
-      MOQD_LOG(kDebug, "session %llu request %llu message index %zu",
-               static_cast<unsigned long long>(session_.id()), static_cast<unsigned long long>(id_),
-               (*r)->value.index());
       on_message(std::move((*r)->value));
     }
     if (stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received()) {

@@ -110,7 +110,7 @@ test("a GET gets 405", opts, async () => {
 
 test("a CONNECT offering only protocols moqd does not speak gets 400", opts, async () => {
   await startedBystander();
-  await refused(withField(connectFields(ctx.moqd), "wt-available-protocols", '"moqt-17"'), 400, "no common WebTransport protocol");
+  await refused(withField(connectFields(ctx.moqd), "wt-available-protocols", '"moqt-21"'), 400, "no common WebTransport protocol");
   await bystander.check();
 });
 
