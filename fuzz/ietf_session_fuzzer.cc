@@ -19,7 +19,9 @@
 // Checks, besides ASan/UBSan and the transport contract of wt_harness.h: the session never
 // closes the connection with INTERNAL_ERROR (hostile input is the peer's fault: a protocol error),
 // the handler's on_session_closed comes exactly once, after the connection closed, and never
-// before. IETF_FUZZ_TRACE=1 prints the close code and reason each input reaches.
+// before; once closed, none of the peer's announcements is left active in the origin.
+// IETF_FUZZ_TRACE=1 prints the session's log, the close code and reason each input reaches, and
+// the objects the viewer got.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -124,6 +126,7 @@ class LocalBroadcast final : public model::BroadcastSource {
   model::TrackSource& track_source(const std::string&, const std::string& name) override {
     return feeds_[name];
   }
+  bool is_announced() const { return announced_; }
   void unannounce() {
     if (announced_) {
       announced_ = false;
@@ -260,6 +263,14 @@ class Run {
     settle();
     if (handler_.closed_count != 1) {
       bug("the connection closed but on_session_closed did not come");
+    }
+    // The closed session left none of its announcements active (the local broadcast may hold
+    // room/alice itself).
+    for (const std::string& path : handler_.announced) {
+      const bool local = local_ != nullptr && local_->is_announced() && path == "room/alice";
+      if (origin_.is_active(path) && !local) {
+        bug("a closed session's announcement is still active");
+      }
     }
     if (std::getenv("IETF_FUZZ_TRACE") != nullptr) {
       std::fprintf(stderr, "ietf_session_fuzzer: %zu peer announcements, %zu objects viewed, %zu of our streams\n",
