@@ -6,8 +6,11 @@
 // is served from the origin's tracks as SUBGROUP uni streams. Wire codec: wire/ietf.h; namespace
 // tuples map to paths by wire/ietf_namespace.h.
 //
-// Server role only: a client-role IETF session (for `moq --versions moq-transport-NN`) closes at
-// start with "unsupported". Not served: FETCH, TRACK_STATUS, PUBLISH, SUBSCRIBE_UPDATE, datagrams,
+// Client role (SessionConfig::role, for `moq --versions moq-transport-14|15|16`): the session
+// opens the control stream with CLIENT_SETUP, publishes every broadcast of its origin with
+// PUBLISH_NAMESPACE, and asks for SessionConfig::discover_prefix with SUBSCRIBE_NAMESPACE (on its
+// own bidi stream in d16); the rest (SUBSCRIBE upstream for announced tracks, serving the relay's
+// SUBSCRIBEs, SUBGROUP streams both ways) is the same code as the server role's. Not served: FETCH, TRACK_STATUS, PUBLISH, SUBSCRIBE_UPDATE, datagrams,
 // draft 17's request streams; each such request closes the session with a protocol violation or
 // is refused with an error (never ignored silently). One worker thread.
 #include <cstdint>
@@ -35,6 +38,7 @@ class DownstreamSubscription;
 class UpstreamSubscription;
 class SubgroupReader;
 class NamespaceAnnouncer;
+class NamespaceDiscovery;
 }  // namespace ietf_detail
 
 class IetfSession final : public transport::SessionVisitor, public MoqSession {
@@ -125,6 +129,16 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   void handle_subscribe_namespace(const wire::ietf::SubscribeNamespace& m,
                                   transport::Stream* own_stream);
 
+  // --- client role (the end of ietf_session.cc) ---
+  bool is_client() const { return config_.role == Role::kClient; }
+  // The first message on the control stream we opened: SERVER_SETUP, or the session fails.
+  void on_server_setup(const wire::ietf::ControlMessage& m);
+  // A d15 NAMESPACE / NAMESPACE_DONE on the control stream: an answer to our SUBSCRIBE_NAMESPACE.
+  void on_client_namespace(const wire::ietf::Namespace& m);
+  // A REQUEST_ERROR for none of our upstream subscriptions: a PUBLISH_NAMESPACE or
+  // SUBSCRIBE_NAMESPACE of ours refused (logged), or a late answer.
+  void on_client_request_error(const wire::ietf::RequestError& m);
+
   template <class H, class... Args>
   H* adopt(Args&&... args) {
     auto h = std::make_unique<H>(*this, std::forward<Args>(args)...);
@@ -135,6 +149,14 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
 
  private:
   void continue_start();
+  // Client role: request ids (ours even from 0, the relay's odd from 1), then the control stream.
+  void start_client();
+  // Opens the control stream and writes CLIENT_SETUP; over qmux-00 it may have to wait for
+  // on_streams_available().
+  void open_client_control();
+  // After SERVER_SETUP: PUBLISH_NAMESPACE for the origin's broadcasts, SUBSCRIBE_NAMESPACE for the
+  // discovery prefix.
+  void start_client_requests();
   void on_setup_done();
   void handle_subscribe(const wire::ietf::Subscribe& m);
   void handle_unsubscribe(const wire::ietf::Unsubscribe& m);
@@ -202,6 +224,10 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   std::vector<ietf_detail::SubgroupReader*> held_subgroups_;
   std::map<uint64_t, ietf_detail::NamespaceAnnouncer*> namespace_announcers_;  // d14/15
   model::CacheBudget publisher_budget_;
+  // Client role: CLIENT_SETUP waits for a stream; the d14/15 discovery request on the control
+  // stream (a d16 one lives on its own stream, owned by handlers_).
+  bool control_waits_for_stream_ = false;
+  ietf_detail::NamespaceDiscovery* discovery_ = nullptr;
   friend class ietf_detail::UpstreamSubscription;
 };
 
