@@ -989,6 +989,7 @@ IetfSession::~IetfSession() {
   timers_.cancel(setup_timer_);
   timers_.cancel(stall_timer_);
   timers_.cancel(retire_timer_);
+  timers_.cancel(withdraw_timer_);
   if (!closed_) {
     transport_.set_visitor(nullptr);
     detach();
@@ -1014,6 +1015,7 @@ void IetfSession::detach() {
 }
 
 void IetfSession::withdraw_peer_announcements() {
+  flush_client_withdrawals();
   auto paths = std::move(announced_by_path_);
   announced_by_path_.clear();
   announced_by_id_.clear();
@@ -1522,6 +1524,10 @@ void IetfSession::handle_publish_namespace_done(const wi::PublishNamespaceDone& 
   if (config_.traffic != nullptr) {
     config_.traffic->announces_closed.add();
   }
+  if (is_client()) {
+    client_withdraw(full);
+    return;
+  }
   handler_.on_peer_announce(full, false, {}, *this);
 }
 
@@ -1640,6 +1646,12 @@ void IetfSession::forget_upstream(UpstreamSubscription* u) {
   }
   for (auto it = upstream_by_alias_.begin(); it != upstream_by_alias_.end();) {
     it = it->second == u ? upstream_by_alias_.erase(it) : std::next(it);
+  }
+  if (!withdraw_pending_.empty() && withdraw_timer_ == 0 && !closed_) {
+    withdraw_timer_ = timers_.schedule(Duration::zero(), [this] {
+      withdraw_timer_ = 0;
+      withdraw_served();
+    });
   }
 }
 
@@ -1831,14 +1843,15 @@ class NamespaceDiscovery final : public Handler {
     }
     if (n.done) {
       seen_.erase(full);
-    } else {
-      if (seen_.size() >= session_.config().limits.max_received_announced_paths) {
-        session_.fail(wi::TerminationCode::kTooManyRequests, "too many announced namespaces");
-        return;
-      }
-      seen_.insert(full);
+      session_.client_withdraw(full);
+      return;
     }
-    session_.handler().on_peer_announce(full, !n.done, {}, session_);
+    if (seen_.size() >= session_.config().limits.max_received_announced_paths) {
+      session_.fail(wi::TerminationCode::kTooManyRequests, "too many announced namespaces");
+      return;
+    }
+    seen_.insert(full);
+    session_.client_announce(full);
   }
 
  private:
@@ -1932,6 +1945,51 @@ void IetfSession::start_client_requests() {
     return;
   }
   d->begin(stream);
+}
+
+void IetfSession::client_announce(const std::string& full) {
+  if (withdraw_pending_.erase(full) != 0) {
+    return;  // withdrawn and back before its subscriptions ended: it never went away here
+  }
+  handler_.on_peer_announce(full, true, {}, *this);
+}
+
+bool IetfSession::has_live_upstream(const std::string& full) const {
+  for (const auto& [key, u] : upstream_tracks_) {
+    if (key.first == full && u->track() != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void IetfSession::client_withdraw(const std::string& full) {
+  if (has_live_upstream(full)) {
+    withdraw_pending_.insert(full);  // forget_upstream() looks again
+    return;
+  }
+  handler_.on_peer_announce(full, false, {}, *this);
+}
+
+void IetfSession::withdraw_served() {
+  std::vector<std::string> served;
+  for (const auto& p : withdraw_pending_) {
+    if (!has_live_upstream(p)) {
+      served.push_back(p);
+    }
+  }
+  for (const auto& p : served) {
+    withdraw_pending_.erase(p);
+    handler_.on_peer_announce(p, false, {}, *this);
+  }
+}
+
+void IetfSession::flush_client_withdrawals() {
+  auto pending = std::move(withdraw_pending_);
+  withdraw_pending_.clear();
+  for (const auto& p : pending) {
+    handler_.on_peer_announce(p, false, {}, *this);
+  }
 }
 
 void IetfSession::on_client_namespace(const wi::Namespace& m) {

@@ -138,6 +138,13 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // A REQUEST_ERROR for none of our upstream subscriptions: a PUBLISH_NAMESPACE or
   // SUBSCRIBE_NAMESPACE of ours refused (logged), or a late answer.
   void on_client_request_error(const wire::ietf::RequestError& m);
+  // The relay announced `full` (a namespace it told of, or told of again).
+  void client_announce(const std::string& full);
+  // The relay withdrew `full` (NAMESPACE_DONE, d14 PUBLISH_NAMESPACE_DONE). An IETF subscription
+  // outlives the namespace (it ends with PUBLISH_DONE), but the origin ends a broadcast's tracks
+  // when it is withdrawn: so the handler hears of it once no upstream subscription under it is
+  // live (groups still arriving are not cut off), or when the session ends.
+  void client_withdraw(const std::string& full);
 
   template <class H, class... Args>
   H* adopt(Args&&... args) {
@@ -157,6 +164,10 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // After SERVER_SETUP: PUBLISH_NAMESPACE for the origin's broadcasts, SUBSCRIBE_NAMESPACE for the
   // discovery prefix.
   void start_client_requests();
+  bool has_live_upstream(const std::string& full) const;
+  // Withdraws the pending paths whose subscriptions are over; flush: all of them (session end).
+  void withdraw_served();
+  void flush_client_withdrawals();
   void on_setup_done();
   void handle_subscribe(const wire::ietf::Subscribe& m);
   void handle_unsubscribe(const wire::ietf::Unsubscribe& m);
@@ -228,6 +239,8 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // stream (a d16 one lives on its own stream, owned by handlers_).
   bool control_waits_for_stream_ = false;
   ietf_detail::NamespaceDiscovery* discovery_ = nullptr;
+  std::set<std::string> withdraw_pending_;  // client_withdraw() of paths still subscribed
+  TimerId withdraw_timer_ = 0;
   friend class ietf_detail::UpstreamSubscription;
 };
 
