@@ -650,6 +650,7 @@ void DownstreamSubscription::pump() {
     wi::PublishDone d{request_id_, clean ? kDoneTrackEnded : kDoneInternal, streams_opened_,
                       error_code_name(end_reason_.code)};
     session_.send_control(d);
+    session_.await_unsubscribe(request_id_);
     done();
   }
 }
@@ -1444,6 +1445,7 @@ void IetfSession::handle_subscribe(const wi::Subscribe& m) {
 void IetfSession::handle_unsubscribe(const wi::Unsubscribe& m) {
   auto it = downstream_.find(m.request_id);
   if (it == downstream_.end()) {
+    ended_unacknowledged_.erase(m.request_id);
     return;  // already ended: the peer may race our PUBLISH_DONE
   }
   DownstreamSubscription* s = it->second;
@@ -1945,6 +1947,12 @@ void IetfSession::start_client_requests() {
     return;
   }
   d->begin(stream);
+}
+
+void IetfSession::await_unsubscribe(uint64_t request_id) {
+  if (is_client() && !closed_) {
+    ended_unacknowledged_.insert(request_id);
+  }
 }
 
 void IetfSession::client_announce(const std::string& full) {

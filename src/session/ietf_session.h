@@ -63,7 +63,11 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   }
   bool is_ready() const override { return ready_; }
   transport::Session& transport() override { return transport_; }
-  size_t subscription_count() const override { return downstream_.size(); }
+  // Client role: also subscriptions whose PUBLISH_DONE the relay has not answered with
+  // UNSUBSCRIBE (see await_unsubscribe()).
+  size_t subscription_count() const override {
+    return downstream_.size() + ended_unacknowledged_.size();
+  }
 
   // model::BroadcastSource: tracks of broadcasts the peer published (PUBLISH_NAMESPACE).
   model::TrackSource& track_source(const std::string& path, const std::string& name) override;
@@ -145,6 +149,11 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // when it is withdrawn: so the handler hears of it once no upstream subscription under it is
   // live (groups still arriving are not cut off), or when the session ends.
   void client_withdraw(const std::string& full);
+  // Client role: we sent PUBLISH_DONE for `request_id`. IETF has no acknowledgement of it, but a
+  // relay stops its upstream subscription with UNSUBSCRIBE once it has read every stream (moqd
+  // does): until then the subscription counts in subscription_count(), so that `moq pub` does not
+  // close the session under groups the relay is still reading (its --linger bounds the wait).
+  void await_unsubscribe(uint64_t request_id);
 
   template <class H, class... Args>
   H* adopt(Args&&... args) {
@@ -241,6 +250,7 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   ietf_detail::NamespaceDiscovery* discovery_ = nullptr;
   std::set<std::string> withdraw_pending_;  // client_withdraw() of paths still subscribed
   TimerId withdraw_timer_ = 0;
+  std::set<uint64_t> ended_unacknowledged_;  // await_unsubscribe()
   friend class ietf_detail::UpstreamSubscription;
 };
 
