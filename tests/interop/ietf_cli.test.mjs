@@ -1,6 +1,6 @@
 // The moq CLI over IETF MoQ Transport (`--versions moq-transport-14|15|16`, IetfSession's client
 // role) against moqd: `moq pub` -> moqd -> `moq sub` byte for byte over several groups, for each
-// draft, over WebSocket and raw QUIC (moqd's log names the draft each session ran); across
+// draft, over WebSocket, raw QUIC and WebTransport (moqd's log names the draft each session ran); across
 // protocol families (`moq pub` on draft 16 to `moq sub` on moq-lite, and @moq/net 0.3.4 forced to
 // draft 16 publishing to `moq sub` on draft 16); and `moq announced` on each draft seeing an
 // announcement come and go. Only moqd's own client speaks IETF on the moq side here: these rows of
@@ -92,7 +92,7 @@ async function pubToSub(m, { pubVersions, subVersions, transport }) {
 }
 
 for (const version of ["moq-transport-16", "moq-transport-15", "moq-transport-14"]) {
-  for (const transport of ["ws", "quic"]) {
+  for (const transport of ["ws", "quic", "wt"]) {
     test(`moq pub -> moqd -> moq sub over ${version} (${transport}), byte for byte, three groups, end of track`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
       const m = await moqd(RELAY_ARGS[version]);
       await pubToSub(m, { pubVersions: version, subVersions: version, transport });
