@@ -174,3 +174,21 @@ for (const version of ["moq-transport-16", "moq-transport-15", "moq-transport-14
     }
   });
 }
+
+test("moq bench fanout --versions moq-transport-16: the publisher and every viewer over draft 16, every frame delivered", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  // moqd would pick moq-lite-04 for a client offering both: only --versions makes it draft 16.
+  const m = await moqd(["--versions", "moq-transport-16,moq-lite-04"]);
+  const r = await H.runMoq(["bench", "fanout", "--relay", m.url, "--relay-pid", String(m.proc.pid),
+    "--viewers", "4", "--duration", "1s", "--limits-seconds", "0.05", "--transport", "ws",
+    "--versions", "moq-transport-16", "--json"], { timeoutMs: 25_000 });
+  assert.equal(r.code, 0, `moq bench exited ${r.code}\n${r.stderr}\nmoqd:\n${m.stderrText()}`);
+  const j = JSON.parse(r.stdout.toString());
+  assert.equal(j.viewers, 4);
+  assert.ok(j.frames_sent >= 25, `frames sent: ${j.frames_sent}`);
+  assert.equal(j.frames_lost, 0);
+  assert.equal(j.delivered_ratio, 1);
+  assert.equal(j.valid, true);
+  // The publisher and four viewers at least (the bystander too), all on draft 16.
+  assert.ok(sessions(m, "moq-transport-16") >= 5, m.stderrText());
+  assert.equal(sessions(m, "moq-lite-04"), 0, m.stderrText());
+});
