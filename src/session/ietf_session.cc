@@ -1,4 +1,4 @@
-// IETF MoQ Transport session, drafts 14 to 16 (server role). See ietf_session.h.
+// IETF MoQ Transport session, drafts 14 to 16 (server and client roles). See ietf_session.h.
 #include "session/ietf_session.h"
 
 #include <algorithm>
