@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <optional>
 #include <thread>
 
@@ -24,6 +25,7 @@
 #include "bench_worker.h"
 #include "client/connection.h"
 #include "client/quic_connection.h"
+#include "wire/version.h"
 
 namespace moqd::bench {
 namespace {
@@ -160,13 +162,19 @@ class Fanout {
 std::vector<std::string> Fanout::worker_argv(const std::string& role, const std::string& path,
                                              size_t count, size_t relay) const {
   const RelayUnderTest& r = *relays_[relay];
-  return {self_dir() + "/moq", "bench", "worker", "--role", role, "--url", r.base_url(), "--path", path,
-          "--count", std::to_string(count), "--transport", o_.transport, "--fingerprint",
-          r.fingerprint().empty() ? "none" : r.fingerprint(), "--frame-size",
-          std::to_string(frame_size()), "--fps", std::to_string(o_.fps), "--group-frames",
-          std::to_string(o_.group_frames), "--duration", std::to_string(o_.duration_s),
-          "--socket-buffer", std::to_string(o_.socket_buffer), "--ack-thresh",
-          o_.ack_mode == "chromium" ? "10" : "2"};
+  std::vector<std::string> argv{
+      self_dir() + "/moq", "bench", "worker", "--role", role, "--url", r.base_url(), "--path", path,
+      "--count", std::to_string(count), "--transport", o_.transport, "--fingerprint",
+      r.fingerprint().empty() ? "none" : r.fingerprint(), "--frame-size",
+      std::to_string(frame_size()), "--fps", std::to_string(o_.fps), "--group-frames",
+      std::to_string(o_.group_frames), "--duration", std::to_string(o_.duration_s),
+      "--socket-buffer", std::to_string(o_.socket_buffer), "--ack-thresh",
+      o_.ack_mode == "chromium" ? "10" : "2"};
+  if (!o_.versions.empty()) {
+    argv.push_back("--versions");
+    argv.push_back(o_.versions);
+  }
+  return argv;
 }
 
 std::optional<GenProcess> Fanout::spawn(const std::string& role, const std::string& path,
@@ -813,6 +821,19 @@ void add_fanout_command(CLI::App& bench, int* exit_code) {
   cmd->add_option("--fps", o.fps, "frames per second (default 30)");
   cmd->add_option("--group-frames", o.group_frames, "frames per group (default 60)");
   cmd->add_option("--frame-size", o.frame_size, "bytes per frame (default bitrate / 8 / fps)");
+  cmd->add_option("--versions", o.versions,
+                  "MoQ versions the publisher and viewers offer, comma-separated (e.g. "
+                  "moq-transport-16; default all, which moqd answers with moq-lite)")
+      ->check([](const std::string& list) -> std::string {
+        std::stringstream in(list);
+        std::string name;
+        while (std::getline(in, name, ',')) {
+          if (!wire::version_from_name(name)) {
+            return "unknown version name in --versions";
+          }
+        }
+        return "";
+      });
   cmd->add_option("--transport", o.transport, "quic, wt or ws (default quic)")
       ->check(CLI::IsMember({"quic", "wt", "ws"}));
   cmd->add_option("--socket-buffer", o.socket_buffer, "generator socket buffers, bytes (default 4194304)");
@@ -849,6 +870,7 @@ void add_fanout_command(CLI::App& bench, int* exit_code) {
   worker->add_option("--path", w.path)->required();
   worker->add_option("--count", w.count);
   worker->add_option("--transport", w.transport);
+  worker->add_option("--versions", w.versions);
   worker->add_option("--fingerprint", w.fingerprint);
   worker->add_option("--frame-size", w.frame_size);
   worker->add_option("--fps", w.fps);

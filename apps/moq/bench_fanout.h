@@ -35,6 +35,7 @@ struct FanoutOptions {
   uint64_t group_frames = 60;
   size_t frame_size = 0;   // bytes; default from bitrate (1 Mbit/s when neither is given)
   std::string transport = "quic";  // quic, ws, wt
+  std::string versions;            // --versions for every generator session; empty: all
   size_t socket_buffer = 4 << 20;  // each generator socket's SO_RCVBUF/SO_SNDBUF
   std::string ack_mode = "chromium";  // chromium (ACK every 10 packets) or ngtcp2 (every 2)
   std::vector<std::string> relay_args;  // extra moqd flags (e.g. --debug-spin-per-delivery 2us)

@@ -30,6 +30,7 @@
 #include "model/origin.h"
 #include "model/path.h"
 #include "runtime/event_loop.h"
+#include "wire/version.h"
 
 namespace moqd::bench {
 namespace {
@@ -103,6 +104,14 @@ client::ConnectionOptions connection_options(const WorkerOptions& o,
                 : o.transport == "wt" ? client::TransportKind::kWebTransport
                                       : client::TransportKind::kQuic;
   c.tls.fingerprint = o.fingerprint;
+  if (!o.versions.empty()) {
+    c.versions = wire::VersionSet::none();
+    for (const auto& name : split(o.versions)) {
+      if (auto v = wire::version_from_name(name)) {
+        c.versions.add(*v);
+      }
+    }
+  }
   c.discover_prefix = std::move(discover);
   c.udp.buffer_bytes = o.socket_buffer;
   c.quic.ack_thresh = o.ack_thresh;

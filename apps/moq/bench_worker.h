@@ -16,6 +16,7 @@ struct WorkerOptions {
   std::string path;          // the broadcast to publish or watch
   size_t count = 1;          // viewers (or msg publishers / subscribers) in this process
   std::string transport = "quic";
+  std::string versions;     // comma-separated --versions names; empty: every version moq speaks
   std::string fingerprint;   // the relay certificate's SHA-256, fetched once by the parent
   size_t frame_size = 4200;  // bytes (at least 16: send time and index)
   double fps = 30;

@@ -1,4 +1,5 @@
-// IETF MoQ Transport session, drafts 14 to 20 (server role). See ietf_session.h.
+// IETF MoQ Transport session: drafts 14 to 20 in the server role, 14 to 16 in the client role.
+// See ietf_session.h.
 #include "session/ietf_session.h"
 
 #include <algorithm>
@@ -142,6 +143,10 @@ class ControlReader final : public Handler {
       stream_->consume((*r)->consumed);
       wi::ControlMessage m = std::move((*r)->value);
       if (!session_.is_ready()) {
+        if (session_.is_client()) {
+          session_.on_server_setup(m);
+          continue;
+        }
         auto* setup = std::get_if<wi::ClientSetup>(&m);
         if (setup == nullptr) {
           session_.fail(wi::TerminationCode::kProtocolViolation, "first message is not CLIENT_SETUP");
@@ -506,9 +511,14 @@ class SubgroupReader final : public Handler {
 // NAMESPACE_DONE on the control stream; d16: the same on the request's own bidi stream.
 class NamespaceAnnouncer final : public Handler, public model::AnnounceListener {
  public:
+  // `publish`: announce with PUBLISH_NAMESPACE in every draft (a client-role session publishing
+  // its origin's broadcasts to the relay), not as answers to a SUBSCRIBE_NAMESPACE.
   NamespaceAnnouncer(IetfSession& s, transport::Stream* own, std::string full_prefix,
-                     size_t prefix_fields)
-      : Handler(s), full_prefix_(std::move(full_prefix)), prefix_fields_(prefix_fields) {
+                     size_t prefix_fields, bool publish = false)
+      : Handler(s),
+        full_prefix_(std::move(full_prefix)),
+        prefix_fields_(prefix_fields),
+        publish_(publish) {
     if (own != nullptr) {
       attach(*own);
       own_stream_ = true;
@@ -558,6 +568,7 @@ class NamespaceAnnouncer final : public Handler, public model::AnnounceListener 
   std::string full_prefix_;
   size_t prefix_fields_;
   bool own_stream_ = false;
+  bool publish_ = false;
   bool listening_ = false;
   std::set<std::string> sent_;
   std::map<std::string, uint64_t> d14_ids_;  // path -> our PUBLISH_NAMESPACE request id
@@ -648,6 +659,7 @@ void DownstreamSubscription::pump() {
     wi::PublishDone d{request_id_, clean ? kDoneTrackEnded : kDoneInternal, streams_opened_,
                       error_code_name(end_reason_.code)};
     session_.send_control(d);
+    session_.await_unsubscribe(request_id_);
     done();
   }
 }
@@ -920,7 +932,7 @@ void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const
   } else {
     sent_.erase(path);
   }
-  if (session_.row().namespace_messages) {
+  if (session_.row().namespace_messages && !publish_) {
     wi::Namespace n;
     n.done = !active;
     n.suffix.assign(ns.begin() + static_cast<std::ptrdiff_t>(prefix_fields_), ns.end());
@@ -947,9 +959,10 @@ void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const
     d14_ids_[path] = *id;
     session_.send_control(wi::PublishNamespace{*id, 0, ns, {}});
   } else {
-    d14_ids_.erase(path);
     wi::PublishNamespaceDone d;
     d.ns = ns;
+    d.request_id = d14_ids_[path];  // d16 names the request (a client-role publisher)
+    d14_ids_.erase(path);
     session_.send_control(d);
   }
 }
@@ -1191,6 +1204,7 @@ IetfSession::~IetfSession() {
   timers_.cancel(setup_timer_);
   timers_.cancel(stall_timer_);
   timers_.cancel(retire_timer_);
+  timers_.cancel(withdraw_timer_);
   if (!closed_) {
     transport_.set_visitor(nullptr);
     detach();
@@ -1216,6 +1230,7 @@ void IetfSession::detach() {
 }
 
 void IetfSession::withdraw_peer_announcements() {
+  flush_client_withdrawals();
   auto paths = std::move(announced_by_path_);
   announced_by_path_.clear();
   announced_by_id_.clear();
@@ -1267,10 +1282,6 @@ void IetfSession::continue_start() {
     close(make_error(ErrorCode::kVersion, "IETF draft not served"));
     return;
   }
-  if (config_.role != Role::kServer) {
-    close(make_error(ErrorCode::kUnsupported, "IETF client sessions are not implemented"));
-    return;
-  }
   if (!handler_.authorize(Action::kConnect, config_.root, config_.query)) {
     close(make_error(ErrorCode::kUnauthorized, "connect not authorized"));
     return;
@@ -1281,7 +1292,13 @@ void IetfSession::continue_start() {
       fail(make_error(ErrorCode::kTimeout, "setup not completed"));
     }
   });
-  if (row_->request_streams) {
+  if (is_client() && row_->request_streams) {
+    close(make_error(ErrorCode::kVersion, "no client role for IETF drafts 17+ yet"));
+    return;
+  }
+  if (is_client()) {
+    start_client();
+  } else if (row_->request_streams) {
     start_request_streams();
   }
 }
@@ -1418,7 +1435,7 @@ void IetfSession::on_incoming_stream(transport::Stream& stream) {
     on_incoming_stream_d17(stream);
     return;
   }
-  if (control_ == nullptr && !stream.is_uni()) {
+  if (!is_client() && control_ == nullptr && !stream.is_uni()) {
     control_ = &stream;
     control_reader_ = adopt<ControlReader>(stream);
     if (!admission_pending_ && started_) {
@@ -1474,6 +1491,9 @@ void IetfSession::on_streams_available() {
     start_request_streams();
   }
   open_our_requests();
+  if (control_waits_for_stream_ && !closed_) {
+    open_client_control();
+  }
   auto waiting = std::move(waiting_for_streams_);
   waiting_for_streams_.clear();
   for (DownstreamSubscription* s : waiting) {
@@ -1581,7 +1601,13 @@ void IetfSession::on_control_message(wi::ControlMessage m) {
           // The peer no longer wants a namespace the relay announced (d14): nothing is sent for it
           // after this but its DONE when it ends.
         } else if constexpr (std::is_same_v<T, wi::Goaway>) {
+          if (is_client()) {
+            handler_.on_goaway(msg.uri);
+            return;
+          }
           fail(wi::TerminationCode::kProtocolViolation, "GOAWAY from the client");
+        } else if constexpr (std::is_same_v<T, wi::Namespace>) {
+          on_client_namespace(msg);
         } else if constexpr (std::is_same_v<T, wi::SubscribeUpdate>) {
           fail(wi::TerminationCode::kProtocolViolation, "SUBSCRIBE_UPDATE is not served by moqd");
         } else {
@@ -1669,6 +1695,7 @@ void IetfSession::handle_subscribe(const wi::Subscribe& m) {
 void IetfSession::handle_unsubscribe(const wi::Unsubscribe& m) {
   auto it = downstream_.find(m.request_id);
   if (it == downstream_.end()) {
+    ended_unacknowledged_.erase(m.request_id);
     return;  // already ended: the peer may race our PUBLISH_DONE
   }
   DownstreamSubscription* s = it->second;
@@ -1749,6 +1776,10 @@ void IetfSession::handle_publish_namespace_done(const wi::PublishNamespaceDone& 
   if (config_.traffic != nullptr) {
     config_.traffic->announces_closed.add();
   }
+  if (is_client()) {
+    client_withdraw(full);
+    return;
+  }
   handler_.on_peer_announce(full, false, {}, *this);
 }
 
@@ -1828,6 +1859,7 @@ void IetfSession::handle_subscribe_ok(const wi::SubscribeOk& m) {
 void IetfSession::handle_request_error(const wi::RequestError& m) {
   auto it = upstream_by_request_.find(m.request_id);
   if (it == upstream_by_request_.end()) {
+    on_client_request_error(m);
     return;
   }
   UpstreamSubscription* u = it->second;
@@ -1866,6 +1898,12 @@ void IetfSession::forget_upstream(UpstreamSubscription* u) {
   }
   for (auto it = upstream_by_alias_.begin(); it != upstream_by_alias_.end();) {
     it = it->second == u ? upstream_by_alias_.erase(it) : std::next(it);
+  }
+  if (!withdraw_pending_.empty() && withdraw_timer_ == 0 && !closed_) {
+    withdraw_timer_ = timers_.schedule(Duration::zero(), [this] {
+      withdraw_timer_ = 0;
+      withdraw_served();
+    });
   }
 }
 
@@ -2174,6 +2212,275 @@ void IetfSession::open_our_requests() {
     requests_[m.request_id] = r;
     r->send(m, false);
   }
+// ---------------------------------------------------------------------------------------------
+// Client role (`moq --versions moq-transport-14|15|16`). Only what a client starts differs from
+// the server role: CLIENT_SETUP on a control stream we open, PUBLISH_NAMESPACE for the origin's
+// broadcasts (NamespaceAnnouncer in publish mode), and SUBSCRIBE_NAMESPACE for the discovery
+// prefix (NamespaceDiscovery). What follows from them runs the server role's handlers: the relay's
+// SUBSCRIBEs for our tracks (handle_subscribe), our SUBSCRIBEs for announced tracks
+// (UpstreamSubscription), SUBGROUP streams both ways, and a d14 relay's PUBLISH_NAMESPACE answers
+// (handle_publish_namespace).
+
+namespace ietf_detail {
+
+// Our SUBSCRIBE_NAMESPACE: the relay's REQUEST_OK or error, then NAMESPACE / NAMESPACE_DONE, on
+// the request's own bidi stream (d16) or routed here from the control stream (d15). Each namespace
+// learned is announced to the handler with the session as its source, and withdrawn when the
+// request or the session ends.
+class NamespaceDiscovery final : public Handler {
+ public:
+  NamespaceDiscovery(IetfSession& s, uint64_t request_id, wi::TrackNamespace prefix)
+      : Handler(s), request_id_(request_id), prefix_(std::move(prefix)) {}
+  uint64_t request_id() const { return request_id_; }
+
+  // Sends the request on `own` (d16) or on the control stream (null).
+  void begin(transport::Stream* own) {
+    wi::SubscribeNamespace m;
+    m.request_id = request_id_;
+    m.prefix = prefix_;
+    m.options = 1;  // d16 Subscribe Options: NAMESPACE only (moqd subscribes to tracks itself)
+    if (own == nullptr) {
+      session_.send_control(m);
+      return;
+    }
+    attach(*own);
+    std::vector<uint8_t> out;
+    wi::encode(session_.draft(), m, out);
+    own->write(Bytes::from(out));
+  }
+
+  void on_readable() override {
+    while (stream_ != nullptr && !session_.is_closed()) {
+      auto data = stream_->peek();
+      if (data.empty()) {
+        break;
+      }
+      auto r = wi::decode_control(session_.draft(), data, session_.limits());
+      if (!r) {
+        session_.fail(r.error());
+        return;
+      }
+      if (!r->has_value()) {
+        if (stream_->has_peer_fin()) {
+          session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
+        }
+        return;
+      }
+      stream_->consume((*r)->consumed);
+      on_message((*r)->value);
+    }
+    if (stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received()) {
+      end();  // the relay ended the request: what it told of is gone
+    }
+  }
+  void on_reset(uint64_t) override { end(); }
+  void on_stop_sending(uint64_t) override { end(); }
+  void on_session_closed() override {
+    withdraw_all();
+    Handler::on_session_closed();
+  }
+
+  // One message answering this request.
+  void on_message(const wi::ControlMessage& m) {
+    if (const auto* n = std::get_if<wi::Namespace>(&m)) {
+      on_namespace(*n);
+    } else if (const auto* e = std::get_if<wi::RequestError>(&m)) {
+      MOQD_LOG(kInfo, "session %llu subscribe_namespace refused code=%llu reason=%s",
+               static_cast<unsigned long long>(session_.id()),
+               static_cast<unsigned long long>(e->error_code), e->reason.c_str());
+    } else if (!std::holds_alternative<wi::RequestOk>(m)) {
+      session_.fail(wi::TerminationCode::kProtocolViolation,
+                    "unexpected message on a SUBSCRIBE_NAMESPACE stream");
+    }
+  }
+
+  void on_namespace(const wi::Namespace& n) {
+    wi::TrackNamespace ns = prefix_;
+    ns.insert(ns.end(), n.suffix.begin(), n.suffix.end());
+    auto peer = wi::to_path(ns);
+    if (!peer || peer->empty()) {
+      return;  // no moqd path: nothing can be subscribed under it
+    }
+    std::string full = session_.to_full(*peer);
+    if (n.done != (seen_.count(full) != 0)) {
+      return;  // a repeat, or the end of a namespace never told of
+    }
+    if (n.done) {
+      seen_.erase(full);
+      session_.client_withdraw(full);
+      return;
+    }
+    if (seen_.size() >= session_.config().limits.max_received_announced_paths) {
+      session_.fail(wi::TerminationCode::kTooManyRequests, "too many announced namespaces");
+      return;
+    }
+    seen_.insert(full);
+    session_.client_announce(full);
+  }
+
+ private:
+  void end() {
+    withdraw_all();
+    done();
+  }
+  void withdraw_all() {
+    auto paths = std::move(seen_);
+    seen_.clear();
+    for (const auto& p : paths) {
+      session_.handler().on_peer_announce(p, false, {}, session_);
+    }
+  }
+
+  uint64_t request_id_;
+  wi::TrackNamespace prefix_;
+  std::set<std::string> seen_;
+};
+
+}  // namespace ietf_detail
+
+void IetfSession::start_client() {
+  our_next_request_id_ = 0;   // client requests: even (draft-14 §9.1)
+  peer_next_request_id_ = 1;  // the relay's: odd
+  open_client_control();
+}
+
+void IetfSession::open_client_control() {
+  transport::Stream* stream = transport_.open_bidi();
+  if (stream == nullptr) {
+    control_waits_for_stream_ = true;
+    return;
+  }
+  control_waits_for_stream_ = false;
+  control_ = stream;
+  control_reader_ = adopt<ControlReader>(*stream);
+  peer_max_request_id_ = peer_next_request_id_ + kRequestIdWindow;
+  wi::ClientSetup setup;
+  if (row_->setup_versions) {
+    setup.versions.push_back(static_cast<uint64_t>(version_));
+  }
+  setup.params.push_back(wi::Parameter{wi::kSetupMaxRequestId, peer_max_request_id_, {}});
+  std::vector<uint8_t> out;
+  if (!wi::encode(version_, setup, out)) {
+    fail(make_error(ErrorCode::kEncode, "CLIENT_SETUP"));
+    return;
+  }
+  control_->write(Bytes::from(out));
+}
+
+void IetfSession::on_server_setup(const wi::ControlMessage& m) {
+  const auto* setup = std::get_if<wi::ServerSetup>(&m);
+  if (setup == nullptr) {
+    fail(wi::TerminationCode::kProtocolViolation, "first message is not SERVER_SETUP");
+    return;
+  }
+  if (row_->setup_versions && setup->version != static_cast<uint64_t>(version_)) {
+    fail(wi::TerminationCode::kVersionNegotiationFailed, "SERVER_SETUP selected another version");
+    return;
+  }
+  if (const wi::Parameter* p = wi::find(setup->params, wi::kSetupMaxRequestId)) {
+    our_max_request_id_ = p->value;
+  }
+  on_setup_done();
+  if (!closed_ && !closing_) {
+    start_client_requests();
+  }
+}
+
+void IetfSession::start_client_requests() {
+  adopt<NamespaceAnnouncer>(nullptr, config_.root, 0, true)->begin();
+  if (!config_.discover_prefix || closed_ || closing_) {
+    return;
+  }
+  auto id = take_request_id();
+  if (!id) {
+    fail(make_error(ErrorCode::kBoundsExceeded, "relay's MAX_REQUEST_ID allows no discovery"));
+    return;
+  }
+  wi::TrackNamespace prefix = wi::to_namespace(model::normalize_path(*config_.discover_prefix));
+  auto* d = adopt<NamespaceDiscovery>(*id, std::move(prefix));
+  if (!row_->subscribe_options) {
+    discovery_ = d;  // d14/15: answers come on the control stream
+    d->begin(nullptr);
+    return;
+  }
+  transport::Stream* stream = transport_.open_bidi();
+  if (stream == nullptr) {
+    fail(make_error(ErrorCode::kClosed, "no stream for SUBSCRIBE_NAMESPACE"));
+    return;
+  }
+  d->begin(stream);
+}
+
+void IetfSession::await_unsubscribe(uint64_t request_id) {
+  if (is_client() && !closed_) {
+    ended_unacknowledged_.insert(request_id);
+  }
+}
+
+void IetfSession::client_announce(const std::string& full) {
+  if (withdraw_pending_.erase(full) != 0) {
+    return;  // withdrawn and back before its subscriptions ended: it never went away here
+  }
+  handler_.on_peer_announce(full, true, {}, *this);
+}
+
+bool IetfSession::has_live_upstream(const std::string& full) const {
+  for (const auto& [key, u] : upstream_tracks_) {
+    if (key.first == full && u->track() != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void IetfSession::client_withdraw(const std::string& full) {
+  if (has_live_upstream(full)) {
+    withdraw_pending_.insert(full);  // forget_upstream() looks again
+    return;
+  }
+  handler_.on_peer_announce(full, false, {}, *this);
+}
+
+void IetfSession::withdraw_served() {
+  std::vector<std::string> served;
+  for (const auto& p : withdraw_pending_) {
+    if (!has_live_upstream(p)) {
+      served.push_back(p);
+    }
+  }
+  for (const auto& p : served) {
+    withdraw_pending_.erase(p);
+    handler_.on_peer_announce(p, false, {}, *this);
+  }
+}
+
+void IetfSession::flush_client_withdrawals() {
+  auto pending = std::move(withdraw_pending_);
+  withdraw_pending_.clear();
+  for (const auto& p : pending) {
+    handler_.on_peer_announce(p, false, {}, *this);
+  }
+}
+
+void IetfSession::on_client_namespace(const wi::Namespace& m) {
+  if (!is_client() || discovery_ == nullptr) {
+    fail(wi::TerminationCode::kProtocolViolation, "NAMESPACE without a SUBSCRIBE_NAMESPACE");
+    return;
+  }
+  discovery_->on_namespace(m);
+}
+
+void IetfSession::on_client_request_error(const wi::RequestError& m) {
+  if (!is_client()) {
+    return;
+  }
+  if (discovery_ != nullptr && m.request_id == discovery_->request_id()) {
+    discovery_->on_message(m);
+    return;
+  }
+  MOQD_LOG(kInfo, "session %llu request %llu refused by the relay code=%llu reason=%s",
+           static_cast<unsigned long long>(id_), static_cast<unsigned long long>(m.request_id),
+           static_cast<unsigned long long>(m.error_code), m.reason.c_str());
 }
 
 }  // namespace moqd::session

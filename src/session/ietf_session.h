@@ -6,9 +6,13 @@
 // is served from the origin's tracks as SUBGROUP uni streams. Wire codec: wire/ietf.h; namespace
 // tuples map to paths by wire/ietf_namespace.h.
 //
-// Server role only: a client-role IETF session (for `moq --versions moq-transport-NN`) closes at
-// start with "unsupported". Not served: FETCH, TRACK_STATUS, PUBLISH, SUBSCRIBE_UPDATE, datagrams;
-// each such request closes the session with a protocol violation or
+// Client role (SessionConfig::role, for `moq --versions moq-transport-14|15|16`): the session
+// opens the control stream with CLIENT_SETUP, publishes every broadcast of its origin with
+// PUBLISH_NAMESPACE, and asks for SessionConfig::discover_prefix with SUBSCRIBE_NAMESPACE (on its
+// own bidi stream in d16); the rest (SUBSCRIBE upstream for announced tracks, serving the relay's
+// SUBSCRIBEs, SUBGROUP streams both ways) is the same code as the server role's. A client-role
+// session of draft 17+ closes at start (not built yet). Not served: FETCH, TRACK_STATUS, PUBLISH,
+// SUBSCRIBE_UPDATE, datagrams; each such request closes the session with a protocol violation or
 // is refused with an error (never ignored silently). One worker thread.
 //
 // Drafts 17 to 20 (Draft::request_streams) differ only in where messages travel: SETUP 0x2F00 on
@@ -42,6 +46,7 @@ class SubgroupReader;
 class NamespaceAnnouncer;
 class RequestStream;
 class SetupStreamReader;
+class NamespaceDiscovery;
 }  // namespace ietf_detail
 
 class IetfSession final : public transport::SessionVisitor, public MoqSession {
@@ -66,7 +71,11 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   }
   bool is_ready() const override { return ready_; }
   transport::Session& transport() override { return transport_; }
-  size_t subscription_count() const override { return downstream_.size(); }
+  // Client role: also subscriptions whose PUBLISH_DONE the relay has not answered with
+  // UNSUBSCRIBE (see await_unsubscribe()).
+  size_t subscription_count() const override {
+    return downstream_.size() + ended_unacknowledged_.size();
+  }
 
   // model::BroadcastSource: tracks of broadcasts the peer published (PUBLISH_NAMESPACE).
   model::TrackSource& track_source(const std::string& path, const std::string& name) override;
@@ -141,6 +150,28 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // Implementation option names the peer).
   wire::ietf::Peer peer_form() const { return peer_form_; }
 
+  // --- client role (the end of ietf_session.cc) ---
+  bool is_client() const { return config_.role == Role::kClient; }
+  // The first message on the control stream we opened: SERVER_SETUP, or the session fails.
+  void on_server_setup(const wire::ietf::ControlMessage& m);
+  // A d15 NAMESPACE / NAMESPACE_DONE on the control stream: an answer to our SUBSCRIBE_NAMESPACE.
+  void on_client_namespace(const wire::ietf::Namespace& m);
+  // A REQUEST_ERROR for none of our upstream subscriptions: a PUBLISH_NAMESPACE or
+  // SUBSCRIBE_NAMESPACE of ours refused (logged), or a late answer.
+  void on_client_request_error(const wire::ietf::RequestError& m);
+  // The relay announced `full` (a namespace it told of, or told of again).
+  void client_announce(const std::string& full);
+  // The relay withdrew `full` (NAMESPACE_DONE, d14 PUBLISH_NAMESPACE_DONE). An IETF subscription
+  // outlives the namespace (it ends with PUBLISH_DONE), but the origin ends a broadcast's tracks
+  // when it is withdrawn: so the handler hears of it once no upstream subscription under it is
+  // live (groups still arriving are not cut off), or when the session ends.
+  void client_withdraw(const std::string& full);
+  // Client role: we sent PUBLISH_DONE for `request_id`. IETF has no acknowledgement of it, but a
+  // relay stops its upstream subscription with UNSUBSCRIBE once it has read every stream (moqd
+  // does): until then the subscription counts in subscription_count(), so that `moq pub` does not
+  // close the session under groups the relay is still reading (its --linger bounds the wait).
+  void await_unsubscribe(uint64_t request_id);
+
   template <class H, class... Args>
   H* adopt(Args&&... args) {
     auto h = std::make_unique<H>(*this, std::forward<Args>(args)...);
@@ -151,6 +182,18 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
 
  private:
   void continue_start();
+  // Client role: request ids (ours even from 0, the relay's odd from 1), then the control stream.
+  void start_client();
+  // Opens the control stream and writes CLIENT_SETUP; over qmux-00 it may have to wait for
+  // on_streams_available().
+  void open_client_control();
+  // After SERVER_SETUP: PUBLISH_NAMESPACE for the origin's broadcasts, SUBSCRIBE_NAMESPACE for the
+  // discovery prefix.
+  void start_client_requests();
+  bool has_live_upstream(const std::string& full) const;
+  // Withdraws the pending paths whose subscriptions are over; flush: all of them (session end).
+  void withdraw_served();
+  void flush_client_withdrawals();
   void on_setup_done();
   void handle_subscribe(const wire::ietf::Subscribe& m);
   void handle_unsubscribe(const wire::ietf::Unsubscribe& m);
@@ -237,6 +280,13 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   std::map<uint64_t, ietf_detail::RequestStream*> requests_;
   std::deque<wire::ietf::Subscribe> our_requests_waiting_;
   std::set<uint64_t> peer_skipped_ids_;
+  // Client role: CLIENT_SETUP waits for a stream; the d14/15 discovery request on the control
+  // stream (a d16 one lives on its own stream, owned by handlers_).
+  bool control_waits_for_stream_ = false;
+  ietf_detail::NamespaceDiscovery* discovery_ = nullptr;
+  std::set<std::string> withdraw_pending_;  // client_withdraw() of paths still subscribed
+  TimerId withdraw_timer_ = 0;
+  std::set<uint64_t> ended_unacknowledged_;  // await_unsubscribe()
   friend class ietf_detail::UpstreamSubscription;
 };
 

@@ -20,8 +20,10 @@ std::optional<std::string> peer_path_of(const std::string& root, std::string_vie
 
 wire::VersionSet client_versions(const wire::VersionSet& wanted) {
   wire::VersionSet out = wire::VersionSet::none();
+  // IETF drafts 14..16: IetfSession's client role (drafts 17+ have no client role yet).
   for (auto v : {wire::Version::kLite01, wire::Version::kLite02, wire::Version::kLite03,
-                 wire::Version::kLite04, wire::Version::kLite05}) {
+                 wire::Version::kLite04, wire::Version::kLite05, wire::Version::kTransport14,
+                 wire::Version::kTransport15, wire::Version::kTransport16}) {
     if (wanted.contains(v)) {
       out.add(v);
     }
@@ -41,10 +43,11 @@ std::unique_ptr<MoqSession> make_session(transport::Session& transport, SessionC
   }
   // The SETUP path ("moql" or none): CLIENT_SETUP lists versions. moqd serves draft 14 there when
   // it is the only SETUP-reached version enabled (--versions moq-transport-14); otherwise the
-  // moq-lite Session picks lite-02 or lite-01 as before.
+  // moq-lite Session picks lite-02 or lite-01 as before. A client (`moq --versions
+  // moq-transport-14`) speaks draft 14 under the same condition on its own versions.
   const wire::ProtocolInfo* d14 = wire::protocol_info(wire::Version::kTransport14);
   if (row == nullptr && (protocol.empty() || protocol == wire::kSetupAlpn) &&
-      config.role == Role::kServer && d14 != nullptr && d14->served &&
+      d14 != nullptr && d14->served &&
       config.versions.contains(wire::Version::kTransport14) &&
       !config.versions.contains(wire::Version::kLite01) &&
       !config.versions.contains(wire::Version::kLite02)) {

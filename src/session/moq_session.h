@@ -52,8 +52,8 @@ std::optional<std::string> peer_path_of(const std::string& root, std::string_vie
 // The session for `transport`: an IETF MoQ Transport session when the transport's protocol is an
 // IETF row's ALPN (moqt-15, moqt-16 ...), or when it is the SETUP ALPN ("moql" or none) and the
 // only SETUP-reached version enabled is moq-transport-14; the moq-lite Session otherwise.
-// The versions a client-role session can run among `wanted`: moq-lite only (a client-role IETF
-// session is not implemented), so `moq` and relay links never offer an IETF protocol.
+// The versions a client-role session can run among `wanted`: every moq-lite version and IETF
+// drafts 14 to 16 (IetfSession's client role), so `moq --versions moq-transport-16` offers moqt-16.
 wire::VersionSet client_versions(const wire::VersionSet& wanted);
 
 std::unique_ptr<MoqSession> make_session(transport::Session& transport, SessionConfig config,

@@ -245,7 +245,7 @@ test("cross-protocol: `moq pub` (moq-lite over WebSocket) to a @moq/net 0.3.4 su
   const p = `${H.uniquePrefix("moqpub")}/alice`;
   const net = await netConnect(m.url);
   assert.equal(net.version, "moq-transport-16");
-  const pub = H.spawnMoq(["pub", m.url, p, "--track", "video", "--group-every", "2", "--transport", "ws"]);
+  const pub = H.spawnMoq(["pub", m.url, p, "--track", "video", "--group-every", "2", "--transport", "ws", "--versions", "moq-lite-02"]);
   try {
     await netWaitActive(net, p).catch((err) => {
       throw new Error(`${err.message}\n${pub.describe()}`);
