@@ -6,10 +6,13 @@
 // is served from the origin's tracks as SUBGROUP uni streams. Wire codec: wire/ietf.h; namespace
 // tuples map to paths by wire/ietf_namespace.h.
 //
+// FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE are served
+// from the origin's track caches by ietf_detail::FetchService (ietf_fetch.h).
+//
 // Server role only: a client-role IETF session (for `moq --versions moq-transport-NN`) closes at
-// start with "unsupported". Not served: FETCH, TRACK_STATUS, PUBLISH, SUBSCRIBE_UPDATE, datagrams,
-// draft 17's request streams; each such request closes the session with a protocol violation or
-// is refused with an error (never ignored silently). One worker thread.
+// start with "unsupported". Not served: PUBLISH, datagrams, draft 17's request streams; each such
+// request closes the session with a protocol violation or is refused with an error (never ignored
+// silently). One worker thread.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -35,6 +38,7 @@ class DownstreamSubscription;
 class UpstreamSubscription;
 class SubgroupReader;
 class NamespaceAnnouncer;
+class FetchService;
 }  // namespace ietf_detail
 
 class IetfSession final : public transport::SessionVisitor, public MoqSession {
@@ -116,6 +120,8 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // Our next request id, or nullopt while the peer's MAX_REQUEST_ID does not allow one.
   std::optional<uint64_t> take_request_id();
   void forget_downstream(ietf_detail::DownstreamSubscription* s);
+  // The live downstream subscription of `request_id`, or null (FETCH, SUBSCRIBE_UPDATE).
+  ietf_detail::DownstreamSubscription* downstream(uint64_t request_id) const;
   void forget_upstream(ietf_detail::UpstreamSubscription* u);
   void on_subgroup_reader_done(ietf_detail::SubgroupReader* r);
   std::string to_full(const std::string& peer_path) const;
@@ -202,6 +208,10 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   std::vector<ietf_detail::SubgroupReader*> held_subgroups_;
   std::map<uint64_t, ietf_detail::NamespaceAnnouncer*> namespace_announcers_;  // d14/15
   model::CacheBudget publisher_budget_;
+  // FETCH, TRACK_STATUS, SUBSCRIBE_UPDATE (ietf_fetch.cc); made on the first such message.
+  std::unique_ptr<ietf_detail::FetchService> fetches_;
+  ietf_detail::FetchService& fetches();
+  bool blocked_sent_ = false;  // REQUESTS_BLOCKED sent for the peer's current MAX_REQUEST_ID
   friend class ietf_detail::UpstreamSubscription;
 };
 
