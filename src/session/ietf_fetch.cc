@@ -25,6 +25,7 @@ struct Codes {
 Codes codes(const wi::Draft& d) {
   return d.request_ok ? Codes{0x1, 0x10, 0x11, 0x32} : Codes{0x1, 0x4, 0x5, 0x7};
 }
+constexpr uint64_t kInternalError = 0x0;  // every draft's INTERNAL_ERROR
 constexpr uint64_t kNoObjects = 0x6;  // d14 FETCH_ERROR only; d15+ answer an empty stream
 constexpr uint64_t kResetCancelled = 0x1;  // d16 §13.1.4 CANCELLED (d14/15 alike)
 constexpr uint64_t kResetInternal = 0x0;
@@ -297,7 +298,8 @@ std::optional<FetchService::Range> FetchService::resolve(const wi::Fetch& m) {
     auto peer = wi::to_path(m.ns);
     std::string full = peer ? session_.to_full(*peer) : std::string();
     if (!peer || !session_.handler().authorize(Action::kSubscribe, full, session_.config().query)) {
-      refuse(m.request_id, peer ? c.unauthorized : c.does_not_exist, "not authorized");
+      refuse(m.request_id, peer ? c.unauthorized : c.does_not_exist,
+             peer ? "unauthorized" : "namespace has no moqd path");
       return std::nullopt;
     }
     r.track = session_.origin().track(full, m.track);
@@ -383,6 +385,11 @@ std::optional<FetchService::Range> FetchService::resolve(const wi::Fetch& m) {
 
 void FetchService::on_fetch(const wi::Fetch& m) {
   if (!session_.accept_peer_request_id(m.request_id)) {
+    return;
+  }
+  if (live_.size() >= session_.config().limits.max_subscriptions) {
+    // Each FETCH in flight holds its groups past cache eviction: bounded like subscriptions.
+    refuse(m.request_id, kInternalError, "too many fetches in flight");
     return;
   }
   std::optional<Range> r = resolve(m);

@@ -29,7 +29,8 @@ std::string canon(std::string_view h) { return to_hex(from_hex(h)); }
 
 class Fixture {
  public:
-  explicit Fixture(std::string protocol, wire::VersionSet versions = wire::VersionSet::all())
+  explicit Fixture(std::string protocol, wire::VersionSet versions = wire::VersionSet::all(),
+                   SessionLimits limits = SessionLimits{})
       : origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_) {
     namespace ws = transport::websocket;
     server_ = std::make_unique<MuxSession>(channels_.a(), clock_, ws::Framing::kQmux00,
@@ -45,6 +46,7 @@ class Fixture {
     SessionConfig sc;
     sc.role = Role::kServer;
     sc.versions = versions;
+    sc.limits = limits;
     session_ = make_session(*server_, sc, origin_, handler_, clock_, clock_);
     session_->start();
     pump();
@@ -267,6 +269,28 @@ TEST(IetfFetchTest, FetchCancelResetsTheStream) {
   f.send(c, "17 00 01 04");
   ASSERT_TRUE(s2.reset_code.has_value());
   EXPECT_EQ(*s2.reset_code, 0x1u);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST(IetfFetchTest, FetchesInFlightAreBoundedByMaxSubscriptions) {
+  SessionLimits l;
+  l.max_subscriptions = 2;
+  Fixture f("moqt-16", wire::VersionSet::all(), l);
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(kD16Setup);
+  f.send(c, subscribe16("00"));
+  model::GroupRef g = b.write_group("video", 1, {}, false);
+  model::Track* t = b.feed("video").track();
+  ASSERT_NE(t, nullptr);
+  t->begin_object(*g, 4);  // never completes: each FETCH of it stays in flight
+  f.pump();
+  const std::string fetch = std::string(" 01 ") + kRoomAliceVideo + " 01 00 01 00 00";
+  EXPECT_EQ(f.send(c, "16 00 19 02" + fetch).substr(0, 2), "18");
+  EXPECT_EQ(f.send(c, "16 00 19 04" + fetch).substr(0, 2), "18");
+  // The third: REQUEST_ERROR INTERNAL_ERROR (0x0); the session stays.
+  EXPECT_EQ(f.error_of(c, "16 00 19 06" + fetch), (std::vector<int>{0x05, 0x06, 0x00}));
+  f.send(c, "17 00 01 02");  // FETCH_CANCEL frees one
+  EXPECT_EQ(f.send(c, "16 00 19 08" + fetch).substr(0, 2), "18");
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
