@@ -107,6 +107,10 @@ void read_flagged(Cursor& c, uint64_t flags, const FetchObject* prev, FetchObjec
   }
   o.object = (flags & kObjectPresent) != 0 ? c.varint() : prev->object + 1;
   o.publisher_priority = (flags & kPriorityPresent) != 0 ? c.u8() : prev->publisher_priority;
+  if (o.object > kMaxVarint || o.subgroup > kMaxVarint) {
+    // The previous object's id (or subgroup) plus one past 2^62-1: no varint can carry it.
+    c.error = make_error(ErrorCode::kProtocolViolation, "fetch object id overflows");
+  }
 }
 
 }  // namespace

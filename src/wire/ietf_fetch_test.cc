@@ -206,6 +206,12 @@ TEST(IetfFetchStream, FlagsReferToThePreviousObjectDraft) {
   EXPECT_FALSE(decode_fetch_object(kD15, nullptr, std::span<const uint8_t>(bytes), Limits{}).has_value());
   bytes = from_hex("4090 03 00 80 00");
   EXPECT_FALSE(decode_fetch_object(kD16, nullptr, std::span<const uint8_t>(bytes), Limits{}).has_value());
+  // ietf_fuzzer crash 5da5d0d3: the object after id 2^62-1 would be 2^62, which no varint carries.
+  const FetchObject last = object(3, kMaxVarint, 0);
+  bytes = from_hex("00 00");
+  o = decode_fetch_object(kD15, &last, std::span<const uint8_t>(bytes), Limits{});
+  ASSERT_FALSE(o.has_value());
+  EXPECT_EQ(o.error().code, ErrorCode::kProtocolViolation);
   // Not a FETCH_HEADER.
   bytes = from_hex("04 02");
   EXPECT_FALSE(decode_fetch_header(kD16, std::span<const uint8_t>(bytes)).has_value());
