@@ -491,6 +491,14 @@ void FetchService::on_subscribe_update(const wi::SubscribeUpdate& m) {
     return;
   }
   DownstreamSubscription* s = session_.downstream(m.existing_request_id);
+  if (s == nullptr && session_.row().request_ok && live_.count(m.existing_request_id) != 0) {
+    // d16 §9.11: a REQUEST_UPDATE of a FETCH in flight (its priority): accepted; moqd's FETCH
+    // streams keep the priority they began with.
+    wi::RequestOk ok;
+    ok.request_id = m.request_id;
+    session_.send_control(ok);
+    return;
+  }
   if (s == nullptr) {
     // d14 §9.10, d16 §9.11: an update of a request that does not exist.
     session_.fail(wi::TerminationCode::kProtocolViolation, "SUBSCRIBE_UPDATE of an unknown subscription");
@@ -516,8 +524,14 @@ void FetchService::on_subscribe_update(const wi::SubscribeUpdate& m) {
     n.forward = m.forward;
   } else {
     for (const wi::Parameter& p : m.params) {
+      if ((p.type == wi::kParamSubscriberPriority && p.value > 255) ||
+          (p.type == wi::kParamForward && p.value > 1)) {
+        // d16 §9.2.2.3, §9.2.2.10: out of range closes the session.
+        session_.fail(wi::TerminationCode::kProtocolViolation, "parameter value out of range");
+        return;
+      }
       if (p.type == wi::kParamSubscriberPriority) {
-        n.priority = static_cast<uint8_t>(std::min<uint64_t>(p.value, 255));
+        n.priority = static_cast<uint8_t>(p.value);
       } else if (p.type == wi::kParamForward) {
         n.forward = p.value == 1;
       } else if (p.type == wi::kParamSubscriptionFilter) {

@@ -272,7 +272,7 @@ TEST(IetfFetchTest, FetchCancelResetsTheStream) {
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
-TEST(IetfFetchTest, FetchesInFlightAreBoundedByMaxSubscriptions) {
+TEST(IetfFetchTest, FetchesInFlightAreBoundedAndUpdatable) {
   SessionLimits l;
   l.max_subscriptions = 2;
   Fixture f("moqt-16", wire::VersionSet::all(), l);
@@ -291,7 +291,13 @@ TEST(IetfFetchTest, FetchesInFlightAreBoundedByMaxSubscriptions) {
   EXPECT_EQ(f.error_of(c, "16 00 19 06" + fetch), (std::vector<int>{0x05, 0x06, 0x00}));
   f.send(c, "17 00 01 02");  // FETCH_CANCEL frees one
   EXPECT_EQ(f.send(c, "16 00 19 08" + fetch).substr(0, 2), "18");
+  // d16 §9.11 REQUEST_UPDATE (id 10) of FETCH 4 in flight, SUBSCRIBER_PRIORITY 3: REQUEST_OK.
+  EXPECT_EQ(f.send(c, "02 00 05 0a 04 01 20 03"), canon("07 00 02 0a 00"));
+  // FORWARD 2 in an update of subscription 0: PROTOCOL_VIOLATION.
   EXPECT_FALSE(f.raw_->closed_code.has_value());
+  f.send(c, "02 00 05 0c 00 01 10 02");
+  ASSERT_TRUE(f.raw_->closed_code.has_value());
+  EXPECT_EQ(*f.raw_->closed_code, 0x3u);
 }
 
 TEST(IetfTrackStatusTest, AnswersWithTheLargestLocation) {
