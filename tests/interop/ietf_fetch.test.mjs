@@ -1,5 +1,5 @@
 // FETCH, joining FETCH, TRACK_STATUS and SUBSCRIBE_UPDATE (REQUEST_UPDATE) through moqd on
-// moq-transport-16: @moq/net 0.3.4 publishes (moqd's --versions leaves it only moqt-16), and a raw
+// moq-transport-16 and -15: @moq/net 0.3.4 publishes (moqd's --versions leaves it only that draft), and a raw
 // IETF client (raw.mjs over qmux-00.moqt-16) asks, because @moq/net 0.3.4 has no FETCH API in
 // drafts 14-16 (its Fetch encoder throws "FETCH messages are not supported"). What FETCH returns
 // is compared byte for byte with what was published; the message layouts are the draft-16 text's
@@ -22,7 +22,16 @@ after(async () => {
 });
 
 const IMPL = Buffer.from("moq-lite-js").toString("hex");
-const SETUP16 = Buffer.from(`2000130202 8000a455 050b${IMPL}`.replace(/\s/g, ""), "hex");
+const hex = (h) => Buffer.from(h.replace(/\s/g, ""), "hex");
+// Per draft: the raw client's protocol and CLIENT_SETUP (protocol/README.md §2.5), and the
+// parameters of its SUBSCRIBE / TRACK_STATUS: FORWARD 1, SUBSCRIBER_PRIORITY 7, filter Largest
+// Object (2), GROUP_ORDER 2 (d16 delta-codes the types, d15 writes them absolute). The FETCH,
+// FETCH_OK, REQUEST_UPDATE and FETCH stream bytes this test writes and reads are the same in both
+// (one parameter each; Serialization Flags 0x1C is one byte as a varint too).
+const DRAFTS = [
+  { name: "moq-transport-16", protocol: "qmux-00.moqt-16", setup: hex(`2000130202 8000a455 050b${IMPL}`), params: hex("04 1001 1007 010102 0102") },
+  { name: "moq-transport-15", protocol: "qmux-00.moqt-15", setup: hex(`2000130202 8000a455 070b${IMPL}`), params: hex("04 1001 2007 210102 2202") },
+];
 
 function msg(type, ...body) {
   const b = Buffer.concat(body);
@@ -35,9 +44,7 @@ const tuple = (path) => {
   return Buffer.concat([varint(fields.length), ...fields.map((f) => str(f))]);
 };
 const u8 = (v) => Buffer.from([v]);
-// d16 SUBSCRIBE: FORWARD 1, SUBSCRIBER_PRIORITY 7, filter Largest Object (2), GROUP_ORDER 2
-// (delta-coded parameters, protocol/README.md §5.7).
-const subscribe = (id, path, track) => msg(0x03, varint(id), tuple(path), str(track), Buffer.from("0410011007010102 0102".replace(/\s/g, ""), "hex"));
+const subscribe = (d, id, path, track) => msg(0x03, varint(id), tuple(path), str(track), d.params);
 const PRIORITY_128 = Buffer.from("01204080", "hex"); // one parameter: SUBSCRIBER_PRIORITY 128
 const fetchStandalone = (id, path, track, [sg, so], [eg, eo]) =>
   msg(0x16, varint(id), varint(1), tuple(path), str(track), varint(sg), varint(so), varint(eg), varint(eo), PRIORITY_128);
@@ -85,9 +92,10 @@ function parseSubgroup(buf) {
   return { alias: alias.value, group: group.value, frames };
 }
 
-// A FETCH stream (d16 §10.4.4): FETCH_HEADER {0x05, request id}, objects {flags, [group],
-// [subgroup], [object], [priority], [extensions], length, payload}.
-function parseFetch(buf) {
+// A FETCH stream (d15, d16 §10.4.4): FETCH_HEADER {0x05, request id}, objects {flags, [group],
+// [subgroup], [object], [priority], [extensions], length, payload; d15: Object Status after a
+// zero length}.
+function parseFetch(buf, draft) {
   assert.equal(buf[0], 0x05, "FETCH_HEADER");
   const id = readVarint(buf, 1);
   let at = id.next;
@@ -108,6 +116,7 @@ function parseFetch(buf) {
     if (f & 0x10) at += 1;
     if (f & 0x20) at += take();
     const len = take();
+    if (len === 0 && draft === "moq-transport-15") take();
     objects.push({ group, object, payload: Buffer.from(buf.subarray(at, at + len)) });
     at += len;
     prev = { group, object };
@@ -124,17 +133,17 @@ const GROUPS = [
   [H.text("g5")],
 ];
 
-test("moq-transport-16 through moqd: FETCH and joining FETCH return exactly what @moq/net published; TRACK_STATUS, bad FETCHes and SUBSCRIBE_UPDATE (raw client)", { timeout: H.TEST_TIMEOUT_MS }, async () => {
-  const m = await H.startMoqd(["--versions", "moq-transport-16"]);
+for (const d of DRAFTS) test(`${d.name} through moqd: FETCH and joining FETCH return exactly what @moq/net published; TRACK_STATUS, bad FETCHes and SUBSCRIBE_UPDATE (raw client)`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  const m = await H.startMoqd(["--versions", d.name]);
   started.push(m);
-  const p = `${H.uniquePrefix("fetch16")}/alice`;
+  const p = `${H.uniquePrefix(d.name)}/alice`;
 
-  // The raw client: control stream, d16 CLIENT_SETUP, SERVER_SETUP back.
-  const ws = await RawWs.connect(m, { protocols: ["qmux-00.moqt-16"] });
+  // The raw client: control stream, CLIENT_SETUP, SERVER_SETUP back.
+  const ws = await RawWs.connect(m, { protocols: [d.protocol] });
   const mux = new RawMux(ws, "qmux-00");
   mux.sendRaw(qmux.params(BIG_PARAMS));
   const control = mux.open();
-  mux.write(control, SETUP16);
+  mux.write(control, d.setup);
   await mux.waitStream(control, (s) => s.data().length >= 7, 5_000, "SERVER_SETUP");
   const setupLen = 3 + mux.stream(control).data().readUInt16BE(1);
   const messages = () => controlMessages(mux.stream(control).data().subarray(setupLen));
@@ -144,7 +153,7 @@ test("moq-transport-16 through moqd: FETCH and joining FETCH return exactly what
   // The publisher: @moq/net 0.3.4 on moqt-16. Groups 3..5 wait for `more`.
   const pub = await H.withDeadline(Net.Connection.connect(new URL(m.url)), 10_000, "@moq/net connect");
   conns.push(pub);
-  assert.equal(pub.version, "moq-transport-16");
+  assert.equal(pub.version, d.name);
   const more = H.gate();
   const broadcast = new Net.Broadcast.Producer();
   pub.publish(Net.Path.from(p), broadcast);
@@ -177,7 +186,7 @@ test("moq-transport-16 through moqd: FETCH and joining FETCH return exactly what
   announced.close();
   const subId = 0;
   let nextId = 2;
-  mux.write(control, subscribe(subId, p, "video"));
+  mux.write(control, subscribe(d, subId, p, "video"));
   await answer(0x04, subId);
 
   // The live subscription receives groups 0..2: their sequences and frames, as published.
@@ -190,7 +199,7 @@ test("moq-transport-16 through moqd: FETCH and joining FETCH return exactly what
 
   const fetchStream = async (id) => {
     const s = await mux.waitUntil(() => uni().find((x) => x.fin && x.data()[0] === 0x05 && readVarint(x.data(), 1).value === id), 10_000, `FETCH stream ${id}`);
-    return parseFetch(s.data());
+    return parseFetch(s.data(), d.name);
   };
   const expectObjects = (got, from, to) => {
     assert.deepEqual(got.objects.map((o) => o.payload), published(from, to));
@@ -210,7 +219,7 @@ test("moq-transport-16 through moqd: FETCH and joining FETCH return exactly what
   // groups back and its absolute joining FETCH from seq[1] return the same bytes.
   const sub2 = nextId;
   nextId += 2;
-  mux.write(control, subscribe(sub2, p, "video"));
+  mux.write(control, subscribe(d, sub2, p, "video"));
   await answer(0x04, sub2);
   const relative = nextId;
   nextId += 2;
@@ -226,7 +235,7 @@ test("moq-transport-16 through moqd: FETCH and joining FETCH return exactly what
   // TRACK_STATUS: REQUEST_OK with LARGEST_OBJECT (0x09) {seq[2], lastObject}.
   const status = nextId;
   nextId += 2;
-  mux.write(control, msg(0x0d, varint(status), tuple(p), str("video"), Buffer.from("0410011007010102 0102".replace(/\s/g, ""), "hex")));
+  mux.write(control, msg(0x0d, varint(status), tuple(p), str("video"), d.params));
   const st = await answer(0x07, status);
   const stAfterId = readVarint(st.body, 0).next;
   assert.deepEqual(varints(st.body.subarray(stAfterId), 5), [1, 0x09, 2 + (seq[2] >= 64 ? 1 : 0), seq[2], lastObject]);
