@@ -384,5 +384,32 @@ TEST(IetfSubscribeUpdateTest, Draft14EndGroupMayNotIncrease) {
   EXPECT_EQ(*f.raw_->closed_code, 0x3u);
 }
 
+TEST(IetfRequestsBlockedTest, SentOnceWhenAnUpstreamSubscribeWaitsForARequestId) {
+  Fixture f("moqt-16");
+  // CLIENT_SETUP granting MAX_REQUEST_ID 2: the relay may use request id 1 only.
+  RawStream& c = f.control("20 00 03 01 02 02");
+  f.send(c, "06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00");  // PUBLISH_NAMESPACE
+  ASSERT_TRUE(f.origin_.is_active("room/alice"));
+  c.data.clear();
+  testing::FrameCollector video, audio, data;
+  ASSERT_TRUE(video.subscribe(f.origin_, "room/alice", "video"));
+  ASSERT_TRUE(audio.subscribe(f.origin_, "room/alice", "audio"));
+  ASSERT_TRUE(data.subscribe(f.origin_, "room/alice", "data"));
+  f.pump();
+  // SUBSCRIBE id 1 for video, then d16 §9.5 REQUESTS_BLOCKED (0x1A) at 2, once for two waiting.
+  const std::string got = hex_of(c.data);
+  EXPECT_EQ(got.substr(0, 2), "03");
+  EXPECT_EQ(got.substr(9, 2), "01");
+  const std::string blocked = canon("1a 00 01 02");
+  ASSERT_NE(got.find(blocked), std::string::npos) << got;
+  EXPECT_EQ(got.find(blocked), got.rfind(blocked));
+  // MAX_REQUEST_ID 6: both waiting SUBSCRIBEs go out (ids 3 and 5), nothing blocked.
+  const std::string more = f.send(c, "15 00 01 06");
+  EXPECT_EQ(more.substr(0, 2), "03");
+  EXPECT_EQ(more.substr(9, 2), "03");
+  EXPECT_EQ(more.find(canon("1a 00")), std::string::npos) << more;
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
 }  // namespace fetch_test
 }  // namespace moqd::session
