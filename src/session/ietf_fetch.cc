@@ -287,92 +287,116 @@ void FetchService::refuse(uint64_t request_id, uint64_t code, const char* reason
   session_.send_control(e);
 }
 
-std::optional<FetchService::Range> FetchService::resolve(const wi::Fetch& m) {
-  const Codes c = codes(session_.row());
-  Range r;
-  r.descending = m.group_order == 2;
+// The track and range a FETCH names, before they meet the cache.
+struct FetchService::Request {
+  model::Track* track = nullptr;
+  std::optional<wi::Location> largest;
   wi::Location start;
   wi::Location end;  // "the end plus 1" (§9.16): Object 0 is the whole End Group
-  std::optional<wi::Location> largest;
-  if (m.type == wi::FetchType::kStandalone) {
-    auto peer = wi::to_path(m.ns);
-    std::string full = peer ? session_.to_full(*peer) : std::string();
-    if (!peer || !session_.handler().authorize(Action::kSubscribe, full, session_.config().query)) {
-      refuse(m.request_id, peer ? c.unauthorized : c.does_not_exist,
-             peer ? "unauthorized" : "namespace has no moqd path");
-      return std::nullopt;
-    }
-    r.track = session_.origin().track(full, m.track);
-    if (r.track == nullptr) {
-      refuse(m.request_id, c.does_not_exist, "track not found");
-      return std::nullopt;
-    }
-    largest = largest_location(*r.track);
-    start = m.start;
-    end = m.end;
-    // §9.16: End Location MUST be the same or larger than Start Location.
-    if (end.group < start.group ||
-        (end.group == start.group && end.object != 0 && end.object < start.object)) {
-      refuse(m.request_id, c.invalid_range, "end before start");
-      return std::nullopt;
-    }
-  } else {
-    DownstreamSubscription* s = session_.downstream(m.joining_request_id);
-    if (s == nullptr) {
-      refuse(m.request_id, c.invalid_joining, "no such subscription");
-      return std::nullopt;
-    }
-    if (!subscription_is_largest_object(*s)) {
-      session_.fail(wi::TerminationCode::kProtocolViolation,
-                    "joining FETCH of a subscription whose filter is not Largest Object");
-      return std::nullopt;
-    }
-    r.track = subscription_track(*s);
-    largest = subscription_largest(*s);
-    if (r.track == nullptr) {
-      refuse(m.request_id, c.does_not_exist, "the subscription's track ended");
-      return std::nullopt;
-    }
-    if (largest) {
-      // §9.16.2 Joining Fetch Range Calculation.
-      end = wi::Location{largest->group, largest->object + 1};
-      if (m.type == wi::FetchType::kRelativeJoining) {
-        start.group = largest->group - std::min(largest->group, m.joining_start);
-      } else {
-        start.group = m.joining_start;
-      }
-    }
+};
+
+std::optional<FetchService::Request> FetchService::standalone(const wi::Fetch& m) {
+  const Codes c = codes(session_.row());
+  auto peer = wi::to_path(m.ns);
+  std::string full = peer ? session_.to_full(*peer) : std::string();
+  if (!peer || !session_.handler().authorize(Action::kSubscribe, full, session_.config().query)) {
+    refuse(m.request_id, peer ? c.unauthorized : c.does_not_exist,
+           peer ? "unauthorized" : "namespace has no moqd path");
+    return std::nullopt;
   }
-  if (!largest) {
+  Request q;
+  q.track = session_.origin().track(full, m.track);
+  if (q.track == nullptr) {
+    refuse(m.request_id, c.does_not_exist, "track not found");
+    return std::nullopt;
+  }
+  q.largest = largest_location(*q.track);
+  q.start = m.start;
+  q.end = m.end;
+  // §9.16: End Location MUST be the same or larger than Start Location.
+  if (q.end.group < q.start.group ||
+      (q.end.group == q.start.group && q.end.object != 0 && q.end.object < q.start.object)) {
+    refuse(m.request_id, c.invalid_range, "end before start");
+    return std::nullopt;
+  }
+  return q;
+}
+
+std::optional<FetchService::Request> FetchService::joining(const wi::Fetch& m) {
+  const Codes c = codes(session_.row());
+  DownstreamSubscription* s = session_.downstream(m.joining_request_id);
+  if (s == nullptr) {
+    refuse(m.request_id, c.invalid_joining, "no such subscription");
+    return std::nullopt;
+  }
+  if (!subscription_is_largest_object(*s)) {
+    session_.fail(wi::TerminationCode::kProtocolViolation,
+                  "joining FETCH of a subscription whose filter is not Largest Object");
+    return std::nullopt;
+  }
+  Request q;
+  q.track = subscription_track(*s);
+  q.largest = subscription_largest(*s);
+  if (q.track == nullptr) {
+    refuse(m.request_id, c.does_not_exist, "the subscription's track ended");
+    return std::nullopt;
+  }
+  if (q.largest) {
+    // §9.16.2 Joining Fetch Range Calculation.
+    const wi::Location& l = *q.largest;
+    q.end = wi::Location{l.group, l.object + 1};
+    q.start.group = m.type == wi::FetchType::kRelativeJoining
+                        ? l.group - std::min(l.group, m.joining_start)
+                        : m.joining_start;
+  }
+  return q;
+}
+
+std::optional<FetchService::Range> FetchService::resolve(const wi::Fetch& m) {
+  std::optional<Request> q = m.type == wi::FetchType::kStandalone ? standalone(m) : joining(m);
+  if (!q) {
+    return std::nullopt;
+  }
+  const Codes c = codes(session_.row());
+  if (!q->largest) {
     refuse(m.request_id, c.invalid_range, "no objects published yet");
     return std::nullopt;
   }
-  if (before(*largest, start)) {
+  const wi::Location& largest = *q->largest;
+  if (before(largest, q->start)) {
     refuse(m.request_id, c.invalid_range, "start beyond the largest object");
     return std::nullopt;
   }
   // The last object returned: the requested one, or the largest if that comes first (§9.16:
   // objects not yet published are not retrieved).
-  const bool whole_end_group = end.object == 0;
-  wi::Location last = whole_end_group ? wi::Location{end.group, UINT64_MAX}
-                                      : wi::Location{end.group, end.object - 1};
-  const bool beyond = before(*largest, last);
+  const bool whole_end_group = q->end.object == 0;
+  wi::Location last = whole_end_group ? wi::Location{q->end.group, UINT64_MAX}
+                                      : wi::Location{q->end.group, q->end.object - 1};
+  const bool beyond = before(largest, last);
   if (beyond) {
-    last = *largest;
+    last = largest;
   }
+  Range r;
+  r.track = q->track;
+  r.descending = m.group_order == 2;
   // §9.17 FETCH_OK End Location.
-  r.end = beyond ? wi::Location{largest->group, largest->object + 1}
-          : whole_end_group ? wi::Location{end.group, 0}
-                            : end;
+  r.end = beyond            ? wi::Location{largest.group, largest.object + 1}
+          : whole_end_group ? wi::Location{q->end.group, 0}
+                            : q->end;
+  collect(r, q->start, last);
+  return r;
+}
+
+void FetchService::collect(Range& r, const wi::Location& start, const wi::Location& last) {
   r.track->for_each_group_from(0, [&](const model::GroupRef& g) {
     const uint64_t seq = g->sequence();
-    if (seq < start.group || seq > last.group) {
+    const size_t n = g->objects().size();
+    if (seq < start.group || seq > last.group || n == 0) {
       return;
     }
-    const size_t n = g->objects().size();
     size_t first = seq == start.group ? static_cast<size_t>(std::min<uint64_t>(start.object, n)) : 0;
     size_t stop = seq == last.group ? static_cast<size_t>(std::min<uint64_t>(last.object, n - 1) + 1) : n;
-    if (n != 0 && first < stop) {
+    if (first < stop) {
       r.parts.push_back(FetchResponder::Part{g, first, stop});
     }
   });
@@ -380,7 +404,6 @@ std::optional<FetchService::Range> FetchService::resolve(const wi::Fetch& m) {
     return r.descending ? a.group->sequence() > b.group->sequence()
                         : a.group->sequence() < b.group->sequence();
   });
-  return r;
 }
 
 void FetchService::on_fetch(const wi::Fetch& m) {
@@ -486,6 +509,69 @@ void FetchService::on_track_status(const wi::TrackStatus& m) {
   session_.send_control(ok);
 }
 
+// d14 §9.10: End Group is the last group plus 1, 0 open-ended; it may not increase.
+std::optional<Narrowing> FetchService::narrowing_of_fields(const wi::SubscribeUpdate& m,
+                                                           const DownstreamSubscription& s) {
+  Narrowing n;
+  n.set_end = true;
+  if (m.end_group != 0) {
+    n.last_group = m.end_group - 1;
+    if (*n.last_group < m.start.group) {
+      session_.fail(wi::TerminationCode::kProtocolViolation, "End Group before Start");
+      return std::nullopt;
+    }
+  }
+  const auto current = subscription_last_group(s);
+  if (current && (!n.last_group || *n.last_group > *current)) {
+    session_.fail(wi::TerminationCode::kProtocolViolation, "SUBSCRIBE_UPDATE widens the end");
+    return std::nullopt;
+  }
+  n.priority = m.subscriber_priority;
+  n.forward = m.forward;
+  return n;
+}
+
+// d15 §9.10, d16 §9.11: SUBSCRIBER_PRIORITY, FORWARD and SUBSCRIPTION_FILTER parameters.
+std::optional<Narrowing> FetchService::narrowing_of_params(const wi::SubscribeUpdate& m) {
+  Narrowing n;
+  for (const wi::Parameter& p : m.params) {
+    if ((p.type == wi::kParamSubscriberPriority && p.value > 255) ||
+        (p.type == wi::kParamForward && p.value > 1)) {
+      // d16 §9.2.2.3, §9.2.2.10: out of range closes the session.
+      session_.fail(wi::TerminationCode::kProtocolViolation, "parameter value out of range");
+      return std::nullopt;
+    }
+    if (p.type == wi::kParamSubscriberPriority) {
+      n.priority = static_cast<uint8_t>(p.value);
+    } else if (p.type == wi::kParamForward) {
+      n.forward = p.value == 1;
+    } else if (p.type == wi::kParamSubscriptionFilter) {
+      // d16 §5.1.2 Subscription Filter: type, then Start for 3/4, End Group (inclusive) for 4.
+      const wi::VarintForm f = session_.row().varint_form;
+      std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(p.bytes.data()), p.bytes.size());
+      uint64_t v[4] = {};
+      size_t got = 0;
+      while (!in.empty() && got < 4) {
+        auto r = wi::read_varint(f, in);
+        if (!r || !r->has_value()) {
+          break;
+        }
+        v[got++] = (*r)->value;
+        in = in.subspan((*r)->consumed);
+      }
+      n.set_end = true;
+      if (got == 4 && v[0] == static_cast<uint64_t>(wi::FilterType::kAbsoluteRange)) {
+        if (v[3] < v[1]) {
+          session_.fail(wi::TerminationCode::kProtocolViolation, "End Group before Start");
+          return std::nullopt;
+        }
+        n.last_group = v[3];
+      }
+    }
+  }
+  return n;
+}
+
 void FetchService::on_subscribe_update(const wi::SubscribeUpdate& m) {
   if (!session_.accept_peer_request_id(m.request_id)) {
     return;
@@ -504,60 +590,10 @@ void FetchService::on_subscribe_update(const wi::SubscribeUpdate& m) {
     session_.fail(wi::TerminationCode::kProtocolViolation, "SUBSCRIBE_UPDATE of an unknown subscription");
     return;
   }
-  Narrowing n;
-  if (!session_.row().subscribe_params) {
-    // d14 §9.10: End Group is the last group plus 1, 0 open-ended; it may not increase.
-    n.set_end = true;
-    if (m.end_group != 0) {
-      n.last_group = m.end_group - 1;
-      if (*n.last_group < m.start.group) {
-        session_.fail(wi::TerminationCode::kProtocolViolation, "End Group before Start");
-        return;
-      }
-    }
-    const auto current = subscription_last_group(*s);
-    if (current && (!n.last_group || *n.last_group > *current)) {
-      session_.fail(wi::TerminationCode::kProtocolViolation, "SUBSCRIBE_UPDATE widens the end");
-      return;
-    }
-    n.priority = m.subscriber_priority;
-    n.forward = m.forward;
-  } else {
-    for (const wi::Parameter& p : m.params) {
-      if ((p.type == wi::kParamSubscriberPriority && p.value > 255) ||
-          (p.type == wi::kParamForward && p.value > 1)) {
-        // d16 §9.2.2.3, §9.2.2.10: out of range closes the session.
-        session_.fail(wi::TerminationCode::kProtocolViolation, "parameter value out of range");
-        return;
-      }
-      if (p.type == wi::kParamSubscriberPriority) {
-        n.priority = static_cast<uint8_t>(p.value);
-      } else if (p.type == wi::kParamForward) {
-        n.forward = p.value == 1;
-      } else if (p.type == wi::kParamSubscriptionFilter) {
-        // d15/16 §5.1.2 Subscription Filter: type, then Start for 3/4, End Group (inclusive) for 4.
-        const wi::VarintForm f = session_.row().varint_form;
-        std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(p.bytes.data()), p.bytes.size());
-        uint64_t v[4] = {};
-        size_t got = 0;
-        while (!in.empty() && got < 4) {
-          auto r = wi::read_varint(f, in);
-          if (!r || !r->has_value()) {
-            break;
-          }
-          v[got++] = (*r)->value;
-          in = in.subspan((*r)->consumed);
-        }
-        n.set_end = true;
-        if (got == 4 && v[0] == static_cast<uint64_t>(wi::FilterType::kAbsoluteRange)) {
-          if (v[3] < v[1]) {
-            session_.fail(wi::TerminationCode::kProtocolViolation, "End Group before Start");
-            return;
-          }
-          n.last_group = v[3];
-        }
-      }
-    }
+  std::optional<Narrowing> n = session_.row().subscribe_params ? narrowing_of_params(m)
+                                                               : narrowing_of_fields(m, *s);
+  if (!n) {
+    return;  // the session failed
   }
   if (session_.row().request_ok) {
     // d15 §9.10, d16 §9.11: exactly one REQUEST_OK, with LARGEST_OBJECT (before a PUBLISH_DONE
@@ -568,7 +604,7 @@ void FetchService::on_subscribe_update(const wi::SubscribeUpdate& m) {
     ok.params = largest_param(t != nullptr ? largest_location(*t) : std::nullopt);
     session_.send_control(ok);
   }
-  narrow_subscription(*s, n);
+  narrow_subscription(*s, *n);
 }
 
 }  // namespace moqd::session::ietf_detail

@@ -66,9 +66,20 @@ class FetchService {
   size_t active() const { return live_.size(); }
 
  private:
+  struct Request;
   struct Range;
   void refuse(uint64_t request_id, uint64_t code, const char* reason);
+  // The FETCH's track and range (d14 §9.16), or nullopt once refused (or the session failed).
+  std::optional<Request> standalone(const wire::ietf::Fetch& m);
+  std::optional<Request> joining(const wire::ietf::Fetch& m);
+  // Clamped to what was published, and the cached objects in it, in the requested order.
   std::optional<Range> resolve(const wire::ietf::Fetch& m);
+  void collect(Range& r, const wire::ietf::Location& start, const wire::ietf::Location& last);
+  // What a SUBSCRIBE_UPDATE asks: d14's fields, d15/16's parameters; nullopt once the session
+  // failed on it.
+  std::optional<Narrowing> narrowing_of_fields(const wire::ietf::SubscribeUpdate& m,
+                                               const DownstreamSubscription& s);
+  std::optional<Narrowing> narrowing_of_params(const wire::ietf::SubscribeUpdate& m);
   void serve(const wire::ietf::Fetch& m, const Range& r);
   std::vector<wire::ietf::Parameter> largest_param(const std::optional<wire::ietf::Location>& l);
 
