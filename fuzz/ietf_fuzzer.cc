@@ -1,6 +1,7 @@
 // Round-trip fuzzer for the IETF MoQ Transport codecs (src/wire/ietf.h). The first input byte
 // picks the draft (bits 0-1, and bit 4 adding 4: 14, 15, 16, 17, 18, 19, 20, then 14 again), the
-// decoder (bit 2: control message or a SUBGROUP stream: header then objects with their payloads;
+// decoder (bit 2: control message, or a data stream: a SUBGROUP stream (header then objects with
+// their payloads), or a FETCH stream when it starts with 0x05 (drafts 14..16);
 // bit 3: varints back to back in the leading-ones form instead, d18's 7-byte form with bit 4) and
 // the peer whose forms are read first and written (bit 5: @moq/net's). Whatever decodes must
 // re-encode to
@@ -55,8 +56,52 @@ void control(Version v, Peer peer, std::span<const uint8_t> in) {
   }
 }
 
+// A FETCH stream (drafts 14..16): FETCH_HEADER, then objects, each read against the one before
+// (d15/16 Serialization Flags refer to it); every object must re-encode to bytes that decode the
+// same without that reference.
+void fetch_stream(Version v, std::span<const uint8_t> in) {
+  const Limits limits;
+  auto h = decode_fetch_header(v, in);
+  if (!h || !h->has_value()) {
+    return;
+  }
+  std::vector<uint8_t> out;
+  encode_fetch_header(v, (*h)->value, out);
+  auto again = decode_fetch_header(v, std::span<const uint8_t>(out));
+  if (!again || !again->has_value() || (*again)->value != (*h)->value) {
+    bug("FETCH_HEADER does not round-trip");
+  }
+  auto rest = in.subspan((*h)->consumed);
+  std::optional<FetchObject> prev;
+  while (!rest.empty()) {
+    auto o = decode_fetch_object(v, prev ? &*prev : nullptr, rest, limits);
+    if (!o || !o->has_value()) {
+      return;
+    }
+    std::vector<uint8_t> obj;
+    encode_fetch_object(v, (*o)->value, obj);
+    auto o2 = decode_fetch_object(v, nullptr, std::span<const uint8_t>(obj), limits);
+    if ((*o)->value.end_of_range == 0 &&
+        (!o2 || !o2->has_value() || !((*o2)->value == (*o)->value) ||
+         (*o2)->consumed != obj.size())) {
+      bug("fetch object does not round-trip");
+    }
+    prev = (*o)->value;
+    rest = rest.subspan((*o)->consumed);
+    const uint64_t len = (*o)->value.end_of_range != 0 ? 0 : (*o)->value.payload_length;
+    if (len > rest.size()) {
+      return;
+    }
+    rest = rest.subspan(static_cast<size_t>(len));
+  }
+}
+
 void subgroup(Version v, std::span<const uint8_t> in) {
   const Limits limits;
+  if (!in.empty() && in[0] == kFetchHeaderType && !draft(v)->request_streams) {
+    fetch_stream(v, in);
+    return;
+  }
   auto h = decode_subgroup_header(v, in, limits);
   if (!h || !h->has_value()) {
     return;

@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "model/path.h"
+#include "session/ietf_fetch.h"
 #include "wire/ietf_namespace.h"
 
 namespace moqd::session {
@@ -191,6 +192,8 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
                          uint8_t priority, bool next_group)
       : Handler(s), request_id_(request_id), track_(&track), priority_(priority) {
     next_arrival_ = next_group ? track.next_arrival() : track.late_join_arrival();
+    largest_at_start_ = largest_location(track);  // a joining FETCH ends here (d14 §9.16.2)
+    largest_filter_ = !next_group;
   }
   ~DownstreamSubscription() override {
     stop_listening();
@@ -237,6 +240,12 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
   }
 
   void pump();
+  // For FETCH and SUBSCRIBE_UPDATE (ietf_fetch.h).
+  model::Track* track() const { return track_; }
+  const std::optional<wi::Location>& largest_at_start() const { return largest_at_start_; }
+  bool is_largest_filter() const { return largest_filter_; }
+  std::optional<uint64_t> last_group() const { return last_group_; }
+  void narrow(const Narrowing& n);
   // Objects of this subscription wait to be written (for stall_timeout).
   bool has_waiting_data() const {
     for (const auto& w : writers_) {
@@ -298,6 +307,13 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
   bool done_sent_ = false;
   Error end_reason_{};
   std::deque<std::unique_ptr<Writer>> writers_;
+  std::optional<wi::Location> largest_at_start_;
+  bool largest_filter_ = true;
+  // SUBSCRIBE_UPDATE: the last group delivered (inclusive), and whether a group past it appeared
+  // (the subscription then ends with SUBSCRIPTION_ENDED once its open groups are written).
+  std::optional<uint64_t> last_group_;
+  bool past_end_ = false;
+  bool forward_ = true;
 };
 
 // One upstream subscription: the relay reads a track of a broadcast the peer published.
@@ -610,8 +626,14 @@ void DownstreamSubscription::pump() {
     // New groups, oldest first; a subscriber that falls behind past 32 open groups loses the
     // oldest (reset), as the moq-lite subscriptions skip ahead.
     track_->for_each_group_from(next_arrival_, [&](const model::GroupRef& g) {
-      writers_.push_back(std::make_unique<Writer>(*this, g));
       next_arrival_ = g->arrival() + 1;
+      if (last_group_ && g->sequence() > *last_group_) {
+        past_end_ = true;
+        return;
+      }
+      if (forward_) {
+        writers_.push_back(std::make_unique<Writer>(*this, g));
+      }
     });
     while (writers_.size() > 32) {
       reset_writer(*writers_.front(), ErrorCode::kOld);
@@ -648,10 +670,21 @@ void DownstreamSubscription::pump() {
       s->write(Bytes::from(out));
     }
     if (write_group(w)) {
+      if (last_group_ && w.cursor.group()->sequence() >= *last_group_) {
+        past_end_ = true;
+      }
       it = writers_.erase(it);
       continue;
     }
     ++it;
+  }
+  if (past_end_ && writers_.empty() && !done_sent_) {
+    // d14 §9.12 SUBSCRIPTION_ENDED: the end group of a SUBSCRIBE_UPDATE was reached.
+    stop_listening();
+    wi::PublishDone d{request_id_, kDoneSubscriptionEnded, streams_opened_, "end group reached"};
+    session_.send_control(d);
+    done();
+    return;
   }
   if (ended_ && writers_.empty() && !done_sent_) {
     done_sent_ = true;
@@ -663,6 +696,47 @@ void DownstreamSubscription::pump() {
     done();
   }
 }
+
+void DownstreamSubscription::narrow(const Narrowing& n) {
+  if (n.priority) {
+    priority_ = *n.priority;
+  }
+  if (n.forward) {
+    forward_ = *n.forward;
+  }
+  if (n.set_end) {
+    last_group_ = n.last_group;
+    past_end_ = false;
+  }
+  if (last_group_) {
+    // Groups past the new end stop here (objects already sent may still arrive, d14 §9.10).
+    for (auto it = writers_.begin(); it != writers_.end();) {
+      if ((*it)->cursor.group()->sequence() > *last_group_) {
+        reset_writer(**it, ErrorCode::kCancel);
+        it = writers_.erase(it);
+        past_end_ = true;
+      } else {
+        ++it;
+      }
+    }
+    if (track_ != nullptr && track_->largest_sequence() && *track_->largest_sequence() > *last_group_) {
+      past_end_ = true;
+    }
+  }
+  pump();
+}
+
+model::Track* subscription_track(const DownstreamSubscription& s) { return s.track(); }
+std::optional<wi::Location> subscription_largest(const DownstreamSubscription& s) {
+  return s.largest_at_start();
+}
+bool subscription_is_largest_object(const DownstreamSubscription& s) {
+  return s.is_largest_filter();
+}
+std::optional<uint64_t> subscription_last_group(const DownstreamSubscription& s) {
+  return s.last_group();
+}
+void narrow_subscription(DownstreamSubscription& s, const Narrowing& n) { s.narrow(n); }
 
 bool DownstreamSubscription::write_group(Writer& w) {
   static constexpr size_t kChunk = 16 * 1024;
@@ -1227,6 +1301,21 @@ void IetfSession::detach() {
   for (auto& [key, u] : upstream_tracks_) {
     u->on_session_closed();
   }
+  if (fetches_) {
+    fetches_->on_session_closed();
+  }
+}
+
+FetchService& IetfSession::fetches() {
+  if (!fetches_) {
+    fetches_ = std::make_unique<FetchService>(*this);
+  }
+  return *fetches_;
+}
+
+DownstreamSubscription* IetfSession::downstream(uint64_t request_id) const {
+  auto it = downstream_.find(request_id);
+  return it == downstream_.end() ? nullptr : it->second;
 }
 
 void IetfSession::withdraw_peer_announcements() {
@@ -1501,6 +1590,9 @@ void IetfSession::on_streams_available() {
       s->pump();
     }
   }
+  if (fetches_ && !closed_) {
+    fetches_->on_streams_available();
+  }
 }
 
 void IetfSession::wait_for_streams(DownstreamSubscription* s) {
@@ -1609,7 +1701,13 @@ void IetfSession::on_control_message(wi::ControlMessage m) {
         } else if constexpr (std::is_same_v<T, wi::Namespace>) {
           on_client_namespace(msg);
         } else if constexpr (std::is_same_v<T, wi::SubscribeUpdate>) {
-          fail(wi::TerminationCode::kProtocolViolation, "SUBSCRIBE_UPDATE is not served by moqd");
+          fetches().on_subscribe_update(msg);
+        } else if constexpr (std::is_same_v<T, wi::Fetch>) {
+          fetches().on_fetch(msg);
+        } else if constexpr (std::is_same_v<T, wi::FetchCancel>) {
+          fetches().on_fetch_cancel(msg);
+        } else if constexpr (std::is_same_v<T, wi::TrackStatus>) {
+          fetches().on_track_status(msg);
         } else {
           fail(wi::TerminationCode::kProtocolViolation, "unexpected control message");
         }
@@ -1884,6 +1982,7 @@ void IetfSession::handle_max_request_id(const wi::MaxRequestId& m) {
     return;
   }
   our_max_request_id_ = m.value;
+  blocked_sent_ = false;
   auto blocked = std::move(upstream_blocked_);
   upstream_blocked_.clear();
   for (UpstreamSubscription* u : blocked) {
@@ -1928,6 +2027,11 @@ void IetfSession::request_upstream(UpstreamSubscription* u) {
   if (!u->send_subscribe()) {
     if (std::find(upstream_blocked_.begin(), upstream_blocked_.end(), u) == upstream_blocked_.end()) {
       upstream_blocked_.push_back(u);
+    }
+    if (!blocked_sent_) {
+      // d14 §9.22: REQUESTS_BLOCKED with the Maximum Request ID we are blocked at, once per limit.
+      blocked_sent_ = true;
+      send_control(wi::MaxRequestId{true, our_max_request_id_});
     }
     return;
   }

@@ -11,9 +11,12 @@
 // PUBLISH_NAMESPACE, and asks for SessionConfig::discover_prefix with SUBSCRIBE_NAMESPACE (on its
 // own bidi stream in d16); the rest (SUBSCRIBE upstream for announced tracks, serving the relay's
 // SUBSCRIBEs, SUBGROUP streams both ways) is the same code as the server role's. A client-role
-// session of draft 17+ closes at start (not built yet). Not served: FETCH, TRACK_STATUS, PUBLISH,
-// SUBSCRIBE_UPDATE, datagrams; each such request closes the session with a protocol violation or
-// is refused with an error (never ignored silently). One worker thread.
+// session of draft 17+ closes at start (not built yet). Not served: PUBLISH, datagrams; each such
+// request closes the session with a protocol violation or is refused with an error (never ignored
+// silently). One worker thread.
+//
+// FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE (drafts 14 to
+// 16) are served from the origin's track caches by ietf_detail::FetchService (ietf_fetch.h).
 //
 // Drafts 17 to 20 (Draft::request_streams) differ only in where messages travel: SETUP 0x2F00 on
 // a uni stream each way (ours kept open for GOAWAY), and each request on its own bidi stream with
@@ -47,6 +50,7 @@ class NamespaceAnnouncer;
 class RequestStream;
 class SetupStreamReader;
 class NamespaceDiscovery;
+class FetchService;
 }  // namespace ietf_detail
 
 class IetfSession final : public transport::SessionVisitor, public MoqSession {
@@ -132,6 +136,8 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // Our next request id, or nullopt while the peer's MAX_REQUEST_ID does not allow one.
   std::optional<uint64_t> take_request_id();
   void forget_downstream(ietf_detail::DownstreamSubscription* s);
+  // The live downstream subscription of `request_id`, or null (FETCH, SUBSCRIBE_UPDATE).
+  ietf_detail::DownstreamSubscription* downstream(uint64_t request_id) const;
   void forget_upstream(ietf_detail::UpstreamSubscription* u);
   void on_subgroup_reader_done(ietf_detail::SubgroupReader* r);
   std::string to_full(const std::string& peer_path) const;
@@ -287,6 +293,10 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   std::set<std::string> withdraw_pending_;  // client_withdraw() of paths still subscribed
   TimerId withdraw_timer_ = 0;
   std::set<uint64_t> ended_unacknowledged_;  // await_unsubscribe()
+  // FETCH, TRACK_STATUS, SUBSCRIBE_UPDATE (ietf_fetch.cc); made on the first such message.
+  std::unique_ptr<ietf_detail::FetchService> fetches_;
+  ietf_detail::FetchService& fetches();
+  bool blocked_sent_ = false;  // REQUESTS_BLOCKED sent for the peer's current MAX_REQUEST_ID
   friend class ietf_detail::UpstreamSubscription;
 };
 

@@ -87,12 +87,14 @@ constexpr uint64_t kPubNs = bit(MessageType::kPublishNamespace);
 constexpr uint64_t kSubNs =
     bit(MessageType::kSubscribeNamespace) | bit(MessageType::kSubscribeNamespace2);
 constexpr uint64_t kSubTr = bit(MessageType::kSubscribeTracks);
+constexpr uint64_t kFetch = bit(MessageType::kFetch);  // d14..16 (d16 §9.2.2)
 // d18+ rows: the messages this codec has among those each parameter's section lists (FETCH,
 // PUBLISH, PUBLISH_OK and TRACK_STATUS are not decoded here).
 constexpr ParamRule kParamRules[] = {
     {kParamDeliveryTimeout, 14, 17, kSub | kSubOk | kUpd | kReqOk, ParamForm::kVarint},
     {kParamDeliveryTimeout, 18, 20, kSub | kUpd, ParamForm::kVarint},  // OBJECT_DELIVERY_TIMEOUT
-    {kParamAuthorizationToken, 14, 20, kSub | kUpd | kPubNs | kSubNs | kSubTr, ParamForm::kBytes,
+    {kParamAuthorizationToken, 14, 20, kSub | kUpd | kPubNs | kSubNs | kSubTr | kFetch,
+     ParamForm::kBytes,
      true},
     {kParamMaxCacheDuration, 14, 15, kSubOk | kReqOk, ParamForm::kVarint},
     {0x04, 17, 20, kSub, ParamForm::kVarint},  // RENDEZVOUS_TIMEOUT (d17)
@@ -102,9 +104,9 @@ constexpr ParamRule kParamRules[] = {
     {kParamPublisherPriority, 15, 15, kSubOk, ParamForm::kUint8},
     {kParamForward, 15, 17, kSub | kUpd | kSubNs, ParamForm::kUint8},
     {kParamForward, 18, 20, kSub | kUpd | kSubTr, ParamForm::kUint8},
-    {kParamSubscriberPriority, 15, 20, kSub | kUpd, ParamForm::kUint8},
+    {kParamSubscriberPriority, 15, 20, kSub | kUpd | kFetch, ParamForm::kUint8},
     {kParamSubscriptionFilter, 15, 20, kSub | kUpd, ParamForm::kBytes},
-    {kParamGroupOrder, 15, 17, kSub | kSubOk | kReqOk, ParamForm::kUint8},
+    {kParamGroupOrder, 15, 17, kSub | kSubOk | kReqOk | kFetch, ParamForm::kUint8},
     {kParamGroupOrder, 18, 18, kSub, ParamForm::kUint8},
     {kParamGroupOrder, 19, 20, kSub | kSubTr, ParamForm::kUint8},  // #1777
     {kParamFillParameters, 20, 20, kSub, ParamForm::kBytes},       // JS only
@@ -904,9 +906,11 @@ void read(Decoder& dec, SubscribeOk& m) {
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const RequestError& m) {
-  // 0x08 PUBLISH_NAMESPACE_ERROR and 0x13 SUBSCRIBE_NAMESPACE_ERROR are d14 only.
+  // 0x08 PUBLISH_NAMESPACE_ERROR, 0x13 SUBSCRIBE_NAMESPACE_ERROR, 0x0F TRACK_STATUS_ERROR and
+  // 0x19 FETCH_ERROR are d14 only.
   const bool d14_only =
-      m.type == MessageType::kNamespace || m.type == MessageType::kSubscribeNamespaceError;
+      m.type == MessageType::kNamespace || m.type == MessageType::kSubscribeNamespaceError ||
+      m.type == MessageType::kTrackStatusError || m.type == MessageType::kFetchError;
   if (m.type != MessageType::kRequestError && !(d14_only && !d.request_ok)) {
     return std::nullopt;
   }
@@ -1175,6 +1179,162 @@ void read(Decoder& dec, ServerSetup& m) {
   dec.setup_params(m.params);
 }
 
+// --- TRACK_STATUS and FETCH (drafts 14..16; none of them on d17's request streams here).
+
+TypeOrNone write(FormWriter& w, const Draft& d, const TrackStatus& m) {
+  if (d.request_streams || !write(w, d, m.request)) {
+    return std::nullopt;
+  }
+  return MessageType::kTrackStatus;
+}
+
+void read(Decoder& dec, TrackStatus& m) { read(dec, m.request); }
+
+TypeOrNone write(FormWriter& w, const Draft& d, const TrackStatusOk& m) {
+  if (d.request_ok || !write(w, d, m.ok)) {
+    return std::nullopt;  // d15+ answer TRACK_STATUS with REQUEST_OK
+  }
+  return MessageType::kTrackStatusOk;
+}
+
+void read(Decoder& dec, TrackStatusOk& m) { read(dec, m.ok); }
+
+// d14 §9.16: priority and group order are fields; d15+ parameters (written priority first, then a
+// non-zero group order, as SUBSCRIBE writes them).
+TypeOrNone write(FormWriter& w, const Draft& d, const Fetch& m) {
+  if (d.request_streams) {
+    return std::nullopt;
+  }
+  w.varint(m.request_id);
+  if (!d.subscribe_params) {
+    w.u8(m.subscriber_priority);
+    w.u8(m.group_order);
+  }
+  w.varint(static_cast<uint64_t>(m.type));
+  if (m.type == FetchType::kStandalone) {
+    write_tuple(w, m.ns);
+    w.string(m.track);
+    write_location(w, m.start);
+    write_location(w, m.end);
+  } else {
+    w.varint(m.joining_request_id);
+    w.varint(m.joining_start);
+  }
+  if (!d.subscribe_params) {
+    write_kvps(w, d, m.params);
+    return MessageType::kFetch;
+  }
+  Parameters all;
+  all.push_back(varint_param(kParamSubscriberPriority, m.subscriber_priority));
+  if (m.group_order != 0) {
+    all.push_back(varint_param(kParamGroupOrder, m.group_order));
+  }
+  all.insert(all.end(), m.params.begin(), m.params.end());
+  write_kvps(w, d, all);
+  return MessageType::kFetch;
+}
+
+void read(Decoder& dec, Fetch& m) {
+  m.request_id = dec.varint();
+  if (!dec.d.subscribe_params) {
+    m.subscriber_priority = dec.u8();
+    dec.group_order(dec.u8(), true, m.group_order);
+  }
+  const uint64_t type = dec.varint();
+  if (dec.r.ok() && (type < 1 || type > 3)) {
+    // §9.16: "a Fetch Type other than 0x1, 0x2 or 0x3 MUST close the session".
+    dec.fail_with(ErrorCode::kProtocolViolation, "unknown fetch type");
+    return;
+  }
+  m.type = static_cast<FetchType>(type);
+  if (m.type == FetchType::kStandalone) {
+    size_t name = 0;
+    dec.tuple(m.ns, true, name);
+    dec.track_name(m.track, name);
+    m.start = dec.location();
+    m.end = dec.location();
+  } else {
+    m.joining_request_id = dec.varint();
+    m.joining_start = dec.varint();
+  }
+  if (!dec.d.subscribe_params) {
+    dec.message_params(MessageType::kFetch, m.params);
+    return;
+  }
+  Parameters all;
+  dec.message_params(MessageType::kFetch, all);
+  for (auto& p : all) {
+    if (p.type == kParamSubscriberPriority) {
+      if (p.value > 255) {
+        dec.fail_with(ErrorCode::kProtocolViolation, "subscriber priority over 255");
+      }
+      m.subscriber_priority = static_cast<uint8_t>(p.value);
+    } else if (p.type == kParamGroupOrder) {
+      dec.group_order(p.value, false, m.group_order);
+    } else {
+      m.params.push_back(std::move(p));
+    }
+  }
+}
+
+TypeOrNone write(FormWriter& w, const Draft& d, const FetchOk& m) {
+  if (d.request_streams || (!d.track_extensions && !m.track_extensions.empty())) {
+    return std::nullopt;
+  }
+  w.varint(m.request_id);
+  if (!d.subscribe_params) {
+    w.u8(m.group_order);
+  }
+  w.u8(m.end_of_track ? 1 : 0);
+  write_location(w, m.end);
+  write_kvps(w, d, m.params);
+  w.bytes(m.track_extensions);
+  return MessageType::kFetchOk;
+}
+
+void read(Decoder& dec, FetchOk& m) {
+  m.request_id = dec.varint();
+  if (!dec.d.subscribe_params) {
+    dec.group_order(dec.u8(), false, m.group_order);
+  }
+  dec.forward(dec.u8(), m.end_of_track);  // End Of Track is 0 or 1 as well
+  m.end = dec.location();
+  dec.message_params(MessageType::kFetchOk, m.params);
+  if (dec.d.track_extensions && dec.ok()) {
+    dec.rest_or_properties(m.track_extensions);
+  }
+}
+
+TypeOrNone write(FormWriter& w, const Draft& d, const FetchCancel& m) {
+  if (d.request_streams) {
+    return std::nullopt;
+  }
+  w.varint(m.request_id);
+  return MessageType::kFetchCancel;
+}
+
+void read(Decoder& dec, FetchCancel& m) { m.request_id = dec.varint(); }
+
+// TRACK_STATUS and FETCH messages of drafts 14..16; nullopt for another type.
+std::optional<ControlMessage> fetch_message_for(const Draft& d, MessageType t) {
+  if (d.request_streams) {
+    return std::nullopt;
+  }
+  switch (t) {
+    case MessageType::kTrackStatus: return TrackStatus{};
+    case MessageType::kFetch: return Fetch{};
+    case MessageType::kFetchCancel: return FetchCancel{};
+    case MessageType::kFetchOk: return FetchOk{};
+    case MessageType::kTrackStatusError:
+    case MessageType::kFetchError:
+      if (!d.request_ok) {
+        return RequestError{t, 0, 0, 0, {}, std::nullopt};
+      }
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
 // The message table: which structure a type decodes into, per draft. nullopt: unknown type.
 std::optional<ControlMessage> message_for(const Draft& d, uint64_t type) {
   const auto t = static_cast<MessageType>(type);
@@ -1214,7 +1374,10 @@ std::optional<ControlMessage> message_for(const Draft& d, uint64_t type) {
       if (d.namespace_messages) {
         return Namespace{true, {}};
       }
-      return std::nullopt;  // d14: TRACK_STATUS reply, not decoded here
+      if (!d.request_streams) {
+        return TrackStatusOk{};  // d14 TRACK_STATUS_OK
+      }
+      return std::nullopt;
     case MessageType::kGoaway: return Goaway{};
     case MessageType::kSubscribeNamespace:
       if (d.namespace_v2) {
@@ -1243,7 +1406,7 @@ std::optional<ControlMessage> message_for(const Draft& d, uint64_t type) {
       return std::nullopt;
     case MessageType::kMaxRequestId: return MaxRequestId{};
     case MessageType::kRequestsBlocked: return MaxRequestId{true, 0};
-    default: return std::nullopt;
+    default: return fetch_message_for(d, t);
   }
 }
 

@@ -107,11 +107,18 @@ enum class MessageType : uint64_t {
   kPublishDone = 0x0b,
   kPublishNamespaceCancel = 0x0c,
   kNamespaceDone = 0x0e,
+  kTrackStatus = 0x0d,
+  kTrackStatusOk = 0x0e,     // d14 only (d15+: 0x0E is NAMESPACE_DONE)
+  kTrackStatusError = 0x0f,  // d14 only
   kGoaway = 0x10,
   kSubscribeNamespace = 0x11,
   kSubscribeNamespaceOk = 0x12,     // d14 only
   kSubscribeNamespaceError = 0x13,  // d14 only
   kMaxRequestId = 0x15,
+  kFetch = 0x16,
+  kFetchCancel = 0x17,
+  kFetchOk = 0x18,
+  kFetchError = 0x19,  // d14 only (d15+: REQUEST_ERROR)
   kRequestsBlocked = 0x1a,
   kClientSetup = 0x20,
   kServerSetup = 0x21,
@@ -256,8 +263,9 @@ struct SubscribeOk {
   friend bool operator==(const SubscribeOk&, const SubscribeOk&) = default;
 };
 
-// 0x05 SUBSCRIBE_ERROR (d14) / REQUEST_ERROR (d15+), 0x08 PUBLISH_NAMESPACE_ERROR (d14) and
-// 0x13 SUBSCRIBE_NAMESPACE_ERROR (d14): one layout, the type says which.
+// 0x05 SUBSCRIBE_ERROR (d14) / REQUEST_ERROR (d15+), 0x08 PUBLISH_NAMESPACE_ERROR (d14),
+// 0x13 SUBSCRIBE_NAMESPACE_ERROR (d14), 0x0F TRACK_STATUS_ERROR (d14) and 0x19 FETCH_ERROR (d14):
+// one layout, the type says which.
 // d18+ REQUEST_ERROR with code REDIRECT: where to ask instead.
 struct Redirect {
   std::string uri;
@@ -368,10 +376,61 @@ struct Goaway {
   friend bool operator==(const Goaway&, const Goaway&) = default;
 };
 
+// 0x0D TRACK_STATUS (d14 §9.17, d15, d16 §9.19): the layout of SUBSCRIBE. Drafts 14..16 only
+// (the codec has no d17+ request-stream form of it).
+struct TrackStatus {
+  Subscribe request;
+  friend bool operator==(const TrackStatus&, const TrackStatus&) = default;
+};
+// 0x0E TRACK_STATUS_OK (d14 §9.18 only): the layout of SUBSCRIBE_OK. d15/16 answer REQUEST_OK.
+struct TrackStatusOk {
+  SubscribeOk ok;
+  friend bool operator==(const TrackStatusOk&, const TrackStatusOk&) = default;
+};
+
+// FETCH (d14 §9.16, d15, d16 §9.16): a range of objects already published. Drafts 14..16.
+enum class FetchType : uint64_t { kStandalone = 0x1, kRelativeJoining = 0x2, kAbsoluteJoining = 0x3 };
+struct Fetch {
+  uint64_t request_id = 0;
+  // d14 fields; d15+ SUBSCRIBER_PRIORITY / GROUP_ORDER parameters, taken out of `params` on
+  // decode (absent: 128 and 0, which the d16 text reads as ascending).
+  uint8_t subscriber_priority = 128;
+  uint8_t group_order = 0;
+  FetchType type = FetchType::kStandalone;
+  // Standalone: the track and the range; End Location is "the end plus 1", its Object 0 meaning
+  // the whole End Group.
+  TrackNamespace ns;
+  std::string track;
+  Location start;
+  Location end;
+  // Joining: the subscription joined, and Joining Start (groups back, or an absolute group).
+  uint64_t joining_request_id = 0;
+  uint64_t joining_start = 0;
+  Parameters params;
+  friend bool operator==(const Fetch&, const Fetch&) = default;
+};
+
+// FETCH_OK (d14 §9.17: with Group Order; d15: without; d16: Track Extensions at the end).
+struct FetchOk {
+  uint64_t request_id = 0;
+  uint8_t group_order = 1;  // d14 only (1 ascending, 2 descending)
+  bool end_of_track = false;
+  Location end;
+  Parameters params;
+  std::string track_extensions;  // d16, raw, to the end of the message
+  friend bool operator==(const FetchOk&, const FetchOk&) = default;
+};
+
+struct FetchCancel {
+  uint64_t request_id = 0;
+  friend bool operator==(const FetchCancel&, const FetchCancel&) = default;
+};
+
 using ControlMessage =
     std::variant<ClientSetup, ServerSetup, Setup, Subscribe, SubscribeOk, RequestError, RequestOk,
                  SubscribeUpdate, Unsubscribe, PublishNamespace, PublishNamespaceDone, PublishNamespaceCancel,
-                 SubscribeNamespace, Namespace, PublishDone, MaxRequestId, Goaway>;
+                 SubscribeNamespace, Namespace, PublishDone, MaxRequestId, Goaway, TrackStatus,
+                 TrackStatusOk, Fetch, FetchOk, FetchCancel>;
 
 // Which peer's form to write, and to try first when decoding, where @moq/net 0.3.4 and the draft
 // text disagree on the bytes of the same value (drafts 17+: LARGEST_OBJECT and INCLUDE_PROPERTIES
@@ -445,5 +504,37 @@ ParseResult<ObjectHeader> decode_object(Version v, const SubgroupHeader& h,
 // Object id of the object with `delta` after `previous` (nullopt previous: the first object on
 // the stream). nullopt when the id would pass 2^62-1 (a protocol violation by the peer).
 std::optional<uint64_t> object_id(std::optional<uint64_t> previous, uint64_t delta);
+
+// FETCH streams (d14 §10.4.4, d15, d16 §10.4.4): FETCH_HEADER (type 0x05, Request ID), then
+// objects that each name their group, subgroup and object id. d14 writes every field; d15 adds
+// Serialization Flags (one byte) that let fields repeat the previous object's; d16 makes the flags
+// a varint, drops Object Status and adds End of Range markers (0x8C, 0x10C).
+inline constexpr uint64_t kFetchHeaderType = 0x05;
+struct FetchObject {
+  uint64_t group = 0;
+  uint64_t subgroup = 0;
+  uint64_t object = 0;
+  uint8_t publisher_priority = 128;
+  std::string extensions;  // raw Extension Headers block
+  uint64_t payload_length = 0;
+  uint64_t status = 0;      // d14/15, only when payload_length == 0
+  // d16 End of Range (flags 0x8C: objects up to here do not exist; 0x10C: unknown). Only group and
+  // object are meaningful then, and no payload follows.
+  uint64_t end_of_range = 0;
+  friend bool operator==(const FetchObject&, const FetchObject&) = default;
+};
+// Appends FETCH_HEADER (type included).
+void encode_fetch_header(Version v, uint64_t request_id, std::vector<uint8_t>& out);
+// From the stream type on: the Request ID. A type other than 0x05 is an error.
+ParseResult<uint64_t> decode_fetch_header(Version v, std::span<const uint8_t> in);
+// One object's fields (not its payload). d15+ write every field (flags 0x1C, plus 0x03 for a
+// non-zero subgroup and 0x20 for non-empty extensions), so each object stands alone; a d16 End of
+// Range writes only its flags, group and object.
+void encode_fetch_object(Version v, const FetchObject& o, std::vector<uint8_t>& out);
+// `previous`: the stream's previous object, or null for the first (a flag that refers to it is
+// then a protocol violation). Reserved flag bits, and d16 values >= 128 other than the two End
+// of Range values, are protocol violations.
+ParseResult<FetchObject> decode_fetch_object(Version v, const FetchObject* previous,
+                                             std::span<const uint8_t> in, const Limits& limits);
 
 }  // namespace moqd::wire::ietf

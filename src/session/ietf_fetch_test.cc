@@ -1,0 +1,415 @@
+// FETCH, TRACK_STATUS and SUBSCRIBE_UPDATE of the IETF session (drafts 14 and 16), per handler, on
+// a fake transport: a RawPeer client writes the control messages byte by byte (layouts from the
+// draft texts, see wire/ietf_fetch_test.cc) and reads the FETCH streams and answers.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/codec.h"
+#include "session/ietf_session.h"
+#include "session/session.h"
+#include "testing/session_fixture.h"
+
+namespace moqd::session {
+namespace fetch_test {
+
+using moqd::testing::RawPeer;
+using moqd::testing::RawStream;
+using moqd::testing::RecordingHandler;
+using moqd::testing::TestBroadcast;
+using transport::websocket::MuxSession;
+
+std::vector<uint8_t> hex(std::string_view h) { return from_hex(h); }
+std::string hex_of(const std::string& s) {
+  return to_hex(std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
+}
+std::string canon(std::string_view h) { return to_hex(from_hex(h)); }
+
+class Fixture {
+ public:
+  explicit Fixture(std::string protocol, wire::VersionSet versions = wire::VersionSet::all(),
+                   SessionLimits limits = SessionLimits{})
+      : origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_) {
+    namespace ws = transport::websocket;
+    server_ = std::make_unique<MuxSession>(channels_.a(), clock_, ws::Framing::kQmux00,
+                                           ws::Role::kServer, protocol, "/", "client",
+                                           ws::MuxConfig{});
+    client_ = std::make_unique<MuxSession>(channels_.b(), clock_, ws::Framing::kQmux00,
+                                           ws::Role::kClient, protocol, "/", "server",
+                                           ws::MuxConfig{});
+    channels_.a().set_handler(server_.get());
+    channels_.b().set_handler(client_.get());
+    raw_ = std::make_unique<RawPeer>(*client_);
+    client_->set_visitor(raw_.get());
+    SessionConfig sc;
+    sc.role = Role::kServer;
+    sc.versions = versions;
+    sc.limits = limits;
+    session_ = make_session(*server_, sc, origin_, handler_, clock_, clock_);
+    session_->start();
+    pump();
+  }
+  ~Fixture() {
+    session_.reset();
+    server_->set_visitor(nullptr);
+    client_->set_visitor(nullptr);
+    channels_.a().set_handler(nullptr);
+    channels_.b().set_handler(nullptr);
+    client_.reset();
+    server_.reset();
+    raw_.reset();
+  }
+  void pump() {
+    int quiet = 0;
+    for (int i = 0; i < 100000 && quiet < 2; ++i) {
+      clock_.advance(Duration::zero());
+      quiet = channels_.deliver() == 0 ? quiet + 1 : 0;
+    }
+  }
+  RawStream& control(std::string_view setup) {
+    RawStream* s = raw_->open_bidi(hex(setup));
+    EXPECT_NE(s, nullptr);
+    pump();
+    s->data.clear();
+    return *s;
+  }
+  // Sends `h` on `c` and returns {type, request id, error code} of the answer, each one byte on
+  // the wire here (REQUEST_ERROR / FETCH_ERROR: type, length (16), id, code).
+  std::vector<int> error_of(RawStream& c, std::string_view h) {
+    send(c, h);
+    if (c.data.size() < 5) {
+      return {};
+    }
+    return {static_cast<uint8_t>(c.data[0]), static_cast<uint8_t>(c.data[3]),
+            static_cast<uint8_t>(c.data[4])};
+  }
+  // Sends `h` on `c` and returns what came back on it.
+  std::string send(RawStream& c, std::string_view h) {
+    c.data.clear();
+    c.write(hex(h));
+    pump();
+    return hex_of(c.data);
+  }
+
+  ManualClock clock_;
+  testing::FakeChannelPair channels_;
+  model::Origin origin_;
+  RecordingHandler handler_;
+  std::unique_ptr<MuxSession> server_;
+  std::unique_ptr<MuxSession> client_;
+  std::unique_ptr<RawPeer> raw_;
+  std::unique_ptr<MoqSession> session_;
+};
+
+const char* kD16Setup = "20 00 13 02 02 80 00 a4 55 05 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
+const char* kD14Setup =
+    "20 00 2c 03 c0 00 00 00 ff 0d ad 02 c0 00 00 00 ff 0d ad 01 c0 00 00 00 ff 00 00 0e "
+    "02 02 80 00 a4 55 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
+// d16 SUBSCRIBE of ["room","alice"] "video" (Largest Object), request id `id` (one byte).
+std::string subscribe16(const char* id) {
+  return std::string("03 00 1d ") + id +
+         " 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f 04 10 01 10 07 01 01 02 01 02";
+}
+const char* kRoomAliceVideo = "02 04726f6f6d 05616c696365 05766964656f";
+
+// Publishes groups 1..3 of room/alice "video", frames "a".."f", two per group.
+void publish_three(TestBroadcast& b, Fixture& f) {
+  b.write_group("video", 1, {"a", "b"});
+  b.write_group("video", 2, {"c", "d"});
+  b.write_group("video", 3, {"e", "f"});
+  f.pump();
+}
+
+// The FETCH stream's bytes: FETCH_HEADER of `id`, then d16 objects (flags 0x1C, priority 128)
+// of one-byte payloads, each {group, object, payload}.
+std::string fetch_stream16(int id, std::vector<std::tuple<int, int, char>> objects) {
+  std::vector<uint8_t> out = {0x05, static_cast<uint8_t>(id)};
+  for (auto [g, o, p] : objects) {
+    out.insert(out.end(), {0x1c, static_cast<uint8_t>(g), static_cast<uint8_t>(o), 0x80, 0x01,
+                           static_cast<uint8_t>(p)});
+  }
+  return to_hex(out);
+}
+
+TEST(IetfFetchTest, StandaloneFetchReturnsExactlyTheCachedRange) {
+  Fixture f("moqt-16");
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(kD16Setup);
+  f.send(c, subscribe16("00"));  // starts the track, keeps it live
+  publish_three(b, f);
+  const size_t subgroups = f.raw_->incoming.size();
+  // d16 §9.16 Standalone FETCH id 2, Start {1, 0}, End {3, 0} (all of group 3): FETCH_OK with End
+  // Location {3, 2} (past the largest, §9.17), then one stream with all six objects and FIN.
+  EXPECT_EQ(f.send(c, std::string("16 00 19 02 01 ") + kRoomAliceVideo + " 01 00 03 00 00"),
+            canon("18 00 05 02 00 03 02 00"));
+  ASSERT_EQ(f.raw_->incoming.size(), subgroups + 1);
+  const RawStream& s = *f.raw_->incoming.back();
+  EXPECT_EQ(hex_of(s.data), fetch_stream16(2, {{1, 0, 'a'}, {1, 1, 'b'}, {2, 0, 'c'},
+                                               {2, 1, 'd'}, {3, 0, 'e'}, {3, 1, 'f'}}));
+  EXPECT_TRUE(s.fin);
+  // Start {2, 1}, End {3, 1}: group 2 from object 1, group 3 before object 1; End {3, 1}.
+  EXPECT_EQ(f.send(c, std::string("16 00 19 04 01 ") + kRoomAliceVideo + " 02 01 03 01 00"),
+            canon("18 00 05 04 00 03 01 00"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data), fetch_stream16(4, {{2, 1, 'd'}, {3, 0, 'e'}}));
+  // Descending (GROUP_ORDER 2), groups 1..2.
+  EXPECT_EQ(f.send(c, std::string("16 00 1b 06 01 ") + kRoomAliceVideo + " 01 00 02 00 01 22 02"),
+            canon("18 00 05 06 00 02 00 00"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
+            fetch_stream16(6, {{2, 0, 'c'}, {2, 1, 'd'}, {1, 0, 'a'}, {1, 1, 'b'}}));
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST(IetfFetchTest, JoiningFetchEndsAtTheSubscriptionsLargestObject) {
+  Fixture f("moqt-16");
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(kD16Setup);
+  f.send(c, subscribe16("00"));
+  // Joining a subscription that began before any object: INVALID_RANGE (0x11, d16 §9.16.2).
+  EXPECT_EQ(f.error_of(c, "16 00 05 02 02 00 01 00"), (std::vector<int>{0x05, 0x02, 0x11}));
+  publish_three(b, f);
+  // A second subscription, id 4, begins at Largest {3, 1}.
+  f.send(c, subscribe16("04"));
+  // Relative joining FETCH of it, 1 group back: {2, 0} to {3, 1} inclusive.
+  EXPECT_EQ(f.send(c, "16 00 05 06 02 04 01 00"), canon("18 00 05 06 00 03 02 00"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
+            fetch_stream16(6, {{2, 0, 'c'}, {2, 1, 'd'}, {3, 0, 'e'}, {3, 1, 'f'}}));
+  EXPECT_TRUE(f.raw_->incoming.back()->fin);
+  // Absolute joining FETCH from group 3.
+  EXPECT_EQ(f.send(c, "16 00 05 08 03 04 03 00"), canon("18 00 05 08 00 03 02 00"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data), fetch_stream16(8, {{3, 0, 'e'}, {3, 1, 'f'}}));
+  // Groups published after the subscription began are not in its joining FETCH.
+  b.write_group("video", 4, {"g"});
+  f.pump();
+  EXPECT_EQ(f.send(c, "16 00 05 0a 02 04 00 00"), canon("18 00 05 0a 00 03 02 00"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data), fetch_stream16(10, {{3, 0, 'e'}, {3, 1, 'f'}}));
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST(IetfFetchTest, BadFetchesAreAnsweredWithTheDraftsErrors) {
+  Fixture f("moqt-16");
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(kD16Setup);
+  f.send(c, subscribe16("00"));
+  publish_three(b, f);
+  const size_t streams = f.raw_->incoming.size();
+  // REQUEST_ERROR (0x05) {id, code}. Unknown broadcast room/bob: DOES_NOT_EXIST (0x10).
+  EXPECT_EQ(f.error_of(c, "16 00 17 02 01 02 04726f6f6d 03626f62 05766964656f 01 00 03 00 00"),
+            (std::vector<int>{0x05, 0x02, 0x10}));
+  // End before start: INVALID_RANGE (0x11).
+  EXPECT_EQ(f.error_of(c, std::string("16 00 19 04 01 ") + kRoomAliceVideo + " 03 00 01 00 00"),
+            (std::vector<int>{0x05, 0x04, 0x11}));
+  // Start past the largest object {3, 1}: INVALID_RANGE.
+  EXPECT_EQ(f.error_of(c, std::string("16 00 19 06 01 ") + kRoomAliceVideo + " 09 00 0a 00 00"),
+            (std::vector<int>{0x05, 0x06, 0x11}));
+  // Joining an unknown subscription: INVALID_JOINING_REQUEST_ID (0x32).
+  EXPECT_EQ(f.error_of(c, "16 00 05 08 02 30 01 00"), (std::vector<int>{0x05, 0x08, 0x32}));
+  EXPECT_EQ(f.raw_->incoming.size(), streams);  // no FETCH stream for any of them
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+  // An unknown Fetch Type closes the session with PROTOCOL_VIOLATION.
+  f.send(c, "16 00 03 0a 04 00");
+  ASSERT_TRUE(f.raw_->closed_code.has_value());
+  EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+}
+
+TEST(IetfFetchTest, Draft14FetchErrorAndNoObjects) {
+  wire::VersionSet only14 = wire::VersionSet::none();
+  only14.add(wire::Version::kTransport14);
+  Fixture f("", only14);
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(kD14Setup);
+  // d14 FETCH (§9.16) of room/bob: FETCH_ERROR (0x19) TRACK_DOES_NOT_EXIST (0x4).
+  EXPECT_EQ(f.error_of(c, "16 00 19 00 80 01 01 02 04726f6f6d 03626f62 05766964656f 01 00 03 00 00"),
+            (std::vector<int>{0x19, 0x00, 0x04}));
+  // Nothing cached on room/alice video yet: INVALID_RANGE (0x5).
+  EXPECT_EQ(f.error_of(c, std::string("16 00 1b 02 80 01 01 ") + kRoomAliceVideo + " 01 00 03 00 00"),
+            (std::vector<int>{0x19, 0x02, 0x05}));
+  // A range with no cached object (groups 5..6 while 1..3 are cached, start below the largest
+  // after group 9 arrives): NO_OBJECTS (0x6), d14 only.
+  f.send(c, std::string("03 00 18 04 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE
+  publish_three(b, f);
+  b.write_group("video", 9, {"z"});
+  f.pump();
+  EXPECT_EQ(f.error_of(c, std::string("16 00 1b 06 80 01 01 ") + kRoomAliceVideo + " 05 00 06 00 00"),
+            (std::vector<int>{0x19, 0x06, 0x06}));
+}
+
+TEST(IetfFetchTest, FetchCancelResetsTheStream) {
+  Fixture f("moqt-16");
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(kD16Setup);
+  f.send(c, subscribe16("00"));
+  // Group 1 with an object whose payload is still arriving: the FETCH stream waits for it.
+  model::GroupRef g = b.write_group("video", 1, {"abc"}, false);
+  f.pump();
+  model::Track* t = b.feed("video").track();
+  ASSERT_NE(t, nullptr);
+  t->begin_object(*g, 4);
+  t->append_chunk(*g, Bytes::from(std::vector<uint8_t>{'x', 'y'}));
+  f.pump();
+  f.send(c, std::string("16 00 19 02 01 ") + kRoomAliceVideo + " 01 00 01 00 00");
+  const RawStream& s = *f.raw_->incoming.back();
+  EXPECT_EQ(hex_of(s.data), canon("05 02 1c 01 00 80 03 616263 1c 01 01 80 04 7879"));
+  EXPECT_FALSE(s.fin);
+  // The rest arrives: written, then FIN.
+  t->append_chunk(*g, Bytes::from(std::vector<uint8_t>{'z', 'w'}));
+  t->finish_group(*g);
+  f.pump();
+  EXPECT_EQ(hex_of(s.data), canon("05 02 1c 01 00 80 03 616263 1c 01 01 80 04 78797a77"));
+  EXPECT_TRUE(s.fin);
+  // A second FETCH of an open object, cancelled: the stream is reset (CANCELLED, 0x1).
+  model::GroupRef g2 = b.write_group("video", 2, {}, false);
+  t->begin_object(*g2, 4);
+  t->append_chunk(*g2, Bytes::from(std::vector<uint8_t>{'p', 'q'}));
+  f.pump();
+  f.send(c, std::string("16 00 19 04 01 ") + kRoomAliceVideo + " 02 00 02 00 00");
+  const RawStream& s2 = *f.raw_->incoming.back();
+  EXPECT_FALSE(s2.reset_code.has_value());
+  f.send(c, "17 00 01 04");
+  ASSERT_TRUE(s2.reset_code.has_value());
+  EXPECT_EQ(*s2.reset_code, 0x1u);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST(IetfFetchTest, FetchesInFlightAreBoundedAndUpdatable) {
+  SessionLimits l;
+  l.max_subscriptions = 2;
+  Fixture f("moqt-16", wire::VersionSet::all(), l);
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(kD16Setup);
+  f.send(c, subscribe16("00"));
+  model::GroupRef g = b.write_group("video", 1, {}, false);
+  model::Track* t = b.feed("video").track();
+  ASSERT_NE(t, nullptr);
+  t->begin_object(*g, 4);  // never completes: each FETCH of it stays in flight
+  f.pump();
+  const std::string fetch = std::string(" 01 ") + kRoomAliceVideo + " 01 00 01 00 00";
+  EXPECT_EQ(f.send(c, "16 00 19 02" + fetch).substr(0, 2), "18");
+  EXPECT_EQ(f.send(c, "16 00 19 04" + fetch).substr(0, 2), "18");
+  // The third: REQUEST_ERROR INTERNAL_ERROR (0x0); the session stays.
+  EXPECT_EQ(f.error_of(c, "16 00 19 06" + fetch), (std::vector<int>{0x05, 0x06, 0x00}));
+  f.send(c, "17 00 01 02");  // FETCH_CANCEL frees one
+  EXPECT_EQ(f.send(c, "16 00 19 08" + fetch).substr(0, 2), "18");
+  // d16 §9.11 REQUEST_UPDATE (id 10) of FETCH 4 in flight, SUBSCRIBER_PRIORITY 3: REQUEST_OK.
+  EXPECT_EQ(f.send(c, "02 00 05 0a 04 01 20 03"), canon("07 00 02 0a 00"));
+  // FORWARD 2 in an update of subscription 0: PROTOCOL_VIOLATION.
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+  f.send(c, "02 00 05 0c 00 01 10 02");
+  ASSERT_TRUE(f.raw_->closed_code.has_value());
+  EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+}
+
+TEST(IetfTrackStatusTest, AnswersWithTheLargestLocation) {
+  {
+    Fixture f("moqt-16");
+    TestBroadcast b(f.origin_, "room/alice");
+    RawStream& c = f.control(kD16Setup);
+    f.send(c, subscribe16("00"));
+    publish_three(b, f);
+    // d16 §9.19 TRACK_STATUS id 2 (SUBSCRIBE's layout): REQUEST_OK with LARGEST_OBJECT {3, 1}.
+    EXPECT_EQ(f.send(c, std::string("0d 00 1d 02 ") + kRoomAliceVideo + " 04 10 01 10 07 01 01 02 01 02"),
+              canon("07 00 06 02 01 09 02 03 01"));
+    // An unknown broadcast: REQUEST_ERROR DOES_NOT_EXIST (0x10).
+    EXPECT_EQ(f.error_of(c, "0d 00 1b 04 02 04726f6f6d 03626f62 05766964656f 04 10 01 10 07 01 01 02 01 02"),
+              (std::vector<int>{0x05, 0x04, 0x10}));
+  }
+  {
+    wire::VersionSet only14 = wire::VersionSet::none();
+    only14.add(wire::Version::kTransport14);
+    Fixture f("", only14);
+    TestBroadcast b(f.origin_, "room/alice");
+    RawStream& c = f.control(kD14Setup);
+    f.send(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE
+    publish_three(b, f);
+    // d14 §9.18 TRACK_STATUS_OK: alias 0, expires 0, ascending, Content Exists, Largest {3, 1}.
+    EXPECT_EQ(f.send(c, std::string("0d 00 18 02 ") + kRoomAliceVideo + " 80 00 01 02 00"),
+              canon("0e 00 08 02 00 00 01 01 03 01 00"));
+  }
+}
+
+TEST(IetfSubscribeUpdateTest, EndGroupNarrowsALiveSubscription) {
+  Fixture f("moqt-16");
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(kD16Setup);
+  f.send(c, subscribe16("00"));
+  b.write_group("video", 1, {"a"});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 1u);
+  // d16 §9.11 REQUEST_UPDATE id 2 of subscription 0: SUBSCRIPTION_FILTER AbsoluteRange {0, 0}
+  // to End Group 2 (inclusive) and SUBSCRIBER_PRIORITY 9. REQUEST_OK with LARGEST_OBJECT {1, 0}.
+  EXPECT_EQ(f.send(c, "02 00 0b 02 00 02 20 09 01 04 04 00 00 02"), canon("07 00 06 02 01 09 02 01 00"));
+  c.data.clear();
+  b.write_group("video", 2, {"b"});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 2u);
+  // Group 2's stream carries the new priority (9). It is the end group: once it is written the
+  // subscription ends with PUBLISH_DONE SUBSCRIPTION_ENDED (0x3), 2 streams.
+  EXPECT_EQ(hex_of(f.raw_->incoming[1]->data), canon("18 00 02 09 00 01 62"));
+  EXPECT_EQ(hex_of(c.data).substr(0, 3 * 6 - 1), canon("0b 00 15 00 03 02"));
+  EXPECT_EQ(f.session_->subscription_count(), 0u);
+  // Group 3 is past the end: not delivered.
+  b.write_group("video", 3, {"c"});
+  f.pump();
+  EXPECT_EQ(f.raw_->incoming.size(), 2u);
+  // An update of a subscription that does not exist closes the session (PROTOCOL_VIOLATION).
+  f.send(c, "02 00 03 04 00 00");
+  ASSERT_TRUE(f.raw_->closed_code.has_value());
+  EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+}
+
+TEST(IetfSubscribeUpdateTest, Draft14EndGroupMayNotIncrease) {
+  wire::VersionSet only14 = wire::VersionSet::none();
+  only14.add(wire::Version::kTransport14);
+  Fixture f("", only14);
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(kD14Setup);
+  f.send(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");
+  b.write_group("video", 1, {"a"});
+  f.pump();
+  // d14 §9.10 SUBSCRIBE_UPDATE id 2 of 0: Start {0, 0}, End Group 2 (last group 1), priority 5,
+  // forward 1. No answer.
+  EXPECT_EQ(f.send(c, "02 00 08 02 00 00 00 02 05 01 00"), "");
+  b.write_group("video", 2, {"b"});
+  f.pump();
+  EXPECT_EQ(f.raw_->incoming.size(), 1u);
+  EXPECT_EQ(static_cast<uint8_t>(c.data[0]), 0x0b);  // PUBLISH_DONE
+  EXPECT_EQ(static_cast<uint8_t>(c.data[4]), 0x03);  // SUBSCRIPTION_ENDED
+  // A second subscription narrowed to End Group 3, then widened to 5: PROTOCOL_VIOLATION.
+  f.send(c, std::string("03 00 18 04 ") + kRoomAliceVideo + " 80 00 01 02 00");
+  f.send(c, "02 00 08 06 04 00 00 03 05 01 00");
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+  f.send(c, "02 00 08 08 04 00 00 05 05 01 00");
+  ASSERT_TRUE(f.raw_->closed_code.has_value());
+  EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+}
+
+TEST(IetfRequestsBlockedTest, SentOnceWhenAnUpstreamSubscribeWaitsForARequestId) {
+  Fixture f("moqt-16");
+  // CLIENT_SETUP granting MAX_REQUEST_ID 2: the relay may use request id 1 only.
+  RawStream& c = f.control("20 00 03 01 02 02");
+  f.send(c, "06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00");  // PUBLISH_NAMESPACE
+  ASSERT_TRUE(f.origin_.is_active("room/alice"));
+  c.data.clear();
+  testing::FrameCollector video, audio, data;
+  ASSERT_TRUE(video.subscribe(f.origin_, "room/alice", "video"));
+  ASSERT_TRUE(audio.subscribe(f.origin_, "room/alice", "audio"));
+  ASSERT_TRUE(data.subscribe(f.origin_, "room/alice", "data"));
+  f.pump();
+  // SUBSCRIBE id 1 for video, then d16 §9.5 REQUESTS_BLOCKED (0x1A) at 2, once for two waiting.
+  const std::string got = hex_of(c.data);
+  EXPECT_EQ(got.substr(0, 2), "03");
+  EXPECT_EQ(got.substr(9, 2), "01");
+  const std::string blocked = canon("1a 00 01 02");
+  ASSERT_NE(got.find(blocked), std::string::npos) << got;
+  EXPECT_EQ(got.find(blocked), got.rfind(blocked));
+  // MAX_REQUEST_ID 6: both waiting SUBSCRIBEs go out (ids 3 and 5), nothing blocked.
+  const std::string more = f.send(c, "15 00 01 06");
+  EXPECT_EQ(more.substr(0, 2), "03");
+  EXPECT_EQ(more.substr(9, 2), "03");
+  EXPECT_EQ(more.find(canon("1a 00")), std::string::npos) << more;
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+}  // namespace fetch_test
+}  // namespace moqd::session
