@@ -1,8 +1,45 @@
 #include "model/group.h"
 
+#include <new>
+
 #include "model/bug.h"
 
 namespace moqd::model {
+
+ObjectList::~ObjectList() {
+  for (size_t i = 0; i < size_; ++i) {
+    (*this)[i].~Object();
+  }
+  for (size_t k = 0; k < kMaxBlocks && (k < kInlineBlocks || more_); ++k) {
+    if (block(k) == nullptr) {
+      break;
+    }
+    ::operator delete(block(k));
+  }
+}
+
+Object*& ObjectList::block_slot(size_t k) {
+  if (k < kInlineBlocks) {
+    return inline_[k];
+  }
+  if (!more_) {
+    more_ = std::make_unique<Object*[]>(kMaxBlocks - kInlineBlocks);  // value-initialised: null
+  }
+  return more_[k - kInlineBlocks];
+}
+
+// Storage for block k is allocated uninitialised when its first object is appended; its objects
+// are constructed one at a time, so pages of a large block are touched only as it fills.
+Object& ObjectList::emplace_back() {
+  size_t k = block_of(size_);
+  Object*& b = block_slot(k);
+  if (b == nullptr) {
+    b = static_cast<Object*>(::operator new(sizeof(Object) << k));
+  }
+  Object* o = new (&b[size_ - block_start(k)]) Object();
+  ++size_;
+  return *o;
+}
 
 Object& Group::begin_object(uint64_t size, ObjectStatus status) {
   if (is_done()) {
@@ -56,7 +93,7 @@ GroupCursor::Step GroupCursor::peek(size_t max_bytes) const {
     step.kind = Kind::kAborted;
     return step;
   }
-  const std::vector<Object>& objects = group_->objects();
+  const ObjectList& objects = group_->objects();
   if (object_ == objects.size()) {
     step.kind = group_->is_finished() ? Kind::kEnd : Kind::kNothing;
     return step;
@@ -116,7 +153,7 @@ GroupCursor::Kind GroupCursor::next(size_t max_bytes, Step& step) {
     done_ = true;
     return step.kind = Kind::kAborted;
   }
-  const std::vector<Object>& objects = group_->objects();
+  const ObjectList& objects = group_->objects();
   if (object_ == objects.size()) {
     if (!group_->is_finished()) {
       return step.kind = Kind::kNothing;
@@ -125,11 +162,20 @@ GroupCursor::Kind GroupCursor::next(size_t max_bytes, Step& step) {
     return step.kind = Kind::kEnd;
   }
   const Object& o = objects[object_];
+  // settle() for `o`, without indexing the group again (this is the fan-out's inner loop).
+  auto settle_on = [this](const Object& obj) {
+    if (chunk_ == obj.chunks.size() && obj.is_complete()) {
+      ++object_;
+      object_started_ = false;
+      chunk_ = 0;
+      chunk_offset_ = 0;
+    }
+  };
   if (!object_started_) {
     object_started_ = true;
     step.object = &o;
     step.completes_object = o.size == 0;
-    settle();
+    settle_on(o);
     return step.kind = Kind::kObjectStart;
   }
   if (chunk_ < o.chunks.size() && max_bytes > 0) {
@@ -144,7 +190,7 @@ GroupCursor::Kind GroupCursor::next(size_t max_bytes, Step& step) {
       chunk_offset_ = 0;
     }
     step.completes_object = o.is_complete() && chunk_ == o.chunks.size();
-    settle();
+    settle_on(o);
     return step.kind = Kind::kChunk;
   }
   if (chunk_ == o.chunks.size() && group_->is_finished()) {

@@ -169,6 +169,41 @@ TEST_F(GroupTest, LastReferenceFreesGroupAndPayload) {
   EXPECT_EQ(Bytes::live_buffers(), buffers_at_start_);
 }
 
+// A long group (a chat track's) grows past the inline blocks into `more_`: every index finds its
+// own object, an object taken early keeps its address, and a cursor reads all of them in order.
+TEST_F(GroupTest, LongGroupKeepsEveryObjectInPlaceAndInOrder) {
+  constexpr size_t kObjects = 5000;  // blocks 0..12: past the 8 inline ones
+  GroupRef g = make_group();
+  std::vector<const Object*> addresses;
+  for (size_t i = 0; i < kObjects; ++i) {
+    Object& o = g->begin_object(1);
+    g->append_chunk(Bytes::copy(std::string(1, static_cast<char>('a' + i % 26))));
+    addresses.push_back(&o);
+  }
+  g->finish();
+  const ObjectList& objects = g->objects();
+  ASSERT_EQ(objects.size(), kObjects);
+  for (size_t i = 0; i < kObjects; ++i) {
+    ASSERT_EQ(&objects[i], addresses[i]) << i;
+    ASSERT_EQ(objects[i].id, i);
+  }
+  EXPECT_EQ(&objects.back(), addresses.back());
+  size_t seen = 0;
+  for (const Object& o : objects) {
+    ASSERT_EQ(o.id, seen++);
+  }
+  EXPECT_EQ(seen, kObjects);
+  GroupCursor c(g);
+  std::string expected;
+  for (size_t i = 0; i < kObjects; ++i) {
+    expected += "S" + std::to_string(i) + " C:" + std::string(1, static_cast<char>('a' + i % 26)) + " ";
+  }
+  EXPECT_EQ(drain(c), expected + "E ");
+  c = GroupCursor(GroupRef());
+  g = GroupRef();
+  EXPECT_EQ(Bytes::live_buffers(), buffers_at_start_);
+}
+
 // What next() hands out, written as drain() writes peek()'s steps, plus each step's
 // completes_object flag.
 std::string drain_next(GroupCursor& c, size_t max_bytes, std::string* completes) {
