@@ -243,6 +243,7 @@ TEST(BridgeTest, TracksOnOneWorkerMakeTheBroadcastCarriedOnEveryWorker) {
   w.run_on(0, [&] { w.side(0).viewer.unsubscribe(); });
   EXPECT_TRUE(w.wait_for(1, [&] { return !w.side(1).origin.is_carrying(kPath); }));
   w.run_on(1, [&] {
+    ASSERT_FALSE(heard.seen.empty());
     EXPECT_EQ(heard.seen.back(), (std::pair<std::string, bool>{kPath, false}));
     w.side(1).origin.remove_listener(&heard);
   });
