@@ -2316,6 +2316,8 @@ void IetfSession::open_our_requests() {
     requests_[m.request_id] = r;
     r->send(m, false);
   }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Client role (`moq --versions moq-transport-14|15|16`). Only what a client starts differs from
 // the server role: CLIENT_SETUP on a control stream we open, PUBLISH_NAMESPACE for the origin's
