@@ -6,11 +6,20 @@
 // B is killed with SIGKILL mid-stream: every viewer keeps its subscription and receives again
 // through D within FAILOVER_BOUND_MS, with no duplicate and no out-of-order group.
 //
+// A ring of five (R0..R4, each on a host, every link through a proxy) carries a broadcast from
+// R0 to a viewer on R2 with a bounded, settled number of announcements per relay; a relay whose
+// cluster token is signed with the wrong key is refused by the hub on another host, one with a
+// good token links up.
+//
 // Needs root (ip netns, veth). The namespaces and links are created here and always deleted,
 // also when a test fails; the file skips, saying why, only when a namespace cannot be created.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { after, test } from "node:test";
+import * as Token from "@moq/token";
 import * as H from "./harness.mjs";
 import { clockPublisher, clusterOf, recordGroups, waitLinksUp } from "./cluster_harness.mjs";
 import { startLinkProxy } from "./link_proxy.mjs";
@@ -31,6 +40,7 @@ const PORT = 4443;  // each namespace has its own ports
 const tag = `mq${process.pid % 100000}`;
 const subnet = 100 + (process.pid % 100);  // 10.<subnet>.<host>.0/24 per host
 const namespaces = [];
+const veths = [];  // root-side ends, deleted too: a veth left in the root if makeHost failed half-way
 const proxies = [];
 const started = [];
 
@@ -42,6 +52,7 @@ function ip(...args) {
 
 function cleanup() {
   for (const ns of namespaces.splice(0)) spawnSync("ip", ["netns", "del", ns]);  // takes its veth
+  for (const v of veths.splice(0)) spawnSync("ip", ["link", "del", v]);  // fails quietly when gone
 }
 process.on("exit", cleanup);
 
@@ -72,6 +83,7 @@ function makeHost(i, name) {
   namespaces.push(ns);
   const outer = `${tag}h${i}`;
   const inner = `${tag}n${i}`;
+  veths.push(outer);
   ip("link", "add", outer, "type", "veth", "peer", "name", inner);
   ip("link", "set", inner, "netns", ns);
   ip("addr", "add", `10.${subnet}.${i}.1/24`, "dev", outer);
@@ -197,4 +209,121 @@ test("netns diamond: B killed mid-stream, every viewer on C continues through D"
   pub.stop();
   H.closeConnection(pubConn);
   for (const r of [ra, rc, rd]) await H.stopMoqdClean(r);
+});
+
+async function announcesTotal(r) {
+  const text = await (await H.httpGet(`${r.metrics}metrics`)).text();
+  const m = /^moqd_announces_total(?:\{[^}]*\})? (\d+)/m.exec(text);
+  assert.ok(m, "moqd_announces_total in /metrics");
+  return Number(m[1]);
+}
+
+test("netns ring of five: a broadcast crosses it with a bounded number of announcements", {
+  ...T, skip: unavailable ? `network namespaces unavailable: ${unavailable}` : false,
+}, async () => {
+  // Hosts 11..15 (the diamond has 1..4). R1..R3 dial the one before; R4 dials R3 and R0, closing
+  // the ring (a link carries announcements both ways, whoever dialled it).
+  const hosts = [0, 1, 2, 3, 4].map((i) => makeHost(11 + i, `R${i}`));
+  const rs = [await relayOn(hosts[0])];
+  const links = [];
+  for (let i = 1; i < 4; i++) {
+    const p = await linkProxy(hosts[i], hosts[i - 1], 10 + i);
+    links.push(p);
+    rs.push(await relayOn(hosts[i], ["--cluster-connect", p.url]));
+  }
+  const p43 = await linkProxy(hosts[4], hosts[3], 14);
+  const p40 = await linkProxy(hosts[4], hosts[0], 15);
+  links.push(p43, p40);
+  rs.push(await relayOn(hosts[4], ["--cluster-connect", p43.url, "--cluster-connect", p40.url]));
+  for (let i = 1; i < 5; i++) await waitLinksUp(rs[i], i === 4 ? 2 : 1, 20_000);
+
+  const pubConn = await H.connect(rs[0].url);
+  const pub = clockPublisher(pubConn, "ring/cam");
+  const viewConn = await H.connect(rs[2].url);
+  await H.waitActive(viewConn, "ring/cam", { ms: 15_000 });
+  const view = recordGroups(viewConn, "ring/cam", "video");
+  await H.waitFor(() => view.arrivals.length >= 10, 15_000, "10 groups two hops away");
+  const seqs = view.arrivals.map((x) => x.seq);
+  assert.equal(new Set(seqs).size, seqs.length, `viewer on R2: a group arrived twice: ${seqs}`);
+  // The groups crossed the proxies: R2's link to R1 and R1's to R0 (the two-hop path).
+  assert.ok(links[0].stats.forwarded >= 10 && links[1].stats.forwarded >= 10,
+    JSON.stringify(links.map((p) => p.stats)));
+  // Every relay hears of the broadcast (/cluster is a snapshot at most 500 ms old: waited for).
+  for (const r of rs) {
+    await H.waitFor(async () => (await clusterOf(r)).broadcasts.some((x) => x.path === "ring/cam"),
+      10_000, `${r.name} lists ring/cam in /cluster`, 100);
+  }
+  // Then the announcement counts settle (the same on two reads a status interval apart), a
+  // bounded number per relay; a storm never settles, so the wait fails on it.
+  let counts = [];
+  await H.waitFor(async () => {
+    const now = [];
+    for (const r of rs) now.push(await announcesTotal(r));
+    const settled = now.every((n, i) => n === counts[i]);
+    counts = now;
+    if (!settled) await H.pace(600);  // not a synchronisation: the interval between two reads
+    return settled;
+  }, 15_000, "announcement counts settle");
+  console.log(`# netns ring announcements accepted per relay: ${counts.join(" ")}`);
+  // The loopback ring's bound: each relay has two links and R0 the publisher too; a route per
+  // link plus an update or two while the shorter path settles is at most 5.
+  for (const [i, n] of counts.entries()) assert.ok(n >= 1 && n <= 5, `R${i} accepted ${n}`);
+  for (const r of rs) {
+    const bc = (await clusterOf(r)).broadcasts.find((x) => x.path === "ring/cam");
+    for (const route of bc.routes) assert.ok(route.hops.length <= 4, JSON.stringify(route));
+  }
+  await H.pace(1_000);  // not a synchronisation: the window in which a storm would show
+  const later = [];
+  for (const r of rs) later.push(await announcesTotal(r));
+  assert.deepEqual(later, counts, "announcements kept coming");
+
+  view.close();
+  pub.stop();
+  H.closeConnection(pubConn);
+  H.closeConnection(viewConn);
+  for (const r of rs) await H.stopMoqdClean(r);
+});
+
+test("netns: a relay with a bad cluster token is refused by its peer; a good one links", {
+  ...T, skip: unavailable ? `network namespaces unavailable: ${unavailable}` : false,
+}, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "moqd-netns-"));
+  try {
+    const key = path.join(dir, "cluster.jwk");
+    const wrong = path.join(dir, "wrong.jwk");
+    fs.writeFileSync(key, JSON.stringify(await Token.generate("HS256", "cluster")));
+    fs.writeFileSync(wrong, JSON.stringify(await Token.generate("HS256", "cluster")));
+    const mint = async (k) => (await H.runMoq(["token", "--key", k, "--put", "", "--get", "", "--cluster"])).stdout.toString().trim();
+    const good = await mint(key);
+    const bad = await mint(wrong);
+    // Hosts 21..23: the hub, an intruder and a member, each linked to the hub through a proxy.
+    const [hh, ih, mh] = ["hub", "intruder", "member"].map((n, i) => makeHost(21 + i, n));
+    const hub = await relayOn(hh, ["--auth-key", key]);
+    const ip2hub = await linkProxy(ih, hh, 21);
+    const intruder = await relayOn(ih, ["--cluster-connect", ip2hub.url, "--cluster-token", bad]);
+    await H.waitFor(async () => (await clusterOf(intruder)).links[0].failures >= 2, 20_000,
+      "the intruder's link to fail twice", 100);
+    assert.notEqual((await clusterOf(intruder)).links[0].state, "up");
+    assert.match(hub.stderrText(), /auth refused connect .*reason=bad_signature/);
+    // The refusal came over the proxy: the intruder's datagrams reached the hub's host.
+    assert.ok(ip2hub.stats.forwarded > 0, JSON.stringify(ip2hub.stats));
+    const mp2hub = await linkProxy(mh, hh, 22);
+    const member = await relayOn(mh, ["--cluster-connect", mp2hub.url, "--cluster-token", good]);
+    await waitLinksUp(member, 1, 20_000);
+    // The token's cluster claim makes the link a relay link: the hub sees the member's broadcast
+    // with the member's hop id.
+    const pubConn = await H.connect(member.url);
+    const pub = clockPublisher(pubConn, "m/cam");
+    await H.waitFor(async () => (await clusterOf(hub)).broadcasts.some((b) => b.path === "m/cam"),
+      15_000, "the hub to learn m/cam", 100);
+    const bc = (await clusterOf(hub)).broadcasts.find((b) => b.path === "m/cam");
+    assert.deepEqual(bc.routes[0].hops, [(await clusterOf(member)).hop_id]);
+    // Still refused: the intruder never linked while the member did.
+    assert.notEqual((await clusterOf(intruder)).links[0].state, "up");
+    pub.stop();
+    H.closeConnection(pubConn);
+    for (const r of [hub, intruder, member]) await H.stopMoqdClean(r);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
