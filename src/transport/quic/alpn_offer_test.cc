@@ -17,8 +17,8 @@ std::optional<std::vector<std::string_view>> parse(std::initializer_list<uint8_t
 }
 
 TEST(AlpnOfferTest, WellFormedListKeepsTheClientsOrder) {
-  // list length 0x0011 = 17: "moqt-15" (1+7), "h3" (1+2), "moql" (1+4)
-  auto names = parse({0x00, 0x11, 7, 'm', 'o', 'q', 't', '-', '1', '5', 2, 'h', '3', 4, 'm', 'o',
+  // list length 0x0010 = 16: "moqt-15" (1+7), "h3" (1+2), "moql" (1+4)
+  auto names = parse({0x00, 0x10, 7, 'm', 'o', 'q', 't', '-', '1', '5', 2, 'h', '3', 4, 'm', 'o',
                       'q', 'l'});
   ASSERT_TRUE(names.has_value());
   EXPECT_THAT(*names, ElementsAre("moqt-15", "h3", "moql"));
@@ -78,7 +78,8 @@ TEST(AlpnOfferTest, ChoiceFollowsOurPreferenceNotTheClients) {
 
 TEST(AlpnOfferTest, NamesCompareByteExact) {
   const std::vector<std::string> ours = {"moqt-16"};
-  const std::vector<std::string_view> near = {"MOQT-16", "moqt-16 ", "moqt-1", std::string_view("moqt-16\0", 8)};
+  const std::vector<std::string_view> near = {"MOQT-16", "moqt-16 ", "moqt-1",
+                                              std::string_view("moqt-16\0", 8)};
   EXPECT_EQ(choose_alpn(ours, near), std::nullopt);
 }
 
