@@ -66,7 +66,7 @@ TEST(AlpnOfferTest, DuplicatesAreKept) {
 TEST(AlpnOfferTest, ChoiceFollowsOurPreferenceNotTheClients) {
   const std::vector<std::string> ours = {"moq-lite-05", "moq-lite-04", "moqt-20", "moqt-16",
                                          "moqt-15",     "moql",        "h3"};
-  const std::vector<std::string_view> offers = {"h3", "moqt-15", "moqt-16", "zzz"};
+  const std::vector<std::string_view> offers = {"h3", "moqt-16", "zzz", "moqt-15"};
   EXPECT_EQ(choose_alpn(ours, offers), std::optional<size_t>(3));  // moqt-16
   const std::vector<std::string_view> last_only = {"moqt-15"};
   EXPECT_EQ(choose_alpn(ours, last_only), std::optional<size_t>(4));
