@@ -18,8 +18,8 @@ std::optional<std::vector<std::string_view>> parse(std::initializer_list<uint8_t
 
 TEST(AlpnOfferTest, WellFormedListKeepsTheClientsOrder) {
   // list length 0x0010 = 16: "moqt-15" (1+7), "h3" (1+2), "moql" (1+4)
-  auto names = parse({0x00, 0x10, 7, 'm', 'o', 'q', 't', '-', '1', '5', 2, 'h', '3', 4, 'm', 'o',
-                      'q', 'l'});
+  auto names =
+      parse({0x00, 0x10, 7, 'm', 'o', 'q', 't', '-', '1', '5', 2, 'h', '3', 4, 'm', 'o', 'q', 'l'});
   ASSERT_TRUE(names.has_value());
   EXPECT_THAT(*names, ElementsAre("moqt-15", "h3", "moql"));
 }
@@ -37,12 +37,12 @@ TEST(AlpnOfferTest, EmptyInputsAreMalformed) {
   EXPECT_FALSE(parse({}).has_value());            // no length field
   EXPECT_FALSE(parse({0x00}).has_value());        // half a length field
   EXPECT_FALSE(parse({0x00, 0x00}).has_value());  // an empty list (RFC 7301: at least one name)
-  EXPECT_FALSE(parse({0x00, 0x01, 0x00}).has_value());  // an empty name
+  EXPECT_FALSE(parse({0x00, 0x01, 0x00}).has_value());            // an empty name
   EXPECT_FALSE(parse({0x00, 0x04, 2, 'h', '3', 0}).has_value());  // an empty name after a good one
 }
 
 TEST(AlpnOfferTest, TruncatedInputsAreMalformed) {
-  EXPECT_FALSE(parse({0x00, 0x03, 2, 'h'}).has_value());      // list length past the end
+  EXPECT_FALSE(parse({0x00, 0x03, 2, 'h'}).has_value());       // list length past the end
   EXPECT_FALSE(parse({0x00, 0x02, 2, 'h', '3'}).has_value());  // list length short of the end
   EXPECT_FALSE(parse({0x00, 0x01, 2}).has_value());            // the name itself cut off
   EXPECT_FALSE(parse({0xff, 0xff, 2, 'h', '3'}).has_value());  // 65535 announced, 3 present

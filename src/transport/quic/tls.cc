@@ -131,7 +131,8 @@ Status set_alpns(gnutls_session_t s, std::span<const std::string> alpns, unsigne
 constexpr unsigned int kServerAlpnFlags = GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE;
 
 // The gnutls_ext_raw_parse callback: keeps the first ALPN extension's data.
-int find_alpn_extension(void* ctx, unsigned int type, const unsigned char* data, unsigned int size) {
+int find_alpn_extension(void* ctx, unsigned int type, const unsigned char* data,
+                        unsigned int size) {
   auto* found = static_cast<std::optional<std::span<const uint8_t>>*>(ctx);
   if (type == kAlpnExtensionType && !found->has_value()) {
     *found = std::span<const uint8_t>(data, size);
@@ -146,8 +147,8 @@ int find_alpn_extension(void* ctx, unsigned int type, const unsigned char* data,
 std::span<const std::string> pick_for_hello(std::span<const std::string> preference,
                                             const gnutls_datum_t& hello) {
   std::optional<std::span<const uint8_t>> ext;
-  const int rv = gnutls_ext_raw_parse(&ext, find_alpn_extension, &hello,
-                                      GNUTLS_EXT_RAW_FLAG_TLS_CLIENT_HELLO);
+  const int rv =
+      gnutls_ext_raw_parse(&ext, find_alpn_extension, &hello, GNUTLS_EXT_RAW_FLAG_TLS_CLIENT_HELLO);
   if (rv >= 0 && ext) {
     if (auto offers = parse_alpn_offer(*ext)) {
       if (auto i = choose_alpn(preference, *offers)) {
