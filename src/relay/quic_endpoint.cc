@@ -41,33 +41,10 @@ std::vector<std::string> quic_alpns(const wire::VersionSet& versions) {
   if (out.empty()) {
     return out;
   }
-  out.push_back(std::string(kH3Alpn));  // WebTransport: the MoQ protocol is chosen in CONNECT
-  if (out.size() <= quic::kMaxAlpns) {
-    return out;
-  }
-  // GnuTLS 3.7 takes at most kMaxAlpns. h3 (which reaches every protocol through WebTransport),
-  // moq-lite's ALPNs and moql stay; the IETF drafts' fill what is left: draft 16 first (where
-  // independent implementations meet), then the newest. The rest are reached over raw QUIC only
-  // when --versions leaves room for them.
-  std::vector<std::string> ietf;
-  std::vector<std::string> kept;
-  for (const auto& a : out) {
-    const wire::ProtocolInfo* row = wire::protocol_for_alpn(a);
-    (row != nullptr && !wire::is_lite(row->version) ? ietf : kept).push_back(a);
-  }
-  std::stable_partition(ietf.begin(), ietf.end(), [](const std::string& a) { return a == "moqt-16"; });
-  const size_t room = quic::kMaxAlpns > kept.size() ? quic::kMaxAlpns - kept.size() : 0;
-  if (ietf.size() > room) {
-    ietf.resize(room);
-  }
-  std::vector<std::string> bounded;
-  for (const auto& a : out) {
-    if (std::find(kept.begin(), kept.end(), a) != kept.end() ||
-        std::find(ietf.begin(), ietf.end(), a) != ietf.end()) {
-      bounded.push_back(a);  // the table's preference order
-    }
-  }
-  return bounded;
+  // WebTransport: the MoQ protocol is chosen in CONNECT. No bound on the list: the TLS server
+  // hands GnuTLS (at most 8 per session) only the protocol it picked from the ClientHello.
+  out.push_back(std::string(kH3Alpn));
+  return out;
 }
 
 // One accepted QUIC connection and its MoQ session (the QUIC counterpart of ServerConnection's

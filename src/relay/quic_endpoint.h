@@ -74,7 +74,9 @@ struct CidKeyHash {
 std::vector<std::string> moq_protocols(const wire::VersionSet& versions);
 // The ALPN of HTTP/3, for WebTransport.
 inline constexpr std::string_view kH3Alpn = "h3";
-// The ALPNs the QUIC endpoint accepts: moq_protocols(), then h3.
+// The ALPNs the QUIC endpoint accepts, most preferred first: moq_protocols(), then h3 (every one
+// reachable over raw QUIC; the TLS server picks from the ClientHello, so GnuTLS's 8-protocol
+// limit does not apply).
 std::vector<std::string> quic_alpns(const wire::VersionSet& versions);
 
 class QuicEndpoint final : public transport::quic::PacketSink {

@@ -342,6 +342,29 @@ test("an Initial offering only an unknown ALPN is refused with no_application_pr
   }
 });
 
+// Every ALPN of the default --versions (the table's order): 11, more than the 8 GnuTLS 3.7 takes
+// in one gnutls_alpn_set_protocols. moqd picks from the ClientHello, so each one alone, and all
+// of them at once, start a handshake over raw QUIC.
+const DEFAULT_ALPNS = ["moq-lite-05", "moq-lite-04", "moq-lite-03", "moqt-20", "moqt-19", "moqt-18",
+  "moqt-17", "moqt-16", "moqt-15", "moql", "h3"];
+
+test("every ALPN of the default --versions is reachable over raw QUIC", opts, async () => {
+  await bystanders();
+  for (const alpns of [...DEFAULT_ALPNS.map((a) => [a]), DEFAULT_ALPNS, ["h9-unknown", "moqt-15"]]) {
+    const peer = await udpPeer();
+    try {
+      const dcid = randBytes(8);
+      const scid = randBytes(8);
+      await peer.send(initialPacket({ dcid, scid, payload: cryptoFrame(clientHello(scid, alpns)) }));
+      await waitFor(() => peer.received.length > 0, 2_000, `moqd's answer to an Initial offering ${alpns}`);
+      assert.equal(serverInitialHandshakeType(peer.received[0].msg, dcid), 2, `a ServerHello for ${alpns}`);
+    } finally {
+      peer.close();
+    }
+  }
+  await checkBystanders();
+});
+
 test("a client that sends one Initial and goes silent: moqd answers, then drops the connection", { timeout: 45_000 }, async () => {
   await bystanders();
   const peer = await udpPeer();

@@ -4,9 +4,12 @@
 #include <gnutls/crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
+#include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "base/log.h"
+#include "transport/quic/alpn_offer.h"
 
 namespace moqd::transport::quic {
 
@@ -16,11 +19,18 @@ struct ClientVerifyState {
   Sha256 fingerprint{};
 };
 
+// Heap-allocated for the same reason; the server session's db pointer (see choose_server_alpn).
+struct ServerAlpnState {
+  std::vector<std::string> preference;  // most preferred first
+};
+
 TlsSession::TlsSession() = default;
 TlsSession::TlsSession(GnutlsSessionPtr session, CredentialsPtr own_credentials,
-                       std::unique_ptr<ClientVerifyState> verify)
+                       std::unique_ptr<ClientVerifyState> verify,
+                       std::unique_ptr<ServerAlpnState> alpn)
     : own_credentials_(std::move(own_credentials)),
       verify_(std::move(verify)),
+      alpn_(std::move(alpn)),
       session_(std::move(session)) {}
 TlsSession::~TlsSession() = default;
 TlsSession::TlsSession(TlsSession&&) noexcept = default;
@@ -87,6 +97,19 @@ Status bind_quic(gnutls_session_t s, unsigned int role, ngtcp2_crypto_conn_ref* 
   return {};
 }
 
+Status check_alpns(std::span<const std::string> alpns) {
+  if (alpns.empty()) {
+    return fail(ErrorCode::kTransport, "ALPN list is empty");
+  }
+  for (const std::string& alpn : alpns) {
+    if (alpn.empty() || alpn.size() > kMaxAlpnLength) {
+      return fail(ErrorCode::kTransport, "ALPN protocol must be 1 to 255 bytes");
+    }
+  }
+  return {};
+}
+
+// Hands GnuTLS `alpns` (checked by check_alpns, at most kMaxAlpns).
 Status set_alpns(gnutls_session_t s, std::span<const std::string> alpns, unsigned int flags) {
   if (alpns.empty() || alpns.size() > kMaxAlpns) {
     return fail(ErrorCode::kTransport, "ALPN list must hold 1 to 8 protocols");
@@ -94,9 +117,6 @@ Status set_alpns(gnutls_session_t s, std::span<const std::string> alpns, unsigne
   std::vector<gnutls_datum_t> list;
   list.reserve(alpns.size());
   for (const std::string& alpn : alpns) {
-    if (alpn.empty() || alpn.size() > kMaxAlpnLength) {
-      return fail(ErrorCode::kTransport, "ALPN protocol must be 1 to 255 bytes");
-    }
     list.push_back({reinterpret_cast<unsigned char*>(const_cast<char*>(alpn.data())),
                     static_cast<unsigned int>(alpn.size())});
   }
@@ -108,9 +128,61 @@ Status set_alpns(gnutls_session_t s, std::span<const std::string> alpns, unsigne
   return {};
 }
 
-// The common part of both roles: flags, priority, ngtcp2 hooks and ALPN.
+constexpr unsigned int kServerAlpnFlags = GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE;
+
+// The gnutls_ext_raw_parse callback: keeps the first ALPN extension's data.
+int find_alpn_extension(void* ctx, unsigned int type, const unsigned char* data,
+                        unsigned int size) {
+  auto* found = static_cast<std::optional<std::span<const uint8_t>>*>(ctx);
+  if (type == kAlpnExtensionType && !found->has_value()) {
+    *found = std::span<const uint8_t>(data, size);
+  }
+  return 0;
+}
+
+// What GnuTLS is given for the ClientHello `hello` (its body): the first of `preference` that the
+// client offers, alone. Without one (no ALPN extension, a malformed one, or no common protocol)
+// the head of the list, which GnuTLS then refuses (no_application_protocol) or, for a malformed
+// extension, rejects itself (decode_error).
+std::span<const std::string> pick_for_hello(std::span<const std::string> preference,
+                                            const gnutls_datum_t& hello) {
+  std::optional<std::span<const uint8_t>> ext;
+  const int rv =
+      gnutls_ext_raw_parse(&ext, find_alpn_extension, &hello, GNUTLS_EXT_RAW_FLAG_TLS_CLIENT_HELLO);
+  if (rv >= 0 && ext) {
+    if (auto offers = parse_alpn_offer(*ext)) {
+      if (auto i = choose_alpn(preference, *offers)) {
+        return preference.subspan(*i, 1);
+      }
+    }
+  }
+  return preference.first(std::min(preference.size(), kMaxAlpns));
+}
+
+// GnuTLS's ClientHello hook (GNUTLS_HOOK_PRE: before it reads the extensions, ALPN included).
+int choose_server_alpn(gnutls_session_t session, unsigned int htype, unsigned int when,
+                       unsigned int incoming, const gnutls_datum_t* msg) {
+  const auto* state = static_cast<const ServerAlpnState*>(gnutls_db_get_ptr(session));
+  if (htype != GNUTLS_HANDSHAKE_CLIENT_HELLO || when != GNUTLS_HOOK_PRE || incoming == 0 ||
+      msg == nullptr || state == nullptr) {
+    return 0;
+  }
+  if (auto s = set_alpns(session, pick_for_hello(state->preference, *msg), kServerAlpnFlags); !s) {
+    return GNUTLS_E_INTERNAL_ERROR;
+  }
+  return 0;
+}
+
+// The common part of both roles: flags, priority, ngtcp2 hooks and ALPN (for a server, the head
+// of `alpns` until its ClientHello hook picks).
 Result<GnutlsSessionPtr> make_session(unsigned int role, std::span<const std::string> alpns,
                                       ngtcp2_crypto_conn_ref* conn_ref, Binding binding) {
+  if (auto s = check_alpns(alpns); !s) {
+    return tl::unexpected(s.error());
+  }
+  if (role == GNUTLS_SERVER) {
+    alpns = alpns.first(std::min(alpns.size(), kMaxAlpns));
+  }
   auto session = init_session(role, binding);
   if (!session) {
     return session;
@@ -120,10 +192,8 @@ Result<GnutlsSessionPtr> make_session(unsigned int role, std::span<const std::st
       return tl::unexpected(s.error());
     }
   }
-  unsigned int alpn_flags = GNUTLS_ALPN_MANDATORY;
-  if (role == GNUTLS_SERVER) {
-    alpn_flags |= GNUTLS_ALPN_SERVER_PRECEDENCE;
-  }
+  const unsigned int alpn_flags =
+      role == GNUTLS_SERVER ? kServerAlpnFlags : unsigned{GNUTLS_ALPN_MANDATORY};
   if (auto s = set_alpns(session->get(), alpns, alpn_flags); !s) {
     return tl::unexpected(s.error());
   }
@@ -243,11 +313,18 @@ Result<TlsSession> make_server_session(const Certificate& cert, std::span<const 
   if (!session) {
     return tl::unexpected(session.error());
   }
-  if (int rv = gnutls_credentials_set(session->get(), GNUTLS_CRD_CERTIFICATE, cert.credentials());
-      rv < 0) {
+  gnutls_session_t s = session->get();
+  if (int rv = gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, cert.credentials()); rv < 0) {
     return gnutls_fail("set server credentials failed", rv);
   }
-  return TlsSession(std::move(*session));
+  // The db pointer is free on a server: moqd sets no session-resumption database functions, and
+  // the session pointer belongs to ngtcp2's conn_ref.
+  auto state = std::make_unique<ServerAlpnState>();
+  state->preference.assign(alpns.begin(), alpns.end());
+  gnutls_db_set_ptr(s, state.get());
+  gnutls_handshake_set_hook_function(s, GNUTLS_HANDSHAKE_CLIENT_HELLO, GNUTLS_HOOK_PRE,
+                                     choose_server_alpn);
+  return TlsSession(std::move(*session), {}, {}, std::move(state));
 }
 
 Result<TlsSession> make_client_session(std::string_view server_name,

@@ -28,7 +28,9 @@ namespace moqd::transport::quic {
 inline constexpr const char* kTlsPriority =
     "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"
     "-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:%DISABLE_TLS13_COMPAT_MODE";
-// GnuTLS 3.7 keeps at most 8 ALPN protocols (it silently drops the rest, so moqd refuses more).
+// GnuTLS 3.7 keeps at most 8 ALPN protocols per gnutls_alpn_set_protocols (it silently drops the
+// rest): a client session refuses more; a server session hands GnuTLS only the protocol it picked
+// from the ClientHello, so its list has no such bound.
 inline constexpr size_t kMaxAlpns = 8;
 
 enum class Binding {
@@ -60,6 +62,8 @@ using GnutlsSessionPtr = std::unique_ptr<gnutls_session_int, GnutlsSessionDelete
 
 // What a client session's verification reads during the handshake; GnuTLS keeps pointers to it.
 struct ClientVerifyState;
+// What a server session's ClientHello hook reads: moqd's ALPNs in preference order.
+struct ServerAlpnState;
 
 // A GnuTLS session plus whatever it references that the session itself does not own. Movable;
 // the gnutls_session_t stays the same across moves.
@@ -68,7 +72,8 @@ class TlsSession {
   TlsSession();
   // Takes the session and what it references; the session is destroyed first.
   explicit TlsSession(GnutlsSessionPtr session, CredentialsPtr own_credentials = {},
-                      std::unique_ptr<ClientVerifyState> verify = {});
+                      std::unique_ptr<ClientVerifyState> verify = {},
+                      std::unique_ptr<ServerAlpnState> alpn = {});
   ~TlsSession();
   TlsSession(TlsSession&&) noexcept;
   TlsSession& operator=(TlsSession&&) noexcept;
@@ -80,14 +85,17 @@ class TlsSession {
   // Declared before session_ so that they are destroyed after it.
   CredentialsPtr own_credentials_;
   std::unique_ptr<ClientVerifyState> verify_;
+  std::unique_ptr<ServerAlpnState> alpn_;
   GnutlsSessionPtr session_;
 };
 
-// A server session presenting `cert`. `alpns` lists what moqd accepts, most preferred first; the
-// first of them that the client also offers is selected (server precedence), and a client that
-// offers none fails the handshake with no_application_protocol. For kQuic, `conn_ref` becomes the
-// session pointer ngtcp2's crypto callbacks read and must outlive the session; for kStream it is
-// ignored. Fails (kTransport) on an empty or over-long ALPN list or a GnuTLS error.
+// A server session presenting `cert`. `alpns` lists what moqd accepts, most preferred first, of
+// any length; the first of them that the client also offers is selected (server precedence: a
+// ClientHello hook reads the client's ALPN extension and gives GnuTLS only that one, see
+// alpn_offer.h), and a client that offers none fails the handshake with no_application_protocol.
+// For kQuic, `conn_ref` becomes the session pointer ngtcp2's crypto callbacks read and must outlive
+// the session; for kStream it is ignored. Fails (kTransport) on an empty ALPN list, a name that is
+// not 1 to 255 bytes, or a GnuTLS error.
 [[nodiscard]] Result<TlsSession> make_server_session(const Certificate& cert,
                                                      std::span<const std::string> alpns,
                                                      ngtcp2_crypto_conn_ref* conn_ref,

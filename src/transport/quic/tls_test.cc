@@ -154,6 +154,56 @@ TEST_F(TlsTest, NoCommonAlpnFailsHandshake) {
   EXPECT_EQ(selected_alpn(s.get()), "");
 }
 
+// moqd's default raw QUIC list: 11 protocols, more than GnuTLS 3.7 takes in one
+// gnutls_alpn_set_protocols (8). The ClientHello hook makes every one of them reachable.
+const std::vector<std::string> kElevenAlpns = {
+    "moq-lite-05", "moq-lite-04", "moq-lite-03", "moqt-20", "moqt-19", "moqt-18",
+    "moqt-17",     "moqt-16",     "moqt-15",     "moql",    "h3"};
+
+TEST_F(TlsTest, EveryOneOfMoreThanEightAlpnsIsReachable) {
+  for (const std::string& alpn : kElevenAlpns) {
+    TlsSession s = server(kElevenAlpns);
+    TlsSession c = client(insecure(), "localhost", {alpn});
+    ASSERT_TRUE(s && c);
+    HandshakeResult r = handshake(c.get(), s.get());
+    ASSERT_EQ(r.server, 0) << alpn << ": " << gnutls_strerror(r.server);
+    ASSERT_EQ(r.client, 0) << alpn << ": " << gnutls_strerror(r.client);
+    EXPECT_EQ(selected_alpn(s.get()), alpn);
+    EXPECT_EQ(selected_alpn(c.get()), alpn);
+  }
+}
+
+TEST_F(TlsTest, LongListPicksByServerPreferenceNotOfferOrder) {
+  TlsSession s = server(kElevenAlpns);
+  TlsSession c = client(insecure(), "localhost", {"h3", "moqt-15", "moqt-17", "moql", "moqt-16"});
+  ASSERT_TRUE(s && c);
+  HandshakeResult r = handshake(c.get(), s.get());
+  ASSERT_EQ(r.server, 0) << gnutls_strerror(r.server);
+  EXPECT_EQ(selected_alpn(s.get()), "moqt-17");
+  EXPECT_EQ(selected_alpn(c.get()), "moqt-17");
+}
+
+TEST_F(TlsTest, LongListWithNoCommonAlpnFailsHandshake) {
+  TlsSession s = server(kElevenAlpns);
+  TlsSession c = client(insecure(), "localhost", {"moqt-99", "h2", "moqt-1"});
+  ASSERT_TRUE(s && c);
+  HandshakeResult r = handshake(c.get(), s.get());
+  EXPECT_EQ(r.server, GNUTLS_E_NO_APPLICATION_PROTOCOL);
+  EXPECT_LT(r.client, 0);
+  EXPECT_EQ(selected_alpn(s.get()), "");
+}
+
+TEST_F(TlsTest, ServerRefusesEmptyOrBadAlpnNames) {
+  EXPECT_FALSE(make_server_session(*cert_, std::vector<std::string>{}, nullptr, Binding::kStream));
+  EXPECT_FALSE(
+      make_server_session(*cert_, std::vector<std::string>{"h3", ""}, nullptr, Binding::kStream));
+  EXPECT_FALSE(make_server_session(*cert_, std::vector<std::string>{std::string(256, 'x')}, nullptr,
+                                   Binding::kStream));
+  // A client still offers at most 8 (GnuTLS would drop the rest silently).
+  EXPECT_FALSE(
+      make_client_session("localhost", kElevenAlpns, insecure(), nullptr, Binding::kStream));
+}
+
 TEST_F(TlsTest, SelectedAlpnIsEmptyBeforeHandshake) {
   TlsSession s = server();
   ASSERT_TRUE(s);
@@ -242,12 +292,14 @@ TEST_F(TlsTest, ClientSetupErrorsAreResults) {
   EXPECT_FALSE(make_client_session("", alpns, ca, nullptr, Binding::kStream));
 }
 
-TEST_F(TlsTest, AlpnListMustHoldOneToEightProtocols) {
+TEST_F(TlsTest, AlpnListBounds) {
   EXPECT_FALSE(make_server_session(*cert_, std::vector<std::string>{}, nullptr, Binding::kStream));
+  // A server picks from the ClientHello, so its list may be longer than GnuTLS's 8; a client's not.
   std::vector<std::string> nine(9, "moql");
-  EXPECT_FALSE(make_server_session(*cert_, nine, nullptr, Binding::kStream));
+  EXPECT_TRUE(make_server_session(*cert_, nine, nullptr, Binding::kStream));
+  EXPECT_FALSE(make_client_session("localhost", nine, insecure(), nullptr, Binding::kStream));
   std::vector<std::string> eight(8, "moql");
-  EXPECT_TRUE(make_server_session(*cert_, eight, nullptr, Binding::kStream));
+  EXPECT_TRUE(make_client_session("localhost", eight, insecure(), nullptr, Binding::kStream));
   EXPECT_FALSE(make_client_session("localhost", std::vector<std::string>{""}, insecure(), nullptr,
                                    Binding::kStream));
   EXPECT_FALSE(make_client_session("localhost", std::vector<std::string>{std::string(256, 'a')},
