@@ -6,7 +6,6 @@
 // beside it. Here a bystander moqd started the same way must still be serving after a short
 // heap_sites.sh run. Not run against a sanitized moqd (heaptrack's LD_PRELOAD and ASan's runtime
 // cannot both come first): scripts/test.sh leaves this file out of that stage.
-// scripts/test.sh runs this file alone (see interop() there): heap_sites.sh pins moqd to CPU 1 under heaptrack, whose connects time out on a busy machine.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import fs from "node:fs";
