@@ -115,9 +115,8 @@ unit() {  # dir
 # ephemeral ports, and most of a file's time is spent waiting (on a timeout, a TTL, a killed relay),
 # so two files side by side share 2 cores well. A file whose header says "scripts/test.sh runs this
 # file alone" measures RSS, a rate, a CPU cost, a time bound or a bystander that must lose no frame,
-# which another file beside it could disturb
-# (it can starve it of CPU): those run afterwards, one at a time. Both groups always run; the stage
-# fails if either did.
+# which another file beside it could disturb (by starving it of CPU): those run afterwards, one at
+# a time. Both groups always run; the stage fails if either did.
 interop_alone_marker="scripts/test.sh runs this file alone"
 interop() {  # dir [test files...]
   local dir=$1; shift
