@@ -2,6 +2,7 @@
 // moqd, pinned), report the fields docs/BENCHMARKS.md reads, and say a run is invalid when the
 // generator's own sockets dropped datagrams. Short and small: these check the instruments, not
 // the relay's speed (that is docs/BENCHMARKS.md's job).
+// scripts/test.sh runs this file alone (see interop() there): the runs pin CPUs and set the relay's cost against a limit.
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
 import * as H from "./harness.mjs";

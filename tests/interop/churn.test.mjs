@@ -6,6 +6,7 @@
 // are swallowed: the subject is moqd. Afterwards every session must be gone, a fresh pub -> sub
 // round trip must be exact, and moqd must exit 0 on SIGTERM (under ASan an error or leak report
 // makes that fail). CHURN_SEED=<n> replays a seed's choices (timing still varies).
+// scripts/test.sh runs this file alone (see interop() there): a 20 s soak on 2 workers, with stall timeouts of its own.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 

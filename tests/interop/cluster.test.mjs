@@ -12,6 +12,7 @@
 //   the routes learned through them), an editor's rename-into-place is seen, bad lines skipped.
 // - `moq sub --fallback URL`: its relay killed, it continues through the other relay (both linked
 //   to the publisher's), never writing a group twice or out of order.
+// scripts/test.sh runs this file alone (see interop() there): failover must happen within a stated bound.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";

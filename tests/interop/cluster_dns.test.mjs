@@ -5,6 +5,7 @@
 // Every member of a DNS-discovered cluster listens on the same port at its own address, so the
 // relays here listen on loopback addresses of their own (127.0.0.2-5 and ::1, all on `lo`) at one
 // port picked free on all of them; the harness's 127.0.0.1:0 listener stays as the URL tests use.
+// scripts/test.sh runs this file alone (see interop() there): its relays listen on 127.0.0.2-5 at one common port, and it counts lookups in a 3 s window.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import dgram from "node:dgram";

@@ -13,6 +13,7 @@
 //
 // Needs root (ip netns, veth). The namespaces and links are created here and always deleted,
 // also when a test fails; the file skips, saying why, only when a namespace cannot be created.
+// scripts/test.sh runs this file alone (see interop() there): failover through network namespaces within a stated bound.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";

@@ -3,6 +3,7 @@
 // (27); sessions whose version has no GOAWAY (lite-01/02) are closed with going_away at once.
 // `moq sub` follows a GOAWAY to the new relay and resubscribes, losing at most the groups in
 // flight; moqd exits 0.
+// scripts/test.sh runs this file alone (see interop() there): sessions must close 1.5-4 s after SIGTERM.
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
 import * as H from "./harness.mjs";

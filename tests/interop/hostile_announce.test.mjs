@@ -5,6 +5,7 @@
 // announce stream with bounds_exceeded (--max-announce-buffer), log why, keep its RSS under a stated bound, give the
 // memory back afterwards, and the bystander publisher/subscriber pair must lose no frame and see
 // no gap over a stated bound.
+// scripts/test.sh runs this file alone (see interop() there): it bounds moqd's RSS during a flood and after it.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, test } from "node:test";

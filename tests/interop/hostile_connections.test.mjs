@@ -5,6 +5,7 @@
 // another address is served while only the per-address cap holds, the silent sessions are
 // closed by --idle-timeout, after which a new viewer is served again, and a bystander
 // publisher/subscriber pair loses no frame and sees no gap over a stated bound.
+// scripts/test.sh runs this file alone (see interop() there): moqd runs under prlimit and its RSS is bounded.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 

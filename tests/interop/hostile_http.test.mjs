@@ -1,6 +1,7 @@
 // Hostile peers at the HTTP/1.1 and WebSocket layers. One moqd for the file; a bystander
 // publisher/subscriber pair streams throughout, and after every attack the test asserts what the
 // attacker saw, what moqd logged, and that the bystander lost nothing.
+// scripts/test.sh runs this file alone (see interop() there): its bystander must lose no frame, and a slowloris be closed within 4 s.
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
 

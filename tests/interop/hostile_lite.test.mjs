@@ -1,6 +1,7 @@
 // Hostile peers at the qmux-00 and moq-lite-02 layers, and a peer that stops reading. One moqd
 // for the file; a bystander publisher/subscriber pair streams throughout, and after every attack
 // the test asserts what the attacker saw, what moqd logged, and that the bystander lost nothing.
+// scripts/test.sh runs this file alone (see interop() there): its bystander must lose no frame, and a stalled SETUP be closed within 4 s.
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
 

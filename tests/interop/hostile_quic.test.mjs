@@ -4,6 +4,7 @@
 // Initials from random connection IDs (held to --max-pending-handshakes). One moqd for the
 // file; a JS bystander pair over WebSocket and a `moq sub` over QUIC read a live track
 // throughout, and after every attack the test asserts neither lost anything.
+// scripts/test.sh runs this file alone (see interop() there): it counts stateless resets per rate-limit window.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import dgram from "node:dgram";

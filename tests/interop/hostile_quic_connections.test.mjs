@@ -6,6 +6,7 @@
 // sessions never exceed the cap (sampled throughout), moqd logs the refusals, a WebSocket
 // session from another address (127.0.0.2) is still upgraded, the bystander loses nothing, and
 // once the attacker leaves its places are given back (a new QUIC viewer from 127.0.0.1 is served).
+// scripts/test.sh runs this file alone (see interop() there): its sessions must close within the handshake timeout and RSS come back within 16 MB.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 

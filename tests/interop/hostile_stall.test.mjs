@@ -1,6 +1,7 @@
 // A subscriber that stops reading: moqd measures progress by bytes leaving the connection, so a
 // paused peer is closed with code 3 (timeout) after --stall-timeout while the bystander keeps
 // receiving every frame.
+// scripts/test.sh runs this file alone (see interop() there): its bystander must lose no frame, which a file starving it of CPU can break (it did under ASan).
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
 

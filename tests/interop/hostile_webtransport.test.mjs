@@ -3,6 +3,7 @@
 // One moqd for the file; a bystander publisher/subscriber pair over WebSocket streams throughout,
 // and after every case the test asserts the status the probe got, the refusal moqd logged for
 // that probe's address, and that the bystander lost nothing.
+// scripts/test.sh runs this file alone (see interop() there): its bystander must lose no frame.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import path from "node:path";

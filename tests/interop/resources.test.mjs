@@ -1,5 +1,6 @@
 // Resources stay bounded: a subscriber that stops reading while 100 MB flow past it, and 1,000
 // connections opened and dropped. Reads moqd's /proc entries (Linux).
+// scripts/test.sh runs this file alone (see interop() there): it measures moqd's RSS and open files.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import { after, test } from "node:test";
