@@ -175,7 +175,7 @@ stage unit-asan unit build-asan
 # resources.test.mjs measures RSS, which ASan's quarantine of freed memory inflates: it runs in
 # the uninstrumented stage only; so does bench_scripts.test.mjs, which runs moqd under heaptrack
 # (its LD_PRELOAD and ASan's runtime cannot both come first).
-stage interop-asan interop build-asan $(cd tests/interop && ls ./*.test.mjs | grep -v -e resources -e bench_scripts)
+INTEROP_JOBS=2 stage interop-asan interop build-asan $(cd tests/interop && ls ./*.test.mjs | grep -v -e resources -e bench_scripts)
 stage browser-asan browser build-asan
 TARGETS="moqd moq runtime_tests relay_tests" stage build-tsan configure_build build-tsan g++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOQD_SANITIZE=thread -DMOQD_UNITY_TESTS=ON
