@@ -1063,19 +1063,12 @@ class SetupStreamReader final : public Handler {
         }
         return;
       }
-      auto r = wi::decode_control(session_.draft(), data, session_.limits());
-      if (!r) {
-        session_.fail(r.error());
+      // In the draft's form: the peer's form is known only from its SETUP.
+      std::optional<wi::ControlMessage> read = session_.read_message(*stream_, wi::Peer::kDraftText);
+      if (!read) {
         return;
       }
-      if (!r->has_value()) {
-        if (stream_->has_peer_fin()) {
-          session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
-        }
-        return;
-      }
-      stream_->consume((*r)->consumed);
-      wi::ControlMessage m = std::move((*r)->value);
+      wi::ControlMessage m = std::move(*read);
       if (!got_setup_) {
         auto* setup = std::get_if<wi::Setup>(&m);
         if (setup == nullptr) {
@@ -1154,19 +1147,11 @@ class RequestStream final : public Handler {
       if (data.empty()) {
         break;
       }
-      auto r = wi::decode_control(session_.draft(), data, session_.limits(), session_.peer_form());
-      if (!r) {
-        session_.fail(r.error());
+      std::optional<wi::ControlMessage> m = session_.read_message(*stream_, session_.peer_form());
+      if (!m) {
         return;
       }
-      if (!r->has_value()) {
-        if (stream_->has_peer_fin()) {
-          session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
-        }
-        return;
-      }
-      stream_->consume((*r)->consumed);
-      on_message(std::move((*r)->value));
+      on_message(std::move(*m));
     }
     if (stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received()) {
       peer_ended();
@@ -2177,6 +2162,22 @@ bool IetfSession::accept_stream_request_id(uint64_t id) {
   return false;
 }
 
+std::optional<wi::ControlMessage> IetfSession::read_message(transport::Stream& stream, wi::Peer form) {
+  auto r = wi::decode_control(version_, stream.peek(), limits_, form);
+  if (!r) {
+    fail(r.error());
+    return std::nullopt;
+  }
+  if (!r->has_value()) {
+    if (stream.has_peer_fin()) {
+      fail(make_error(ErrorCode::kDecode, "truncated message"));
+    }
+    return std::nullopt;
+  }
+  stream.consume((*r)->consumed);
+  return std::move((*r)->value);
+}
+
 void IetfSession::on_request_stream(transport::Stream& stream) {
   auto r = wi::decode_control(version_, stream.peek(), limits_, peer_form_);
   if (!r) {
@@ -2361,19 +2362,11 @@ class NamespaceDiscovery final : public Handler {
       if (data.empty()) {
         break;
       }
-      auto r = wi::decode_control(session_.draft(), data, session_.limits());
-      if (!r) {
-        session_.fail(r.error());
+      std::optional<wi::ControlMessage> m = session_.read_message(*stream_, wi::Peer::kDraftText);
+      if (!m) {
         return;
       }
-      if (!r->has_value()) {
-        if (stream_->has_peer_fin()) {
-          session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
-        }
-        return;
-      }
-      stream_->consume((*r)->consumed);
-      on_message((*r)->value);
+      on_message(*m);
     }
     if (stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received()) {
       end();  // the relay ended the request: what it told of is gone

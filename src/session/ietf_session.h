@@ -113,6 +113,11 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
       --namespace_listeners_;
     }
   }
+  // The next control message at the front of `stream`, read in `form` and consumed; nullopt while
+  // it is incomplete, or with the session failing when it does not decode or the peer's FIN cut it
+  // short.
+  std::optional<wire::ietf::ControlMessage> read_message(transport::Stream& stream,
+                                                         wire::ietf::Peer form);
   // Queues a control message on the control stream.
   void send_control(const wire::ietf::ControlMessage& m);
   // Destroys `h` after the current callback.
