@@ -9,17 +9,12 @@
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
-import * as Net from "@moq/net";
+import { GROUPS, before, closeNetConnections, count, flat, netConnect, netPublish, netSubscribe, netWaitActive } from "./net_client.mjs";
 import { RawWs, RawMux, qmux, BIG_PARAMS, varint, str, waitLog } from "./raw.mjs";
 
 const started = [];
-const conns = [];
 after(async () => {
-  for (const c of conns) {
-    try {
-      c.close();
-    } catch {}
-  }
+  closeNetConnections();
   H.closeAllConnections();
   for (const m of started) await m.stop().catch(() => {});
 });
@@ -29,100 +24,6 @@ async function moqd(args) {
   started.push(m);
   return m;
 }
-
-async function netConnect(url) {
-  const conn = await H.withDeadline(Net.Connection.connect(new URL(url)), 10_000, `@moq/net connect to ${url}`);
-  conns.push(conn);
-  return conn;
-}
-
-// Serves `groups` (arrays of Uint8Array frames) on every track requested from `p`; before group
-// i > 0, waits for before(i). With `end`, closes the track after the last group.
-function netPublish(conn, p, groups, { before = async () => {}, end = false } = {}) {
-  const broadcast = new Net.Broadcast.Producer();
-  conn.publish(Net.Path.from(p), broadcast);
-  (async () => {
-    for (;;) {
-      const req = await broadcast.requested();
-      if (!req) break;
-      (async () => {
-        const track = req.accept();
-        let ts = 0;
-        for (const [i, frames] of groups.entries()) {
-          if (i > 0) await before(i);
-          const g = track.appendGroup();
-          for (const payload of frames) g.writeFrame({ payload, timestamp: Net.Time.Timestamp.fromMillis(ts++) });
-          g.close();
-        }
-        if (end) track.close();
-      })().catch((err) => {
-        if (!/closed/.test(String(err?.message ?? err))) console.error("netPublish", err);
-      });
-    }
-  })().catch((err) => console.error("netPublish", err));
-  return broadcast;
-}
-
-async function netWaitActive(conn, p, ms = 10_000) {
-  const parent = p.slice(0, p.lastIndexOf("/"));
-  const name = p.slice(p.lastIndexOf("/") + 1);
-  const announced = conn.announced(Net.Path.from(parent));
-  try {
-    await H.withDeadline(
-      (async () => {
-        for (;;) {
-          const e = await announced.next();
-          if (!e) throw new Error("announced ended");
-          if (e.path === name && e.active) return;
-        }
-      })(),
-      ms,
-      `announcement of ${p}`,
-    );
-  } finally {
-    announced.close();
-  }
-}
-
-// Subscribes to `track` of `p` and records frames per group sequence; state.ended once the
-// subscription ends (the publisher ended the track, through moqd).
-function netSubscribe(conn, p, track) {
-  const sub = conn.consume(Net.Path.from(p)).subscribe(track);
-  const groups = new Map();
-  const state = { n: 0, ended: false };
-  (async () => {
-    for (;;) {
-      const g = await sub.recvGroup();
-      if (!g) break;
-      const frames = [];
-      groups.set(g.sequence, frames);
-      (async () => {
-        for (;;) {
-          const f = await g.readFrame();
-          if (!f) break;
-          frames.push(Buffer.from(f.payload));
-          state.n++;
-        }
-      })().catch(() => {});
-    }
-  })()
-    .catch(() => {})
-    .finally(() => {
-      state.ended = true;
-    });
-  const ordered = () => [...groups.entries()].sort((a, b) => a[0] - b[0]).map(([, f]) => f);
-  return { sub, groups, state, ordered };
-}
-
-const GROUPS = [
-  [H.text("sync"), H.randomFrame(40_000)],
-  [new Uint8Array(0), H.randomFrame(17), H.randomFrame(3000)],
-  [H.randomFrame(1), H.randomFrame(70_000)],
-];
-const flat = (groups) => groups.flat().map((f) => Buffer.from(f));
-const count = (groups) => groups.flat().length;
-const before = (progress, groups) => (i) =>
-  H.waitFor(() => progress.state.n >= count(groups.slice(0, i)), 10_000, `group ${i - 1} through moqd`);
 
 for (const version of ["moq-transport-16", "moq-transport-15", "moq-transport-14"]) {
   test(`@moq/net 0.3.4 publishes and subscribes byte for byte over ${version}, and the end of the track arrives`, { timeout: H.TEST_TIMEOUT_MS }, async () => {

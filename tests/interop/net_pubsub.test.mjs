@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
+import { netWaitActive } from "./net_client.mjs";
 import * as Net from "@moq/net";
 import { waitLog } from "./raw.mjs";
 
@@ -59,27 +60,6 @@ function netPublish(conn, p, groups, before = async () => {}) {
     // Leave the track open: the subscriber reads what it needs, then closes.
   }, "netPublish");
   return broadcast;
-}
-
-async function netWaitActive(conn, p, ms = 10_000) {
-  const parent = p.slice(0, p.lastIndexOf("/"));
-  const name = p.slice(p.lastIndexOf("/") + 1);
-  const announced = conn.announced(Net.Path.from(parent));  // events carry the path under it
-  try {
-    await H.withDeadline(
-      (async () => {
-        for (;;) {
-          const e = await announced.next();
-          if (!e) throw new Error("announced ended");
-          if (e.path === name && e.active) return;
-        }
-      })(),
-      ms,
-      `announcement of ${p}`,
-    );
-  } finally {
-    announced.close();
-  }
 }
 
 // Reads `count` frames from `track` of `path`, groups in any order, frames in order;
