@@ -1,0 +1,318 @@
+// A ring of five relays (the interop ring of cluster.test.mjs, in process): moq-lite-04 sessions
+// over in-memory channels, one Origin per relay, every peer announcement put into the relay's
+// Origin as the relay does (relay/worker.cc on_peer_announce), all on one ManualClock. Each
+// relay counts the announcements it hears from its peers (a new route, an update, a withdrawal:
+// every on_peer_announce), and after each event (a broadcast appears, a viewer makes warm copies,
+// the publisher leaves, comes back, moves, a link drops and returns) the ring must fall quiet
+// with a bounded number of them per relay. A storm shows as a ring that never falls quiet, or
+// as counts far past the bound (docs/ARCHITECTURE.md, Clustering: why announcements are bounded).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "session/session.h"
+#include "testing/session_fixture.h"
+
+namespace moqd::session {
+namespace {
+
+using moqd::testing::FrameCollector;
+using moqd::testing::TestBroadcast;
+using transport::websocket::MuxSession;
+
+constexpr size_t kRelays = 5;
+constexpr char kPath[] = "ring/cam";
+
+// One relay: its Origin and the announcements its peers made to it.
+struct RingRelay {
+  RingRelay(uint64_t hop, ManualClock& clock) : hop_id(hop), origin(config(hop), clock, clock) {}
+  static model::OriginConfig config(uint64_t hop) {
+    model::OriginConfig c;
+    c.hop_id = hop;
+    c.upstream_linger = std::chrono::milliseconds(200);
+    return c;
+  }
+  uint64_t hop_id;
+  model::Origin origin;
+  uint64_t heard = 0;  // on_peer_announce calls, over every link this relay had
+};
+
+// A relay's side of a link: a trusted relay peer whose announcements go into the relay's Origin.
+class LinkHandler final : public SessionHandler {
+ public:
+  explicit LinkHandler(RingRelay& relay) : relay_(relay) {}
+  bool authorize(Action, std::string_view, std::string_view) override { return true; }
+  void on_session_ready(wire::Version) override {}
+  void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
+                        model::BroadcastSource& source) override {
+    ++relay_.heard;
+    if (active) {
+      relay_.origin.announce(path, &source, hops);
+    } else {
+      relay_.origin.unannounce(path, &source);
+    }
+  }
+  bool is_relay_link() const override { return true; }
+  void on_session_closed(Error) override {}
+
+ private:
+  RingRelay& relay_;
+};
+
+// A cluster link: relay `dialler` (client session) to relay `listener` (server session), as
+// ClusterLink dials a peer: moq-lite-04, each side asking the other for every broadcast.
+class RingLink {
+ public:
+  RingLink(RingRelay& dialler, RingRelay& listener, ManualClock& clock)
+      : dialler_handler_(dialler), listener_handler_(listener) {
+    server_mux_ = std::make_unique<MuxSession>(
+        channels_.a(), clock, transport::websocket::Framing::kQmux00,
+        transport::websocket::Role::kServer, "moq-lite-04", "/", "dialler", transport::websocket::MuxConfig{});
+    client_mux_ = std::make_unique<MuxSession>(
+        channels_.b(), clock, transport::websocket::Framing::kQmux00,
+        transport::websocket::Role::kClient, "moq-lite-04", "/", "listener", transport::websocket::MuxConfig{});
+    channels_.a().set_handler(server_mux_.get());
+    channels_.b().set_handler(client_mux_.get());
+    server_ = std::make_unique<Session>(*server_mux_, config(Role::kServer, listener.hop_id),
+                                        listener.origin, listener_handler_, clock, clock);
+    client_ = std::make_unique<Session>(*client_mux_, config(Role::kClient, dialler.hop_id),
+                                        dialler.origin, dialler_handler_, clock, clock);
+    server_->start();
+    client_->start();
+  }
+  ~RingLink() {
+    // The sessions leave their origins (withdrawing what the peer announced) before the
+    // transports go, as a relay's link does when it is lost.
+    client_.reset();
+    server_.reset();
+    server_mux_->set_visitor(nullptr);
+    client_mux_->set_visitor(nullptr);
+    channels_.a().set_handler(nullptr);
+    channels_.b().set_handler(nullptr);
+  }
+  RingLink(const RingLink&) = delete;
+  RingLink& operator=(const RingLink&) = delete;
+
+  // At most 64 messages each way: a ping-pong on one link must not keep a round from ending.
+  size_t deliver() { return channels_.deliver(128); }
+
+ private:
+  static SessionConfig config(Role role, uint64_t hop) {
+    SessionConfig c;
+    c.role = role;
+    c.hop_id = hop;
+    c.limits.max_announce_rate = 0;  // a relay link's budgets (relay_session.cc)
+    c.limits.idle_timeout = Duration::zero();
+    return c;
+  }
+
+  testing::FakeChannelPair channels_;
+  LinkHandler dialler_handler_;
+  LinkHandler listener_handler_;
+  std::unique_ptr<MuxSession> server_mux_;
+  std::unique_ptr<MuxSession> client_mux_;
+  std::unique_ptr<Session> server_;
+  std::unique_ptr<Session> client_;
+};
+
+class Ring {
+ public:
+  // R1..R3 dial the one before; R4 dials R3 and R0, closing the ring (cluster.test.mjs).
+  Ring() {
+    for (size_t i = 0; i < kRelays; ++i) {
+      // Hop ids whose order is not the ring's, so tie-breaks are not along the ring either.
+      relays_.push_back(std::make_unique<RingRelay>(1000 + (i * 7) % kRelays, clock_));
+    }
+    for (size_t i = 0; i < kRelays; ++i) {
+      connect(i);
+    }
+  }
+  // Link i joins R(i) and R(i+1 mod 5), dialled by the higher-numbered relay.
+  void connect(size_t i) {
+    size_t a = i, b = (i + 1) % kRelays;
+    links_[i] = std::make_unique<RingLink>(relay(std::max(a, b)), relay(std::min(a, b)), clock_);
+  }
+  void disconnect(size_t i) { links_[i].reset(); }
+
+  RingRelay& relay(size_t i) { return *relays_[i]; }
+  model::Origin& origin(size_t i) { return relays_[i]->origin; }
+
+  // Delivers messages (and runs due timers) until nothing moves; false when the ring was still
+  // busy after `max_rounds`: announcements that never stop.
+  bool pump(size_t max_rounds = 2000) {
+    int quiet = 0;
+    for (size_t round = 0; round < max_rounds; ++round) {
+      clock_.advance(Duration::zero());
+      size_t moved = 0;
+      for (auto& l : links_) {
+        moved += l ? l->deliver() : 0;
+      }
+      quiet = moved == 0 ? quiet + 1 : 0;
+      if (quiet >= 2) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Runs the ring for `d` in 10 ms steps (kUpdateGrace and linger timers fire on the way);
+  // false as soon as a step never falls quiet.
+  bool run(Duration d) {
+    while (d > Duration::zero()) {
+      Duration step = std::min<Duration>(d, std::chrono::milliseconds(10));
+      clock_.advance(step);
+      if (!pump()) {
+        return false;
+      }
+      d -= step;
+    }
+    return true;
+  }
+
+  std::array<uint64_t, kRelays> heard() const {
+    std::array<uint64_t, kRelays> out{};
+    for (size_t i = 0; i < kRelays; ++i) {
+      out[i] = relays_[i]->heard;
+    }
+    return out;
+  }
+
+ private:
+  ManualClock clock_;
+  std::vector<std::unique_ptr<RingRelay>> relays_;
+  // After the relays: the links (their sessions) leave the origins first.
+  std::array<std::unique_ptr<RingLink>, kRelays> links_;
+};
+
+std::string show(const std::array<uint64_t, kRelays>& a) {
+  std::string s;
+  for (uint64_t n : a) {
+    s += (s.empty() ? "" : " ") + std::to_string(n);
+  }
+  return s;
+}
+
+// Runs the ring through one event and checks that it settles: it falls quiet within 3 s and
+// stays quiet for 2 s more (no announcement heard), each relay having heard at most `bound`
+// announcements for the event.
+::testing::AssertionResult settles(Ring& ring, const char* event, uint64_t bound) {
+  const auto before = ring.heard();
+  const bool quiet = ring.run(std::chrono::seconds(3));
+  const auto settled = ring.heard();
+  const bool still = quiet && ring.run(std::chrono::seconds(2));
+  const auto later = ring.heard();
+  std::array<uint64_t, kRelays> delta{};
+  bool bounded = true;
+  for (size_t i = 0; i < kRelays; ++i) {
+    delta[i] = settled[i] - before[i];
+    bounded = bounded && delta[i] <= bound;
+  }
+  std::printf("# %s: announcements heard per relay: %s\n", event, show(delta).c_str());
+  std::fflush(stdout);
+  if (!quiet || !still) {
+    return ::testing::AssertionFailure() << event << ": the ring never fell quiet; heard "
+                                         << show(later);
+  }
+  if (later != settled) {
+    return ::testing::AssertionFailure() << event << ": announcements kept coming: heard "
+                                         << show(settled) << ", 2 s later " << show(later);
+  }
+  if (!bounded) {
+    return ::testing::AssertionFailure() << event << ": more than " << bound
+                                         << " announcements heard by a relay: " << show(delta);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+void expect_everywhere(Ring& ring, bool active, const char* event) {
+  for (size_t i = 0; i < kRelays; ++i) {
+    EXPECT_EQ(ring.origin(i).is_active(kPath), active) << event << ": R" << i;
+    for (const auto& route : ring.origin(i).routes(kPath)) {
+      // A route of a five-relay ring crosses at most four relays; a longer one went round.
+      EXPECT_LE(route.hops.size(), kRelays - 1) << event << ": R" << i;
+      EXPECT_FALSE(model::hops_contain(route.hops, ring.relay(i).hop_id)) << event << ": R" << i;
+    }
+  }
+}
+
+// Each relay has two links, and a broadcast's route over a link changes a bounded number of
+// times per event (announced, withdrawn, updated as warm copies come and go or as a shorter
+// route replaces a longer one): the bound is a few per link (measured: at most 4 per relay and
+// event). A storm goes far past it, or never falls quiet.
+constexpr uint64_t kPerEventBound = 6;
+
+TEST(ClusterRingTest, FiveRelaysSettleWithBoundedAnnouncementsPerRelay) {
+  Ring ring;
+  ASSERT_TRUE(ring.run(std::chrono::milliseconds(100)));
+
+  std::optional<TestBroadcast> pub;
+  pub.emplace(ring.origin(0), kPath);
+  ASSERT_TRUE(settles(ring, "publisher on R0", kPerEventBound));
+  expect_everywhere(ring, true, "publisher on R0");
+  EXPECT_EQ(ring.origin(2).routes(kPath).at(0).hops.size(), 2u);  // two hops away, either way
+
+  // A viewer two hops away: the relays on its path carry the broadcast and mark it warm.
+  FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(ring.origin(2), kPath, "video"));
+  ASSERT_TRUE(settles(ring, "viewer on R2", kPerEventBound));
+  ASSERT_NE(pub->feed("video").track(), nullptr);
+  pub->write_group("video", 1, {"frame"});
+  ASSERT_TRUE(ring.run(std::chrono::milliseconds(50)));
+  ASSERT_NE(viewer.group(1), nullptr);
+  // It leaves: after the linger the relays no longer carry it, and say so (cold hops).
+  viewer.unsubscribe();
+  ASSERT_TRUE(settles(ring, "viewer left", kPerEventBound));
+  EXPECT_EQ(pub->feed("video").track(), nullptr);
+
+  // The publisher leaves: every relay forgets the broadcast, none keeps a route through itself.
+  pub.reset();
+  ASSERT_TRUE(settles(ring, "publisher left", kPerEventBound));
+  expect_everywhere(ring, false, "publisher left");
+
+  // It flaps: comes and goes five times, then comes back on the far side of the ring.
+  for (int i = 0; i < 5; ++i) {
+    pub.emplace(ring.origin(0), kPath);
+    ASSERT_TRUE(settles(ring, "publisher back", kPerEventBound));
+    expect_everywhere(ring, true, "publisher back");
+    pub.reset();
+    ASSERT_TRUE(settles(ring, "publisher gone again", kPerEventBound));
+    expect_everywhere(ring, false, "publisher gone again");
+  }
+  pub.emplace(ring.origin(3), kPath);
+  ASSERT_TRUE(settles(ring, "publisher on R3", kPerEventBound));
+  expect_everywhere(ring, true, "publisher on R3");
+
+  // A link drops (the routes over it go the other way round) and comes back.
+  ring.disconnect(3);  // R3-R4
+  ASSERT_TRUE(settles(ring, "link R3-R4 lost", kPerEventBound));
+  expect_everywhere(ring, true, "link R3-R4 lost");
+  EXPECT_EQ(ring.origin(4).routes(kPath).at(0).hops.size(), 4u);  // R3 R2 R1 R0 to R4
+  ring.connect(3);
+  ASSERT_TRUE(settles(ring, "link R3-R4 back", kPerEventBound));
+  expect_everywhere(ring, true, "link R3-R4 back");
+  EXPECT_EQ(ring.origin(4).routes(kPath).at(0).hops.size(), 1u);
+
+  // The publisher's own relay loses both its links: the rest of the ring forgets the broadcast.
+  ring.disconnect(2);  // R2-R3
+  ring.disconnect(3);  // R3-R4
+  ASSERT_TRUE(settles(ring, "R3 cut off", kPerEventBound));
+  for (size_t i : {0, 1, 2, 4}) {
+    EXPECT_FALSE(ring.origin(i).is_active(kPath)) << "R" << i;
+  }
+  ring.connect(2);
+  ring.connect(3);
+  ASSERT_TRUE(settles(ring, "R3 back", kPerEventBound));
+  expect_everywhere(ring, true, "R3 back");
+  pub.reset();
+  ASSERT_TRUE(settles(ring, "publisher left R3", kPerEventBound));
+  expect_everywhere(ring, false, "publisher left R3");
+}
+
+}  // namespace
+}  // namespace moqd::session
