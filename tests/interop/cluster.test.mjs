@@ -5,7 +5,9 @@
 //   and receives again through D within FAILOVER_BOUND_MS, with no duplicate and no out-of-order
 //   group; /cluster on C shows the routes, then D as the way to the broadcast.
 // - A ring of five relays carries a broadcast end to end, and the announcements each relay
-//   accepts stay bounded (counted with moqd_announces_total) and stop changing: no storm.
+//   accepts stay bounded (counted with moqd_announces_total) and stop changing: no storm. When
+//   the publisher leaves, every relay forgets the broadcast and what each hears (withdrawals and
+//   updates too) settles, bounded: no route goes round the ring.
 // - A relay presenting a cluster token signed with the wrong key is refused by its peer (logged
 //   there, the link stays down), and one with a good token links up.
 // - --cluster-peers-file: peers added to the file are linked, peers removed are unlinked (with
@@ -20,7 +22,7 @@ import path from "node:path";
 import { after, test } from "node:test";
 import * as Token from "@moq/token";
 import * as H from "./harness.mjs";
-import { clockPublisher, clusterOf, recordGroups, startClusterRelay, waitLinksUp } from "./cluster_harness.mjs";
+import { announcesHeard, clockPublisher, clusterOf, forgetsAndSettles, recordGroups, startClusterRelay, waitLinksUp } from "./cluster_harness.mjs";
 
 // Relays die mid-stream here: frames still in flight reach closed @moq/qmux streams.
 H.useTeardownGuards();
@@ -165,9 +167,20 @@ test("ring of five: a broadcast crosses it with a bounded number of announcement
   const later = [];
   for (const r of rs) later.push(await announcesTotal(r));
   assert.deepEqual(later, counts, "announcements kept coming");
+  // The publisher leaves. Every relay forgets the broadcast, and what each hears about it
+  // (withdrawals and updates included) settles, bounded. Without the loop guards a relay falls
+  // back on a route through itself and re-announces it round the ring, one hop longer each lap
+  // (docs/ARCHITECTURE.md, Clustering: why announcements settle).
+  const heardBefore = [];
+  for (const r of rs) heardBefore.push(await announcesHeard(r));
   view.close();
   pub.stop();
   H.closeConnection(pubConn);
+  const leftDelta = await forgetsAndSettles(rs, "ring/cam", heardBefore, { forgetMs: 5_000, settleMs: 10_000 });
+  console.log(`# ring announcements heard per relay as the publisher left: ${leftDelta.join(" ")}`);
+  // Each relay's two links each withdraw the route and may offer a longer one first, which is
+  // withdrawn in turn: a few per link (ClusterRingTest measures at most 4 per relay in process).
+  for (const [i, n] of leftDelta.entries()) assert.ok(n <= 8, `R${i} heard ${n} as the publisher left`);
   H.closeConnection(viewConn);
   for (const r of rs) await H.stopMoqdClean(r);
 });

@@ -24,6 +24,44 @@ export async function clusterOf(r) {
   return res.json();
 }
 
+// Every announcement a relay heard: new ones (moqd_announces_total), withdrawals (new ones less
+// moqd_announces_active) and hop-list updates received. moqd_announces_total alone misses a
+// storm of updates or of withdrawn-and-back routes.
+export async function announcesHeard(r) {
+  const text = await (await H.httpGet(`${r.metrics}metrics`)).text();
+  const value = (re, what) => {
+    const m = re.exec(text);
+    assert.ok(m, `${what} in /metrics`);
+    return Number(m[1]);
+  };
+  const opened = value(/^moqd_announces_total(?:\{[^}]*\})? (\d+)/m, "moqd_announces_total");
+  const active = value(/^moqd_announces_active(?:\{[^}]*\})? (\d+)/m, "moqd_announces_active");
+  const updates = value(/^moqd_announce_updates_total\{direction="received"\} (\d+)/m,
+    "moqd_announce_updates_total{direction=\"received\"}");
+  return 2 * opened - active + updates;
+}
+
+// Waits until none of `relays` lists `path` in /cluster (each within `forgetMs`), then until the
+// announcements each heard (announcesHeard) are the same on two reads 600 ms apart (within
+// `settleMs`: a storm never settles, so the wait fails on it). Returns what each heard since
+// `before` (announcesHeard values read earlier).
+export async function forgetsAndSettles(relays, path, before, { forgetMs, settleMs }) {
+  for (const r of relays) {
+    await H.waitFor(async () => !(await clusterOf(r)).broadcasts.some((x) => x.path === path),
+      forgetMs, `${r.name} forgets ${path}`, 100);
+  }
+  let heard = [];
+  await H.waitFor(async () => {
+    const now = [];
+    for (const r of relays) now.push(await announcesHeard(r));
+    const settled = now.every((n, i) => n === heard[i]);
+    heard = now;
+    if (!settled) await H.pace(600);  // not a synchronisation: the interval between two reads
+    return settled;
+  }, settleMs, `announcements heard settle after ${path} left`);
+  return heard.map((n, i) => n - before[i]);
+}
+
 // Waits until exactly `n` of the relay's cluster links are up.
 export async function waitLinksUp(r, n, ms = 15_000) {
   await H.waitFor(async () => (await clusterOf(r)).links.filter((l) => l.state === "up").length === n,

@@ -7,7 +7,8 @@
 // through D within FAILOVER_BOUND_MS, with no duplicate and no out-of-order group.
 //
 // A ring of five (R0..R4, each on a host, every link through a proxy) carries a broadcast from
-// R0 to a viewer on R2 with a bounded, settled number of announcements per relay; a relay whose
+// R0 to a viewer on R2 with a bounded, settled number of announcements per relay, and forgets it,
+// again with a bounded, settled number, when the publisher leaves; a relay whose
 // cluster token is signed with the wrong key is refused by the hub on another host, one with a
 // good token links up.
 //
@@ -22,7 +23,7 @@ import path from "node:path";
 import { after, test } from "node:test";
 import * as Token from "@moq/token";
 import * as H from "./harness.mjs";
-import { clockPublisher, clusterOf, recordGroups, waitLinksUp } from "./cluster_harness.mjs";
+import { announcesHeard, clockPublisher, clusterOf, forgetsAndSettles, recordGroups, waitLinksUp } from "./cluster_harness.mjs";
 import { startLinkProxy } from "./link_proxy.mjs";
 
 H.useTeardownGuards();
@@ -277,10 +278,17 @@ test("netns ring of five: a broadcast crosses it with a bounded number of announ
   const later = [];
   for (const r of rs) later.push(await announcesTotal(r));
   assert.deepEqual(later, counts, "announcements kept coming");
-
+  // The publisher leaves: every relay forgets the broadcast and what each hears settles, bounded
+  // (the loopback ring's check; without the loop guards a route through itself goes round).
+  const heardBefore = [];
+  for (const r of rs) heardBefore.push(await announcesHeard(r));
   view.close();
   pub.stop();
   H.closeConnection(pubConn);
+  const leftDelta = await forgetsAndSettles(rs, "ring/cam", heardBefore, { forgetMs: 10_000, settleMs: 15_000 });
+  console.log(`# netns ring announcements heard per relay as the publisher left: ${leftDelta.join(" ")}`);
+  for (const [i, n] of leftDelta.entries()) assert.ok(n <= 8, `R${i} heard ${n} as the publisher left`);
+
   H.closeConnection(viewConn);
   for (const r of rs) await H.stopMoqdClean(r);
 });
