@@ -179,7 +179,7 @@ test("ring of five: a broadcast crosses it with a bounded number of announcement
   const leftDelta = await forgetsAndSettles(rs, "ring/cam", heardBefore, { forgetMs: 5_000, settleMs: 10_000 });
   console.log(`# ring announcements heard per relay as the publisher left: ${leftDelta.join(" ")}`);
   // Each relay's two links each withdraw the route and may offer a longer one first, which is
-  // withdrawn in turn: a few per link (ClusterRingTest measures at most 4 per relay in process).
+  // withdrawn in turn: a few per link (ClusterRingTest measures at most 3 per relay in process).
   for (const [i, n] of leftDelta.entries()) assert.ok(n <= 8, `R${i} heard ${n} as the publisher left`);
   H.closeConnection(viewConn);
   for (const r of rs) await H.stopMoqdClean(r);
