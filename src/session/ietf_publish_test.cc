@@ -311,3 +311,22 @@ TEST(IetfPublishSession, Draft16DatagramsOfASubscribedTrack) {
 
 }  // namespace publish_test
 }  // namespace moqd::session
+
+namespace moqd::session {
+namespace publish_test {
+
+TEST(IetfPublishSession, Draft17DatagramsAreDroppedNotRead) {
+  // No OBJECT_DATAGRAM codec for drafts 17+ yet: a datagram is counted as dropped, the session
+  // stays (a datagram is no protocol error).
+  Fixture f("moqt-17");
+  transport::Stream* u = f.client_->open_uni();
+  ASSERT_NE(u, nullptr);
+  u->write(Bytes::from(hex("af 00 00 00")));  // SETUP, no options
+  f.pump();
+  ASSERT_TRUE(f.session_->is_ready());
+  datagram(f, "06 05 04 80 61");
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+}  // namespace publish_test
+}  // namespace moqd::session

@@ -1351,9 +1351,6 @@ model::Track* IetfSession::upstream_track(uint64_t alias) {
 }
 
 void IetfSession::on_datagram(std::span<const uint8_t> payload) {
-  if (row_->request_streams) {
-    return;  // drafts 17+: no datagram codec yet (see ietf_datagram.h)
-  }
   if (!datagrams_) {
     datagrams_ = std::make_unique<DatagramReceiver>(*this);
   }

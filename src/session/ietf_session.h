@@ -93,7 +93,7 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   void on_incoming_stream(transport::Stream& stream) override;
   void on_streams_available() override;
   void on_closed(uint64_t code, std::string_view reason) override;
-  // OBJECT_DATAGRAM (ietf_datagram.h); drafts 17+ have no datagram codec yet: ignored there.
+  // OBJECT_DATAGRAM (ietf_datagram.h); drafts 17+ have no datagram codec yet (dropped, logged).
   void on_datagram(std::span<const uint8_t> payload) override;
 
   // --- used by the handlers ---
