@@ -3,7 +3,8 @@
 // decoder (bit 2: control message, or a data stream: a SUBGROUP stream (header then objects with
 // their payloads), or a FETCH stream when it starts with 0x05 (drafts 14..16);
 // bit 3: varints back to back in the leading-ones form instead, d18's 7-byte form with bit 4) and
-// the peer whose forms are read first and written (bit 5: @moq/net's). Whatever decodes must
+// the peer whose forms are read first and written (bit 5: @moq/net's); bit 6 (without bit 3): one
+// OBJECT_DATAGRAM (wire/ietf_datagram.h) instead. Whatever decodes must
 // re-encode to
 // bytes that decode to the same value and re-encode identically; a mismatch aborts (a codec bug).
 // Anything else must come back as need-more or an error, never a crash or a sanitizer report.
@@ -12,6 +13,7 @@
 #include <iterator>
 
 #include "wire/ietf.h"
+#include "wire/ietf_datagram.h"
 
 namespace moqd::wire::ietf {
 namespace {
@@ -140,6 +142,29 @@ void subgroup(Version v, std::span<const uint8_t> in) {
   }
 }
 
+// One OBJECT_DATAGRAM: its header and payload must re-encode to the same bytes (minimal varints
+// aside) that decode to the same header.
+void datagram(Version v, std::span<const uint8_t> in) {
+  const Limits limits;
+  auto d = decode_datagram(v, in, limits);
+  if (!d) {
+    return;
+  }
+  if (!d->has_value() || (*d)->consumed > in.size()) {
+    bug("datagram header consumed out of range");
+  }
+  auto payload = in.subspan((*d)->consumed);
+  std::vector<uint8_t> out;
+  if (!encode_datagram(v, (*d)->value, payload, out)) {
+    bug("a decoded datagram does not encode");
+  }
+  auto again = decode_datagram(v, std::span<const uint8_t>(out), limits);
+  if (!again || !again->has_value() || !((*again)->value == (*d)->value) ||
+      out.size() - (*again)->consumed != ((*d)->value.status ? 0 : payload.size())) {
+    bug("datagram does not round-trip");
+  }
+}
+
 void varints(VarintForm form, std::span<const uint8_t> in) {
   while (!in.empty()) {
     auto v = read_varint(form, in);
@@ -174,6 +199,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if ((data[0] & 8) != 0) {
     moqd::wire::ietf::varints(
         (data[0] & 0x10) != 0 ? VarintForm::kLeadingOnes7 : VarintForm::kLeadingOnes, in);
+  } else if ((data[0] & 0x40) != 0) {
+    moqd::wire::ietf::datagram(v, in);
   } else if ((data[0] & 4) == 0) {
     moqd::wire::ietf::control(v, peer, in);
   } else {

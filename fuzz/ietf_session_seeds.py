@@ -70,6 +70,14 @@ TIGHT = 0x10  # config: tight SessionLimits
 # SUBGROUP streams (ietf_session_test.cc): alias 9 group 4 objects "abc", "", "z"; a gap in ids.
 SUBGROUP = "18090400" "0003616263" "000000" "00017a"
 SUBGROUP_GAP = "18090500000161010162"
+# PUBLISH id 0 ["room","alice"] "video" alias 9, per draft (d14 §9.13 fields; d15/16 FORWARD 1).
+PUBLISH = {
+    14: "1d001a000204726f6f6d05616c69636505766964656f090201030101 00",
+    15: "1d0017000204726f6f6d05616c69636505766964656f09011001",
+    16: "1d0017000204726f6f6d05616c69636505766964656f09011001",
+}
+# OBJECT_DATAGRAMs under alias 9: a one-object group 7 (0x06), then object 0 of group 8 (0x04).
+DATAGRAMS = ["0609078061", "0409088062"]
 
 
 def h(s):
@@ -128,6 +136,14 @@ def seeds(draft):
                                    bytes([0x08, 0x00]) + uni(h(SUBGROUP)[:5], fin=False) +
                                    control(ok) + bytes([0x02, 0x01, len(h(SUBGROUP)) - 5]) + h(SUBGROUP)[5:] +
                                    bytes([0x03, 0x01]))
+    # PUBLISH flow: PUBLISH id 0 of room/alice video under alias 9 (d14 fields, d15/16 FORWARD
+    # parameter; src/wire/ietf_publish_test.cc), the viewer subscribes, a SUBGROUP stream and two
+    # OBJECT_DATAGRAMs under alias 9 (src/wire/ietf_datagram_test.cc), then PUBLISH_DONE id 0.
+    publish = h(PUBLISH[draft])
+    dgrams = b"".join(bytes([0x0c, len(h(x))]) + h(x) for x in DATAGRAMS)
+    out["publish_own_flow"] = (bytes([d | SETUP]) + control(publish) + bytes([0x08, 0x00]) +
+                               uni(h(SUBGROUP)) + dgrams +
+                               control(with_id(FIXTURES[draft]["publish_done"], 0)))
     # Subscriber flow: SUBSCRIBE id 0 for room/alice video, three groups (one left open), the
     # network drains, STOP_SENDING on a group stream, UNSUBSCRIBE, then GOAWAY and a clock step.
     sub = with_id(FIXTURES[draft]["subscribe"], 0)

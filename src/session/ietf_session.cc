@@ -8,6 +8,8 @@
 #include "base/log.h"
 #include "model/path.h"
 #include "session/ietf_fetch.h"
+#include "session/ietf_datagram.h"
+#include "session/ietf_publish.h"
 #include "wire/ietf_namespace.h"
 
 namespace moqd::session {
@@ -331,6 +333,14 @@ class UpstreamSubscription final : public model::TrackSource {
 
   void start_track(model::Track& track) override {
     track_ = &track;
+    if (published_) {
+      // The peer's PUBLISH already made the subscription: its request id and alias stay.
+      done_count_.reset();
+      open_readers_ = 0;
+      streams_seen_ = 0;
+      grace_over_ = false;
+      return;
+    }
     request_id_.reset();
     alias_.reset();
     done_count_.reset();
@@ -349,6 +359,18 @@ class UpstreamSubscription final : public model::TrackSource {
       session_.send_control(wi::Unsubscribe{*request_id_});
     }
     session_.forget_upstream(this);
+    request_id_.reset();
+    alias_.reset();
+    published_ = false;
+  }
+  // PUBLISH: the peer subscribed us under `alias`; start_track binds without a SUBSCRIBE.
+  void adopt_publish(uint64_t request_id, uint64_t alias) {
+    published_ = true;
+    request_id_ = request_id;
+    alias_ = alias;
+  }
+  void drop_publish() {
+    published_ = false;
     request_id_.reset();
     alias_.reset();
   }
@@ -451,6 +473,7 @@ class UpstreamSubscription final : public model::TrackSource {
   uint64_t open_readers_ = 0;
   uint64_t streams_seen_ = 0;
   bool grace_over_ = false;
+  bool published_ = false;  // fed by the peer's PUBLISH (ietf_publish.h)
   TimerId done_timer_ = 0;
   TimerId grace_timer_ = 0;
 };
@@ -1289,6 +1312,64 @@ void IetfSession::detach() {
   if (fetches_) {
     fetches_->on_session_closed();
   }
+  if (publishes_) {
+    publishes_->on_session_closed();
+  }
+  if (datagrams_) {
+    datagrams_->on_session_closed();
+  }
+}
+
+PublishService& IetfSession::publishes() {
+  if (!publishes_) {
+    publishes_ = std::make_unique<PublishService>(*this);
+  }
+  return *publishes_;
+}
+
+UpstreamSubscription* IetfSession::adopt_published(const std::string& full,
+                                                   const std::string& name, uint64_t request_id,
+                                                   uint64_t alias) {
+  auto key = std::make_pair(full, name);
+  auto it = upstream_tracks_.find(key);
+  if (it != upstream_tracks_.end() && (it->second->track() != nullptr || it->second->request_id())) {
+    return nullptr;
+  }
+  if (it == upstream_tracks_.end()) {
+    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(*this, full, name)).first;
+  }
+  UpstreamSubscription* u = it->second.get();
+  u->adopt_publish(request_id, alias);
+  upstream_by_alias_[alias] = u;
+  upstream_by_request_[request_id] = u;
+  return u;
+}
+
+model::Track* IetfSession::upstream_track(uint64_t alias) {
+  UpstreamSubscription* u = upstream_by_alias(alias);
+  return u != nullptr ? u->track() : nullptr;
+}
+
+void IetfSession::on_datagram(std::span<const uint8_t> payload) {
+  if (!datagrams_) {
+    datagrams_ = std::make_unique<DatagramReceiver>(*this);
+  }
+  datagrams_->on_datagram(payload);
+}
+
+void IetfSession::drop_published(UpstreamSubscription* u) {
+  u->drop_publish();
+  forget_upstream(u);
+}
+
+void IetfSession::retry_held_subgroups() {
+  auto held = std::move(held_subgroups_);
+  held_subgroups_.clear();
+  for (SubgroupReader* r : held) {
+    if (!closed_) {
+      r->retry();
+    }
+  }
 }
 
 FetchService& IetfSession::fetches() {
@@ -1308,6 +1389,11 @@ void IetfSession::withdraw_peer_announcements() {
   auto paths = std::move(announced_by_path_);
   announced_by_path_.clear();
   announced_by_id_.clear();
+  if (publishes_) {
+    for (std::string& path : publishes_->take_paths()) {
+      paths.emplace(std::move(path), 0);  // announced by PUBLISH alone
+    }
+  }
   for (const auto& [path, id] : paths) {
     if (config_.traffic != nullptr) {
       config_.traffic->announces_closed.add();
@@ -1693,6 +1779,8 @@ void IetfSession::on_control_message(wi::ControlMessage m) {
           fetches().on_fetch_cancel(msg);
         } else if constexpr (std::is_same_v<T, wi::TrackStatus>) {
           fetches().on_track_status(msg);
+        } else if constexpr (std::is_same_v<T, wi::Publish>) {
+          publishes().on_publish(msg);
         } else {
           fail(wi::TerminationCode::kProtocolViolation, "unexpected control message");
         }
@@ -1930,13 +2018,7 @@ void IetfSession::handle_subscribe_ok(const wi::SubscribeOk& m) {
   }
   upstream_by_alias_[m.track_alias] = u;
   u->on_ok(m.track_alias);
-  auto held = std::move(held_subgroups_);
-  held_subgroups_.clear();
-  for (SubgroupReader* r : held) {
-    if (!closed_) {
-      r->retry();
-    }
-  }
+  retry_held_subgroups();
 }
 
 void IetfSession::handle_request_error(const wi::RequestError& m) {
@@ -1981,6 +2063,9 @@ void IetfSession::forget_upstream(UpstreamSubscription* u) {
     it = it->second == u ? upstream_by_request_.erase(it) : std::next(it);
   }
   for (auto it = upstream_by_alias_.begin(); it != upstream_by_alias_.end();) {
+    if (it->second == u && datagrams_) {
+      datagrams_->forget(it->first);
+    }
     it = it->second == u ? upstream_by_alias_.erase(it) : std::next(it);
   }
   if (!withdraw_pending_.empty() && withdraw_timer_ == 0 && !closed_) {

@@ -11,9 +11,11 @@
 // PUBLISH_NAMESPACE, and asks for SessionConfig::discover_prefix with SUBSCRIBE_NAMESPACE (on its
 // own bidi stream in d16); the rest (SUBSCRIBE upstream for announced tracks, serving the relay's
 // SUBSCRIBEs, SUBGROUP streams both ways) is the same code as the server role's. A client-role
-// session of draft 17+ closes at start (not built yet). Not served: PUBLISH, datagrams; each such
-// request closes the session with a protocol violation or is refused with an error (never ignored
-// silently). One worker thread.
+// session of draft 17+ closes at start (not built yet). PUBLISH (drafts 14..16) is served by
+// ietf_detail::PublishService (ietf_publish.h); OBJECT_DATAGRAMs (drafts 14..16) from a publisher
+// by ietf_detail::DatagramReceiver (ietf_datagram.h). Not served: PUBLISH on drafts 17+, sending
+// datagrams; each such request closes the session with a protocol violation or is refused with an
+// error (never ignored silently). One worker thread.
 //
 // FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE (drafts 14 to
 // 16) are served from the origin's track caches by ietf_detail::FetchService (ietf_fetch.h).
@@ -51,6 +53,8 @@ class RequestStream;
 class SetupStreamReader;
 class NamespaceDiscovery;
 class FetchService;
+class PublishService;
+class DatagramReceiver;
 }  // namespace ietf_detail
 
 class IetfSession final : public transport::SessionVisitor, public MoqSession {
@@ -89,6 +93,8 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   void on_incoming_stream(transport::Stream& stream) override;
   void on_streams_available() override;
   void on_closed(uint64_t code, std::string_view reason) override;
+  // OBJECT_DATAGRAM (ietf_datagram.h); drafts 17+ have no datagram codec yet (dropped, logged).
+  void on_datagram(std::span<const uint8_t> payload) override;
 
   // --- used by the handlers ---
   wire::Version draft() const { return version_; }
@@ -132,6 +138,17 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   bool hold_subgroup(ietf_detail::SubgroupReader* r);
   // Sends the upstream SUBSCRIBE now, or once the peer's MAX_REQUEST_ID allows one.
   void request_upstream(ietf_detail::UpstreamSubscription* u);
+  // PUBLISH (ietf_publish.cc): the UpstreamSubscription of (`full`, `name`) fed by the peer's
+  // PUBLISH `request_id` under `alias` (no SUBSCRIBE is sent for it), registered by request id and
+  // alias; null when this session already subscribes that track. drop_published() undoes it.
+  ietf_detail::UpstreamSubscription* adopt_published(const std::string& full,
+                                                     const std::string& name, uint64_t request_id,
+                                                     uint64_t alias);
+  void drop_published(ietf_detail::UpstreamSubscription* u);
+  // The live track fed through `alias` (an upstream subscription bound to a track), or null.
+  model::Track* upstream_track(uint64_t alias);
+  // SUBGROUP streams held for an alias not known yet read again (a SUBSCRIBE_OK or PUBLISH came).
+  void retry_held_subgroups();
   // d14/15 UNSUBSCRIBE_NAMESPACE: the peer no longer wants namespace updates of `request_id`.
   void stop_namespace(uint64_t request_id);
   ietf_detail::UpstreamSubscription* upstream_by_alias(uint64_t alias);
@@ -301,8 +318,14 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // FETCH, TRACK_STATUS, SUBSCRIBE_UPDATE (ietf_fetch.cc); made on the first such message.
   std::unique_ptr<ietf_detail::FetchService> fetches_;
   ietf_detail::FetchService& fetches();
+  // PUBLISH (ietf_publish.cc); made on the first one.
+  std::unique_ptr<ietf_detail::PublishService> publishes_;
+  ietf_detail::PublishService& publishes();
+  // OBJECT_DATAGRAM receive (ietf_datagram.cc); made on the first datagram.
+  std::unique_ptr<ietf_detail::DatagramReceiver> datagrams_;
   bool blocked_sent_ = false;  // REQUESTS_BLOCKED sent for the peer's current MAX_REQUEST_ID
   friend class ietf_detail::UpstreamSubscription;
+  friend class ietf_detail::PublishService;
 };
 
 }  // namespace moqd::session

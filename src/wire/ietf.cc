@@ -88,25 +88,27 @@ constexpr uint64_t kSubNs =
     bit(MessageType::kSubscribeNamespace) | bit(MessageType::kSubscribeNamespace2);
 constexpr uint64_t kSubTr = bit(MessageType::kSubscribeTracks);
 constexpr uint64_t kFetch = bit(MessageType::kFetch);  // d14..16 (d16 §9.2.2)
+constexpr uint64_t kPub = bit(MessageType::kPublish);      // d14..16 (d15 §9.2.1, d16 §9.2.2)
+constexpr uint64_t kPubOk = bit(MessageType::kPublishOk);  // d14..16
 // d18+ rows: the messages this codec has among those each parameter's section lists (FETCH,
 // PUBLISH, PUBLISH_OK and TRACK_STATUS are not decoded here).
 constexpr ParamRule kParamRules[] = {
-    {kParamDeliveryTimeout, 14, 17, kSub | kSubOk | kUpd | kReqOk, ParamForm::kVarint},
+    {kParamDeliveryTimeout, 14, 17, kSub | kSubOk | kUpd | kReqOk | kPub | kPubOk, ParamForm::kVarint},
     {kParamDeliveryTimeout, 18, 20, kSub | kUpd, ParamForm::kVarint},  // OBJECT_DELIVERY_TIMEOUT
-    {kParamAuthorizationToken, 14, 20, kSub | kUpd | kPubNs | kSubNs | kSubTr | kFetch,
+    {kParamAuthorizationToken, 14, 20, kSub | kUpd | kPubNs | kSubNs | kSubTr | kFetch | kPub,
      ParamForm::kBytes,
      true},
-    {kParamMaxCacheDuration, 14, 15, kSubOk | kReqOk, ParamForm::kVarint},
+    {kParamMaxCacheDuration, 14, 15, kSubOk | kReqOk | kPub, ParamForm::kVarint},
     {0x04, 17, 20, kSub, ParamForm::kVarint},  // RENDEZVOUS_TIMEOUT (d17)
     {kParamSubgroupDeliveryTimeout, 18, 20, kSub | kUpd, ParamForm::kVarint},
-    {kParamExpires, 15, 20, kSubOk | kReqOk, ParamForm::kVarint},
-    {kParamLargestObject, 15, 20, kSubOk | kReqOk, ParamForm::kLocation},
+    {kParamExpires, 15, 20, kSubOk | kReqOk | kPub | kPubOk, ParamForm::kVarint},
+    {kParamLargestObject, 15, 20, kSubOk | kReqOk | kPub, ParamForm::kLocation},
     {kParamPublisherPriority, 15, 15, kSubOk, ParamForm::kUint8},
-    {kParamForward, 15, 17, kSub | kUpd | kSubNs, ParamForm::kUint8},
+    {kParamForward, 15, 17, kSub | kUpd | kSubNs | kPub | kPubOk, ParamForm::kUint8},
     {kParamForward, 18, 20, kSub | kUpd | kSubTr, ParamForm::kUint8},
-    {kParamSubscriberPriority, 15, 20, kSub | kUpd | kFetch, ParamForm::kUint8},
-    {kParamSubscriptionFilter, 15, 20, kSub | kUpd, ParamForm::kBytes},
-    {kParamGroupOrder, 15, 17, kSub | kSubOk | kReqOk | kFetch, ParamForm::kUint8},
+    {kParamSubscriberPriority, 15, 20, kSub | kUpd | kFetch | kPubOk, ParamForm::kUint8},
+    {kParamSubscriptionFilter, 15, 20, kSub | kUpd | kPubOk, ParamForm::kBytes},
+    {kParamGroupOrder, 15, 17, kSub | kSubOk | kReqOk | kFetch | kPub | kPubOk, ParamForm::kUint8},
     {kParamGroupOrder, 18, 18, kSub, ParamForm::kUint8},
     {kParamGroupOrder, 19, 20, kSub | kSubTr, ParamForm::kUint8},  // #1777
     {kParamFillParameters, 20, 20, kSub, ParamForm::kBytes},       // JS only
@@ -115,8 +117,8 @@ constexpr ParamRule kParamRules[] = {
     {0x27, 19, 20, kSub | kUpd | kSubTr, ParamForm::kBytes, true},  // PRIORITY_FILTER
     {0x28, 19, 20, kSub | kUpd | kSubTr, ParamForm::kBytes, true},  // OBJECT_PROPERTY_FILTER
     {0x29, 19, 20, kUpd | kSubTr, ParamForm::kBytes, true},         // TRACK_PROPERTY_FILTER
-    {0x30, 15, 15, kSubOk, ParamForm::kVarint},        // DYNAMIC_GROUPS (d15)
-    {0x32, 15, 20, kSub | kUpd, ParamForm::kVarint},   // NEW_GROUP_REQUEST
+    {0x30, 15, 15, kSubOk | kPub, ParamForm::kVarint},  // DYNAMIC_GROUPS (d15)
+    {0x32, 15, 20, kSub | kUpd | kPubOk, ParamForm::kVarint},  // NEW_GROUP_REQUEST
     {kParamTrackNamespacePrefix, 18, 20, kUpd, ParamForm::kNamespace},
     {kParamIncludeProperties, 20, 20, kSub | kSubTr, ParamForm::kUint8Js},
     {kParamHopPath, 17, 20, kPubNs, ParamForm::kBytes},     // cluster extension
@@ -910,7 +912,8 @@ TypeOrNone write(FormWriter& w, const Draft& d, const RequestError& m) {
   // 0x19 FETCH_ERROR are d14 only.
   const bool d14_only =
       m.type == MessageType::kNamespace || m.type == MessageType::kSubscribeNamespaceError ||
-      m.type == MessageType::kTrackStatusError || m.type == MessageType::kFetchError;
+      m.type == MessageType::kTrackStatusError || m.type == MessageType::kFetchError ||
+      m.type == MessageType::kPublishError;
   if (m.type != MessageType::kRequestError && !(d14_only && !d.request_ok)) {
     return std::nullopt;
   }
@@ -1315,7 +1318,182 @@ TypeOrNone write(FormWriter& w, const Draft& d, const FetchCancel& m) {
 
 void read(Decoder& dec, FetchCancel& m) { m.request_id = dec.varint(); }
 
-// TRACK_STATUS and FETCH messages of drafts 14..16; nullopt for another type.
+// --- PUBLISH / PUBLISH_OK (d14 §9.13-9.14, d15 §9.13-9.14, d16 §9.13-9.14). Drafts 14..16: on
+// d17+ request streams they are not in this codec (see Draft::request_streams).
+
+std::string location_bytes(const Draft& d, const Location& l) {
+  std::vector<uint8_t> out;
+  FormWriter w(out, d.varint_form);
+  write_location(w, l);
+  return std::string(out.begin(), out.end());
+}
+
+TypeOrNone write(FormWriter& w, const Draft& d, const Publish& m) {
+  if (d.request_streams) {
+    return std::nullopt;
+  }
+  w.varint(m.request_id);
+  write_tuple(w, m.ns);
+  w.string(m.track);
+  w.varint(m.track_alias);
+  if (!d.subscribe_params) {
+    w.u8(m.group_order);
+    w.u8(m.largest ? 1 : 0);
+    if (m.largest) {
+      write_location(w, *m.largest);
+    }
+    w.u8(m.forward ? 1 : 0);
+    write_kvps(w, d, m.params);
+    return MessageType::kPublish;
+  }
+  Parameters all;
+  if (m.group_order != 0) {
+    // d15 defines GROUP_ORDER in PUBLISH; d16 moved it to a track property, but a value read from
+    // a d16 peer is written back as it came.
+    all.push_back(varint_param(kParamGroupOrder, m.group_order));
+  }
+  all.push_back(varint_param(kParamForward, m.forward ? 1 : 0));
+  if (m.largest) {
+    all.push_back(bytes_param(kParamLargestObject, location_bytes(d, *m.largest)));
+  }
+  all.insert(all.end(), m.params.begin(), m.params.end());
+  write_kvps(w, d, all);
+  if (d.track_extensions) {
+    w.bytes(m.track_extensions);
+  } else if (!m.track_extensions.empty()) {
+    return std::nullopt;
+  }
+  return MessageType::kPublish;
+}
+
+void read(Decoder& dec, Publish& m) {
+  m.request_id = dec.varint();
+  size_t name = 0;
+  dec.tuple(m.ns, true, name);
+  dec.track_name(m.track, name);
+  m.track_alias = dec.varint();
+  if (!dec.d.subscribe_params) {
+    // d14: Group Order 1..2, Content Exists 0..1, Forward 0..1, each a protocol violation else.
+    dec.group_order(dec.u8(), false, m.group_order);
+    bool exists = false;
+    dec.forward(dec.u8(), exists);
+    if (exists) {
+      m.largest = dec.location();
+    }
+    dec.forward(dec.u8(), m.forward);
+    dec.message_params(MessageType::kPublish, m.params);
+    return;
+  }
+  Parameters all;
+  dec.message_params(MessageType::kPublish, all);
+  for (auto& p : all) {
+    switch (p.type) {
+      case kParamGroupOrder:
+        dec.group_order(p.value, false, m.group_order);
+        break;
+      case kParamForward:
+        dec.forward(p.value, m.forward);
+        break;
+      case kParamLargestObject: {
+        FormReader lr(as_span(p.bytes), dec.d.varint_form);
+        Location l;
+        l.group = lr.varint().value_or(0);
+        l.object = lr.varint().value_or(0);
+        if (!lr.ok() || !lr.empty()) {
+          dec.fail_with(ErrorCode::kWrongSize, "LARGEST_OBJECT is not one Location");
+        }
+        m.largest = l;
+        break;
+      }
+      default:
+        m.params.push_back(std::move(p));
+    }
+  }
+  if (dec.d.track_extensions && dec.ok()) {
+    dec.rest_or_properties(m.track_extensions);
+  }
+}
+
+TypeOrNone write(FormWriter& w, const Draft& d, const PublishOk& m) {
+  if (d.request_streams) {
+    return std::nullopt;
+  }
+  w.varint(m.request_id);
+  if (!d.subscribe_params) {
+    w.u8(m.forward ? 1 : 0);
+    w.u8(m.subscriber_priority);
+    w.u8(m.group_order);
+    const auto f = filter_bytes(m.filter.value_or(Filter{}), d);
+    if (!f) {
+      return std::nullopt;
+    }
+    w.bytes(*f);
+    write_kvps(w, d, m.params);
+    return MessageType::kPublishOk;
+  }
+  Parameters all;
+  all.push_back(varint_param(kParamForward, m.forward ? 1 : 0));
+  all.push_back(varint_param(kParamSubscriberPriority, m.subscriber_priority));
+  if (m.group_order != 0) {
+    all.push_back(varint_param(kParamGroupOrder, m.group_order));
+  }
+  all.insert(all.end(), m.params.begin(), m.params.end());
+  if (m.filter) {
+    const auto f = filter_bytes(*m.filter, d);
+    if (!f) {
+      return std::nullopt;
+    }
+    all.push_back(bytes_param(kParamSubscriptionFilter, *f));
+  }
+  write_kvps(w, d, all);
+  return MessageType::kPublishOk;
+}
+
+void read(Decoder& dec, PublishOk& m) {
+  m.request_id = dec.varint();
+  if (!dec.d.subscribe_params) {
+    dec.forward(dec.u8(), m.forward);
+    m.subscriber_priority = dec.u8();
+    dec.group_order(dec.u8(), false, m.group_order);
+    Filter f;
+    dec.filter(dec.r, f);
+    m.filter = f;
+    dec.message_params(MessageType::kPublishOk, m.params);
+    return;
+  }
+  Parameters all;
+  dec.message_params(MessageType::kPublishOk, all);
+  for (auto& p : all) {
+    switch (p.type) {
+      case kParamForward:
+        dec.forward(p.value, m.forward);
+        break;
+      case kParamSubscriberPriority:
+        if (p.value > 255) {
+          dec.fail_with(ErrorCode::kProtocolViolation, "subscriber priority over 255");
+        }
+        m.subscriber_priority = static_cast<uint8_t>(p.value);
+        break;
+      case kParamGroupOrder:
+        dec.group_order(p.value, false, m.group_order);
+        break;
+      case kParamSubscriptionFilter: {
+        FormReader fr(as_span(p.bytes), dec.d.varint_form);
+        Filter f;
+        dec.filter(fr, f);
+        if (!fr.ok() || !fr.empty()) {
+          dec.fail_with(ErrorCode::kProtocolViolation, "filter does not fill its parameter");
+        }
+        m.filter = f;
+        break;
+      }
+      default:
+        m.params.push_back(std::move(p));
+    }
+  }
+}
+
+// TRACK_STATUS, FETCH and PUBLISH messages of drafts 14..16; nullopt for another type.
 std::optional<ControlMessage> fetch_message_for(const Draft& d, MessageType t) {
   if (d.request_streams) {
     return std::nullopt;
@@ -1325,8 +1503,11 @@ std::optional<ControlMessage> fetch_message_for(const Draft& d, MessageType t) {
     case MessageType::kFetch: return Fetch{};
     case MessageType::kFetchCancel: return FetchCancel{};
     case MessageType::kFetchOk: return FetchOk{};
+    case MessageType::kPublish: return Publish{};
+    case MessageType::kPublishOk: return PublishOk{};
     case MessageType::kTrackStatusError:
     case MessageType::kFetchError:
+    case MessageType::kPublishError:
       if (!d.request_ok) {
         return RequestError{t, 0, 0, 0, {}, std::nullopt};
       }

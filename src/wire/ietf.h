@@ -120,6 +120,9 @@ enum class MessageType : uint64_t {
   kFetchOk = 0x18,
   kFetchError = 0x19,  // d14 only (d15+: REQUEST_ERROR)
   kRequestsBlocked = 0x1a,
+  kPublish = 0x1d,       // d14..16 here (d17+ request streams: not decoded yet)
+  kPublishOk = 0x1e,
+  kPublishError = 0x1f,  // d14 only (d15+: REQUEST_ERROR)
   kClientSetup = 0x20,
   kServerSetup = 0x21,
   kSetup = 0x2f00,  // d17
@@ -426,11 +429,41 @@ struct FetchCancel {
   friend bool operator==(const FetchCancel&, const FetchCancel&) = default;
 };
 
+// PUBLISH (d14 §9.13, d15 §9.13, d16 §9.13): the publisher starts a subscription for one track
+// under an alias it chose. d14 has Group Order, Content Exists [+ Largest Location] and Forward as
+// fields; d15/16 carry them as GROUP_ORDER (d15 only), LARGEST_OBJECT and FORWARD parameters, taken
+// out of `params` on decode; d16 ends the message with Track Extensions. Drafts 14..16.
+struct Publish {
+  uint64_t request_id = 0;
+  TrackNamespace ns;
+  std::string track;
+  uint64_t track_alias = 0;
+  uint8_t group_order = 0;          // 0: not given (d15+ parameter absent); d14 field is 1..2
+  std::optional<Location> largest;  // d14 Content Exists + Largest Location; d15+ LARGEST_OBJECT
+  bool forward = true;              // d14 field; d15+ FORWARD parameter (absent: 1)
+  Parameters params;
+  std::string track_extensions;  // d16, raw, to the end of the message
+  friend bool operator==(const Publish&, const Publish&) = default;
+};
+
+// PUBLISH_OK (d14 §9.14: fields like SUBSCRIBE's; d15/16: Request ID and parameters, with
+// FORWARD, SUBSCRIBER_PRIORITY, GROUP_ORDER and SUBSCRIPTION_FILTER taken out on decode).
+// PUBLISH_ERROR (d14 0x1F) is a RequestError of type kPublishError; d15+ answer REQUEST_ERROR.
+struct PublishOk {
+  uint64_t request_id = 0;
+  bool forward = true;
+  uint8_t subscriber_priority = 128;
+  uint8_t group_order = 0;       // d14 field must be 1..2; d15+: 0 = parameter absent
+  std::optional<Filter> filter;  // always present in d14; d15+: absent = unfiltered
+  Parameters params;
+  friend bool operator==(const PublishOk&, const PublishOk&) = default;
+};
+
 using ControlMessage =
     std::variant<ClientSetup, ServerSetup, Setup, Subscribe, SubscribeOk, RequestError, RequestOk,
                  SubscribeUpdate, Unsubscribe, PublishNamespace, PublishNamespaceDone, PublishNamespaceCancel,
                  SubscribeNamespace, Namespace, PublishDone, MaxRequestId, Goaway, TrackStatus,
-                 TrackStatusOk, Fetch, FetchOk, FetchCancel>;
+                 TrackStatusOk, Fetch, FetchOk, FetchCancel, Publish, PublishOk>;
 
 // Which peer's form to write, and to try first when decoding, where @moq/net 0.3.4 and the draft
 // text disagree on the bytes of the same value (drafts 17+: LARGEST_OBJECT and INCLUDE_PROPERTIES

@@ -1,0 +1,216 @@
+// PUBLISH of an IetfSession (drafts 14..16, server role). See ietf_publish.h.
+#include "session/ietf_publish.h"
+
+#include "base/log.h"
+#include "session/ietf_session.h"
+#include "wire/ietf_namespace.h"
+
+namespace moqd::session::ietf_detail {
+
+namespace wi = wire::ietf;
+
+namespace {
+// REQUEST_ERROR / PUBLISH_ERROR codes (d14 §9.15, d16 §9.8 table).
+constexpr uint64_t kErrInternal = 0x0;
+constexpr uint64_t kErrUnauthorized = 0x1;
+constexpr uint64_t kErrNotSupported = 0x3;
+constexpr uint64_t kErrUninterested = 0x4;
+}  // namespace
+
+// Keeps a PUBLISHed track open in the origin while the PUBLISH lasts (a relay-internal reader:
+// it reads nothing and is not counted as a viewer).
+class PublishService::Hold final : public model::TrackListener {
+ public:
+  Hold(PublishService& service, uint64_t request_id, std::string full)
+      : service_(service), request_id_(request_id), full_(std::move(full)) {}
+  ~Hold() override {
+    if (track_ != nullptr) {
+      track_->remove_listener(this);
+    }
+  }
+  void attach(model::Track& t) {
+    track_ = &t;
+    t.add_listener(this);
+  }
+  void on_track_data(model::Track&) override {}
+  void on_track_ended(model::Track&, Error) override {
+    track_ = nullptr;
+    service_.release(this);
+  }
+  bool is_viewer() const override { return false; }
+  uint64_t request_id() const { return request_id_; }
+  const std::string& full() const { return full_; }
+  bool implicit = false;  // its path is announced because of the PUBLISH
+
+ private:
+  PublishService& service_;
+  uint64_t request_id_;
+  std::string full_;
+  model::Track* track_ = nullptr;
+};
+
+PublishService::PublishService(IetfSession& s) : session_(s) {}
+
+PublishService::~PublishService() {
+  closed_ = true;
+  holds_.clear();
+  ended_.clear();
+}
+
+void PublishService::refuse(uint64_t request_id, uint64_t code, const char* reason) {
+  MOQD_LOG(kInfo, "session %llu publish id=%llu refused code=%llu: %s",
+           static_cast<unsigned long long>(session_.id()),
+           static_cast<unsigned long long>(request_id), static_cast<unsigned long long>(code),
+           reason);
+  wi::RequestError e;
+  e.type = session_.row().request_ok ? wi::MessageType::kRequestError
+                                     : wi::MessageType::kPublishError;
+  e.request_id = request_id;
+  e.error_code = code;
+  e.reason = reason;
+  session_.send_control(e);
+}
+
+void PublishService::on_publish(const wi::Publish& m) {
+  ended_.clear();
+  IetfSession& s = session_;
+  if (!s.accept_peer_request_id(m.request_id)) {
+    return;
+  }
+  if (s.is_client()) {
+    refuse(m.request_id, kErrNotSupported, "moqd's client takes no PUBLISH");
+    return;
+  }
+  if (s.upstream_by_alias(m.track_alias) != nullptr) {
+    s.fail(wi::TerminationCode::kDuplicateTrackAlias, "PUBLISH with a track alias in use");
+    return;
+  }
+  auto peer_path = wi::to_path(m.ns);
+  if (!peer_path || peer_path->empty()) {
+    refuse(m.request_id, kErrNotSupported, "namespace has no moqd path");
+    return;
+  }
+  const std::string full = s.to_full(*peer_path);
+  if (!s.handler().authorize(Action::kPublish, full, s.config().query)) {
+    refuse(m.request_id, kErrUnauthorized, "unauthorized");
+    return;
+  }
+  if (holds_.size() >= s.config().limits.max_subscriptions) {
+    refuse(m.request_id, kErrInternal, "too many published tracks");
+    return;
+  }
+  const bool implicit = s.announced_by_path_.count(full) == 0 && paths_.count(full) == 0;
+  if (implicit) {
+    if (s.announced_by_path_.size() + paths_.size() >= s.config().limits.max_announced_paths) {
+      refuse(m.request_id, kErrInternal, "too many namespaces");
+      return;
+    }
+    if (!s.admit_announce_change()) {
+      return;  // the session is closing: past --max-announce-rate
+    }
+    if (s.config().traffic != nullptr) {
+      s.config().traffic->announces_opened.add();
+    }
+    s.handler().on_peer_announce(full, true, {}, s);
+    if (s.is_closed()) {
+      return;
+    }
+  }
+  auto undo = [&] {
+    if (implicit) {
+      if (s.config().traffic != nullptr) {
+        s.config().traffic->announces_closed.add();
+      }
+      s.handler().on_peer_announce(full, false, {}, s);
+    }
+  };
+  if (s.origin().active_source(full) != &s) {
+    undo();
+    refuse(m.request_id, kErrUninterested, "broadcast published through another session");
+    return;
+  }
+  UpstreamSubscription* u = s.adopt_published(full, m.track, m.request_id, m.track_alias);
+  if (u == nullptr) {
+    undo();
+    refuse(m.request_id, kErrUninterested, "track already subscribed from this session");
+    return;
+  }
+  model::Track* t = s.origin().track(full, m.track);
+  if (t == nullptr) {
+    s.drop_published(u);
+    undo();
+    refuse(m.request_id, kErrInternal, "broadcast not active");
+    return;
+  }
+  if (implicit) {
+    ++paths_[full];
+  } else if (paths_.count(full) != 0) {
+    ++paths_[full];
+  }
+  auto hold = std::make_unique<Hold>(*this, m.request_id, full);
+  hold->implicit = paths_.count(full) != 0;
+  Hold* h = hold.get();
+  holds_[m.request_id] = std::move(hold);
+  // add_listener starts the source: the UpstreamSubscription binds the track (no SUBSCRIBE).
+  h->attach(*t);
+
+  wi::PublishOk ok;
+  ok.request_id = m.request_id;
+  ok.forward = true;
+  ok.subscriber_priority = s.config().upstream_priority;
+  if (!s.row().subscribe_params) {
+    ok.group_order = m.group_order != 0 ? m.group_order : 1;  // d14: 1..2 required
+  }
+  // Whole groups only: moqd's model numbers a group's objects from 0 (a stream that starts in the
+  // middle of a group is refused by its reader anyway).
+  ok.filter = wi::Filter{wi::FilterType::kNextGroupStart, {}, 0, 0, std::nullopt};
+  s.send_control(ok);
+  MOQD_LOG(kDebug, "session %llu publish path=%s track=%s alias=%llu",
+           static_cast<unsigned long long>(s.id()), full.c_str(), m.track.c_str(),
+           static_cast<unsigned long long>(m.track_alias));
+  // SUBGROUP streams that overtook the PUBLISH on the control stream.
+  s.retry_held_subgroups();
+}
+
+void PublishService::release(Hold* h) {
+  auto it = holds_.find(h->request_id());
+  if (it == holds_.end() || it->second.get() != h) {
+    return;
+  }
+  ended_.push_back(std::move(it->second));
+  holds_.erase(it);
+  if (closed_ || session_.is_closed()) {
+    return;  // the session withdraws its paths (take_paths)
+  }
+  if (h->implicit) {
+    auto p = paths_.find(h->full());
+    if (p != paths_.end() && --p->second == 0) {
+      paths_.erase(p);
+      withdraw_if_unused(h->full());
+    }
+  }
+}
+
+void PublishService::withdraw_if_unused(const std::string& full) {
+  if (session_.announced_by_path_.count(full) != 0) {
+    return;  // PUBLISH_NAMESPACEd meanwhile: it stays
+  }
+  if (!session_.admit_announce_change()) {
+    return;
+  }
+  if (session_.config().traffic != nullptr) {
+    session_.config().traffic->announces_closed.add();
+  }
+  session_.handler().on_peer_announce(full, false, {}, session_);
+}
+
+std::vector<std::string> PublishService::take_paths() {
+  std::vector<std::string> out;
+  for (const auto& [path, n] : paths_) {
+    out.push_back(path);
+  }
+  paths_.clear();
+  return out;
+}
+
+}  // namespace moqd::session::ietf_detail

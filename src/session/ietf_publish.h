@@ -1,0 +1,71 @@
+#pragma once
+// PUBLISH (drafts 14..16, server role): the publisher-initiated subscription. A peer's PUBLISH
+// names one track and the alias its SUBGROUP streams will carry; moqd answers PUBLISH_OK with
+// Forward 1 and feeds the track into the origin exactly as if it had subscribed upstream: the
+// track is an UpstreamSubscription of the session (ietf_session.cc) whose request id and alias
+// come from the PUBLISH instead of from our SUBSCRIBE / the peer's SUBSCRIBE_OK, and PUBLISH_DONE
+// ends it as it ends a subscription.
+//
+// What a relay does with it (d16 §7.6 "Publisher Interactions" lets it answer Forward 0 until
+// there are subscribers): moqd always forwards and keeps the track open in the origin (a
+// relay-internal listener, not a viewer) for as long as the PUBLISH lasts, so that a subscriber
+// arriving later starts at the cached newest group. Its cost, the publisher's bytes with nobody
+// watching, is bounded by --max-publisher-rate like any other upstream track.
+//
+// The track's namespace becomes a broadcast of this session: if the peer did not PUBLISH_NAMESPACE
+// it, it is announced for as long as one PUBLISHed track of it lasts (d16 §7.6: a PUBLISH
+// authorizes that one track; other tracks of the broadcast are not routed to the peer, their
+// SUBSCRIBE upstream is refused by it). Refused with REQUEST_ERROR (d14: PUBLISH_ERROR): a
+// namespace with no moqd path, an unauthorized path, a broadcast active through another session,
+// a track this session already carries, more PUBLISHes than --max-subscriptions; a Track Alias in
+// use closes the session with DUPLICATE_TRACK_ALIAS (d14 §9.13). Owned by the IetfSession; one
+// worker thread.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/track.h"
+#include "wire/ietf.h"
+
+namespace moqd::session {
+
+class IetfSession;
+
+namespace ietf_detail {
+
+class PublishService {
+ public:
+  explicit PublishService(IetfSession& s);
+  ~PublishService();
+  PublishService(const PublishService&) = delete;
+  PublishService& operator=(const PublishService&) = delete;
+
+  // A PUBLISH as decoded; the request id is checked here.
+  void on_publish(const wire::ietf::Publish& m);
+  // The session is closing: tracks ending from now on release nothing (the session withdraws its
+  // paths itself, with take_paths()).
+  void on_session_closed() { closed_ = true; }
+  // The paths announced only because of a PUBLISH, taken (the session withdraws them at close).
+  std::vector<std::string> take_paths();
+  // Live PUBLISHed tracks.
+  size_t active() const { return holds_.size(); }
+
+ private:
+  class Hold;
+  void refuse(uint64_t request_id, uint64_t code, const char* reason);
+  // The track of `h` ended: PUBLISH over. Withdraws its path once no PUBLISHed track holds it
+  // (unless the peer PUBLISH_NAMESPACEd it).
+  void release(Hold* h);
+  void withdraw_if_unused(const std::string& full);
+
+  IetfSession& session_;
+  bool closed_ = false;
+  std::map<uint64_t, std::unique_ptr<Hold>> holds_;  // by PUBLISH request id
+  std::vector<std::unique_ptr<Hold>> ended_;          // destroyed on the next PUBLISH or with us
+  std::map<std::string, size_t> paths_;               // implicitly announced path -> holds
+};
+
+}  // namespace ietf_detail
+}  // namespace moqd::session
