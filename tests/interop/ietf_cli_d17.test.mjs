@@ -6,7 +6,8 @@
 // sessions ran. `moq announced` on each draft sees a `moq pub` become active and end; `moq pub` on
 // draft 20 reaches `moq sub` on draft 16 and on moq-lite-04; `moq sub` on 17 and 20 reads an
 // @moq/net 0.3.4 publisher forced to the same draft (the third-party side of these rows); and
-// `moq bench fanout --versions moq-transport-20` runs its publisher and viewers on draft 20.
+// `moq bench fanout --versions moq-transport-20` runs its publisher and viewers on draft 20; and
+// `moq sub` on draft 20 follows a GOAWAY to a second moqd. About 15 s in all.
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
@@ -174,4 +175,36 @@ test("moq bench fanout --versions moq-transport-20: the publisher and every view
   assert.equal(j.valid, true);
   assert.ok(sessions(m, "moq-transport-20") >= 5, m.stderrText());
   assert.equal(sessions(m, "moq-lite-04"), 0, m.stderrText());
+});
+
+// GOAWAY on draft 20 (the relay's SETUP stream): `moq sub` on moqd A, where nothing is published
+// yet, follows A's GOAWAY (SIGTERM, --goaway-url B) to moqd B, where `moq pub` on draft 20 is, and
+// reads the whole track there byte for byte.
+test("moq sub over moq-transport-20 (QUIC) follows a GOAWAY to a second moqd and reads the track there", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  const b = await moqd();
+  const a = await moqd(["--goaway-url", b.url, "--drain-timeout", "4s"]);
+  const p = `${H.uniquePrefix("ietfgoaway")}/alice`;
+  const v = ["--versions", "moq-transport-20", "--transport", "quic"];
+  const pub = H.spawnMoq(["pub", b.url, p, "--track", "video", "--group-every", "2", "--length-prefixed", ...v]);
+  const sub = H.spawnMoq(["sub", a.url, p, "--track", "video", "--length-prefixed", ...v]);
+  try {
+    pub.write(lp(FRAMES.slice(0, 1)));
+    await waitLog(a, /session \d+ start .* version=moq-transport-20 /, 10_000);
+    const stopped = a.stop({ ms: 10_000 });
+    await H.waitFor(() => /goaway sent uri=http:\/\/127\.0\.0\.1:\d+\//.test(a.stderrText()), 5_000, "A's GOAWAY");
+    await H.waitFor(() => /moq: relay sent GOAWAY; moving to http:\/\/127\.0\.0\.1/.test(sub.stderrText()), 5_000,
+      () => `moq sub to follow the GOAWAY\n${sub.describe()}\nA:\n${a.stderrText()}`);
+    await sub.waitStdout((out) => out.length >= 4 + FRAMES[0].length, 10_000, "the first frame through B");
+    pub.write(lp(FRAMES.slice(1)));
+    pub.endStdin();
+    const expected = lp(FRAMES);
+    await sub.waitStdout((out) => out.length >= expected.length, 10_000, "every frame");
+    assert.deepEqual(await sub.wait(10_000, "moq sub to exit at the end of the track"), { code: 0, signal: null }, sub.describe());
+    assert.deepStrictEqual(sub.stdout(), expected);
+    assert.deepEqual(await stopped, { code: 0, signal: null }, a.describe());
+    assert.equal(sessions(b, "moq-transport-20"), 2, b.stderrText());
+  } finally {
+    await pub.stop().catch(() => {});
+    await sub.stop().catch(() => {});
+  }
 });
