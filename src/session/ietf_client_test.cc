@@ -356,7 +356,9 @@ class ClientRequestStreamsTest : public ::testing::TestWithParam<Draft> {
     return u;
   }
   // Incoming stream `i` of the relay, as bytes in hex.
-  static std::string in(ClientFixture& f, size_t i) { return hex_of(f.relay_->incoming.at(i)->data); }
+  static std::string in(ClientFixture& f, size_t i) {
+    return hex_of(f.relay_->incoming.at(i)->data);
+  }
   // SUBSCRIBE ["room","alice"] "video" as moqd's relay role writes it, with request id `rid`.
   std::vector<uint8_t> subscribe(uint8_t rid) const {
     wi::Subscribe s;
@@ -407,7 +409,7 @@ TEST_P(ClientRequestStreamsTest, PublishNamespaceOnItsStreamServesTheRelaysSubsc
   EXPECT_EQ(hex_of(pn.data), msg("06", id("00") + " 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));
   pn.write(bytes_of("07 00 01 00"));  // REQUEST_OK: no request id (17+), no params
   f.pump();
-  // The relay subscribes on a bidi stream of its own with its first (odd) id; the answer goes on it.
+  // The relay subscribes on a bidi stream of its own with its first (odd) id; answered there.
   RawStream* r = f.relay_->open_bidi(subscribe(1));
   ASSERT_NE(r, nullptr);
   f.pump();
@@ -484,7 +486,9 @@ TEST_P(ClientRequestStreamsTest, DiscoveryThenSubscribeOnItsOwnStreamAndTheGroup
   up.write(bytes_of("04 00 02 09 00"));
   transport::Stream* u = f.relay_mux_->open_uni();
   ASSERT_NE(u, nullptr);
-  u->write(Bytes::from(bytes_of(std::string(d17() ? "18" : "58") + " 09 04 00 00 03 61 62 63 00 00 00")));
+  // Alias 9, group 4, priority 0: "abc" and an empty object.
+  const std::string type = d17() ? "18" : "58";
+  u->write(Bytes::from(bytes_of(type + " 09 04 00 00 03 61 62 63 00 00 00")));
   u->finish();
   f.pump();
   const auto* g = viewer.group(4);

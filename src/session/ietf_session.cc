@@ -2174,7 +2174,7 @@ void IetfSession::on_peer_setup(const wi::Setup& setup) {
 }
 
 bool IetfSession::accept_stream_request_id(uint64_t id) {
-  // The peer's ids are even and never reused. Each request has its own stream, and streams are
+  // The peer's ids have its parity and are never reused. Each request has its own stream, and streams are
   // not ordered with each other, so a later id may arrive first: the ids it skipped stay
   // acceptable, at most kRequestIdWindow of them.
   // A client's ids are even, a server's odd: peer_next_request_id_ starts at the peer's parity.
@@ -2360,8 +2360,9 @@ void IetfSession::open_our_requests() {
     }
     wi::ControlMessage m = std::move(our_requests_waiting_.front());
     our_requests_waiting_.pop_front();
-    const auto kind = std::holds_alternative<wi::Subscribe>(m) ? RequestStream::Kind::kOurSubscribe
-                                                               : RequestStream::Kind::kOurPublishNamespace;
+    const auto kind = std::holds_alternative<wi::Subscribe>(m)
+                          ? RequestStream::Kind::kOurSubscribe
+                          : RequestStream::Kind::kOurPublishNamespace;
     const uint64_t id = request_id_of(m);
     auto* r = adopt<RequestStream>(*s, kind, id);
     requests_[id] = r;
@@ -2371,9 +2372,10 @@ void IetfSession::open_our_requests() {
 
 // ---------------------------------------------------------------------------------------------
 // Client role (`moq --versions moq-transport-14..20`). Only what a client starts differs from
-// the server role: CLIENT_SETUP on a control stream we open (17+: SETUP on our uni stream), PUBLISH_NAMESPACE for the origin's
-// broadcasts (NamespaceAnnouncer in publish mode), and SUBSCRIBE_NAMESPACE for the discovery
-// prefix (NamespaceDiscovery). What follows from them runs the server role's handlers: the relay's
+// the server role: CLIENT_SETUP on a control stream we open (17+: SETUP on our uni stream, and
+// each request on its own bidi stream), PUBLISH_NAMESPACE for the origin's broadcasts
+// (NamespaceAnnouncer in publish mode), and SUBSCRIBE_NAMESPACE for the discovery prefix
+// (NamespaceDiscovery). What follows from them runs the server role's handlers: the relay's
 // SUBSCRIBEs for our tracks (handle_subscribe), our SUBSCRIBEs for announced tracks
 // (UpstreamSubscription), SUBGROUP streams both ways, and a d14 relay's PUBLISH_NAMESPACE answers
 // (handle_publish_namespace).
@@ -2488,7 +2490,7 @@ class NamespaceDiscovery final : public Handler {
 }  // namespace ietf_detail
 
 void IetfSession::start_client() {
-  our_next_request_id_ = 0;   // client requests: even (draft-14 §9.1, d17 §9.1)
+  our_next_request_id_ = 0;   // client requests: even (draft-14 §9.1; the same in 17+)
   peer_next_request_id_ = 1;  // the relay's: odd
   if (row_->request_streams) {
     // 17+: our SETUP on a uni stream; requests wait for the relay's SETUP (on_peer_setup()).

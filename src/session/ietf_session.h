@@ -12,9 +12,9 @@
 // bidi stream each, closed to end it), and asks for SessionConfig::discover_prefix with
 // SUBSCRIBE_NAMESPACE (on its own bidi stream in d16+); the rest (SUBSCRIBE upstream for announced
 // tracks, serving the relay's SUBSCRIBEs, SUBGROUP streams both ways) is the same code as the
-// server role's, with request id parity reversed (ours even). Not served: PUBLISH, datagrams; each such
-// request closes the session with a protocol violation or is refused with an error (never ignored
-// silently). One worker thread.
+// server role's, with request id parity reversed (ours even). Not served: PUBLISH, datagrams;
+// each such request closes the session with a protocol violation or is refused with an error
+// (never ignored silently). One worker thread.
 //
 // FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE (drafts 14 to
 // 16) are served from the origin's track caches by ietf_detail::FetchService (ietf_fetch.h).
