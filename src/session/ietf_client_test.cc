@@ -322,7 +322,8 @@ TEST(IetfClientTest, AWithdrawnNamespaceOutlivesItsSubscriptionUntilPublishDone)
 
 // --- drafts 17 to 20: SETUP on uni streams, a bidi stream per request, ids even from 0 ---
 
-namespace d17 {
+// Named apart from ietf_session_test.cc's d17: the unity build compiles both in one TU.
+namespace client_d17 {
 
 struct Draft {
   int number;
@@ -554,7 +555,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Draft{20, "moqt-20", wire::Version::kTransport20}),
     [](const ::testing::TestParamInfo<Draft>& i) { return "D" + std::to_string(i.param.number); });
 
-}  // namespace d17
+}  // namespace client_d17
 
 }  // namespace
 }  // namespace moqd::session
