@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "runtime/tcp.h"
+#include "transport/quic/tls.h"
 #include "transport/websocket/http1.h"
 
 namespace moqd::client {
@@ -172,7 +173,20 @@ Result<std::string> read_response(int fd, SteadyClock::time_point deadline,
 }  // namespace
 
 std::vector<std::string> quic_alpns(wire::VersionSet versions) {
-  return wire::served_alpns(session::client_versions(versions));
+  std::vector<std::string> out = wire::served_alpns(session::client_versions(versions));
+  // GnuTLS takes at most kMaxAlpns from a client. Past it the newest IETF drafts are left out
+  // first (they come right after moq-lite's ALPNs): moq-lite's ALPNs, moql and the older drafts
+  // that deployed relays speak stay, so the default set offers drafts 15..18 and `--versions`
+  // naming 19 or 20 offers them.
+  for (size_t i = 0; out.size() > transport::quic::kMaxAlpns && i < out.size();) {
+    const wire::ProtocolInfo* row = wire::protocol_for_alpn(out[i]);
+    if (row != nullptr && !wire::is_lite(row->version) && out[i] != wire::kSetupAlpn) {
+      out.erase(out.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  return out;
 }
 
 Result<std::string> http_get(const Url& url, std::string_view target, Duration timeout) {

@@ -21,7 +21,8 @@
 namespace moqd::client {
 
 // ALPNs a QUIC client offers for `versions`, most preferred first: wire::served_alpns (the newest
-// moq-lite ALPN first, then moql, SETUP for lite-01/02).
+// moq-lite ALPN first, then the IETF drafts', then moql, SETUP for lite-01/02), at most
+// transport::quic::kMaxAlpns (the newest IETF drafts left out first).
 std::vector<std::string> quic_alpns(wire::VersionSet versions);
 
 // How to verify the relay for `url` and `tls` (see TlsOptions). For http:// (and ws://) URLs

@@ -1,4 +1,4 @@
-// The IETF session's client role (drafts 14..16), on a fake transport: a client-role session made
+// The IETF session's client role (drafts 14..20), on a fake transport: a client-role session made
 // by make_session() on a MuxSession whose protocol is the draft's ALPN (or the SETUP path for 14),
 // and a RawPeer relay that speaks the wire by hand. The handshake bytes are checked exactly; the
 // rest is decoded with wire/ietf.h.
@@ -319,6 +319,243 @@ TEST(IetfClientTest, AWithdrawnNamespaceOutlivesItsSubscriptionUntilPublishDone)
   EXPECT_FALSE(f.origin_.is_active("room/alice"));
   EXPECT_FALSE(f.handler_.is_closed());
 }
+
+// --- drafts 17 to 20: SETUP on uni streams, a bidi stream per request, ids even from 0 ---
+
+// Named apart from ietf_session_test.cc's d17: the unity build compiles both in one TU.
+namespace client_d17 {
+
+struct Draft {
+  int number;
+  const char* alpn;
+  wire::Version version;
+};
+void PrintTo(const Draft& d, std::ostream* os) { *os << d.alpn; }
+
+std::vector<uint8_t> bytes_of(const std::string& hex_text) { return from_hex(hex_text); }
+
+class ClientRequestStreamsTest : public ::testing::TestWithParam<Draft> {
+ protected:
+  bool d17() const { return GetParam().number == 17; }
+  // A request's id field: d17 adds the Required Request ID Delta (0).
+  std::string id(const char* v) const { return d17() ? std::string(v) + " 00" : std::string(v); }
+  // `type length(16) body` for a body of hex bytes (types below 0x40).
+  static std::string msg(const char* type, const std::string& body_hex) {
+    const size_t n = bytes_of(body_hex).size();
+    char b[16];
+    std::snprintf(b, sizeof b, "%s 00 %02zx", type, n);
+    return body_hex.empty() ? std::string(b) : std::string(b) + " " + body_hex;
+  }
+  // The relay's SETUP (no options) on a uni stream of its own, kept open (GOAWAY goes there).
+  transport::Stream* relay_setup(ClientFixture& f) {
+    transport::Stream* u = f.relay_mux_->open_uni();
+    EXPECT_NE(u, nullptr);
+    if (u != nullptr) {
+      u->write(Bytes::from(bytes_of("af 00 00 00")));
+    }
+    f.pump();
+    return u;
+  }
+  // Incoming stream `i` of the relay, as bytes in hex.
+  static std::string in(ClientFixture& f, size_t i) {
+    return hex_of(f.relay_->incoming.at(i)->data);
+  }
+  // SUBSCRIBE ["room","alice"] "video" as moqd's relay role writes it, with request id `rid`.
+  std::vector<uint8_t> subscribe(uint8_t rid) const {
+    wi::Subscribe s;
+    s.request_id = rid;
+    s.ns = {"room", "alice"};
+    s.track = "video";
+    s.subscriber_priority = 7;
+    s.forward = true;
+    s.filter = wi::Filter{wi::FilterType::kLargestObject, {}, 0};
+    if (GetParam().number == 20) {
+      s.filter->type = wi::FilterType::kRelative;
+      s.filter->relative_groups = 1;
+    }
+    return encoded(GetParam().version, s);
+  }
+};
+
+TEST_P(ClientRequestStreamsTest, SetupOnAUniStreamAndNoRequestBeforeTheRelaysSetup) {
+  ClientFixture f(GetParam().alpn, GetParam().version, std::string("room"));
+  TestBroadcast b(f.origin_, "room/alice");
+  f.start();
+  // Our SETUP alone, on our first (uni) stream, no options, kept open: no control stream, and the
+  // PUBLISH_NAMESPACE and SUBSCRIBE_NAMESPACE wait for the relay's SETUP.
+  ASSERT_EQ(f.relay_->incoming.size(), 1u);
+  EXPECT_TRUE(f.relay_->incoming[0]->stream->is_uni());
+  EXPECT_EQ(in(f, 0), "af 00 00 00");
+  EXPECT_FALSE(f.relay_->incoming[0]->fin);
+  EXPECT_FALSE(f.session_->is_ready());
+  relay_setup(f);
+  ASSERT_TRUE(f.handler_.ready_version.has_value());
+  EXPECT_EQ(*f.handler_.ready_version, GetParam().version);
+  // Then each request on its own bidi stream, ids 0 and 2.
+  ASSERT_EQ(f.relay_->incoming.size(), 3u);
+  EXPECT_FALSE(f.relay_->incoming[1]->stream->is_uni());
+  EXPECT_FALSE(f.relay_->incoming[2]->stream->is_uni());
+  EXPECT_EQ(in(f, 0), "af 00 00 00");  // nothing more on the SETUP stream
+  EXPECT_FALSE(f.handler_.is_closed());
+}
+
+TEST_P(ClientRequestStreamsTest, PublishNamespaceOnItsStreamServesTheRelaysSubscribeUntilItCloses) {
+  ClientFixture f(GetParam().alpn, GetParam().version, std::nullopt);
+  TestBroadcast b(f.origin_, "room/alice");
+  f.start();
+  relay_setup(f);
+  ASSERT_EQ(f.relay_->incoming.size(), 2u);
+  RawStream& pn = *f.relay_->incoming[1];
+  // PUBLISH_NAMESPACE id 0 ["room","alice"], no params.
+  EXPECT_EQ(hex_of(pn.data), msg("06", id("00") + " 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));
+  pn.write(bytes_of("07 00 01 00"));  // REQUEST_OK: no request id (17+), no params
+  f.pump();
+  // The relay subscribes on a bidi stream of its own with its first (odd) id; answered there.
+  RawStream* r = f.relay_->open_bidi(subscribe(1));
+  ASSERT_NE(r, nullptr);
+  f.pump();
+  // SUBSCRIBE_OK (no request id in 17+): alias 1 (the request id), no params, no properties.
+  EXPECT_EQ(hex_of(r->data), "04 00 02 01 00");
+  ASSERT_NE(b.feed("video").track(), nullptr);
+  b.write_group("video", 0, {"hi"});
+  f.pump();
+  ASSERT_EQ(f.relay_->incoming.size(), 3u);
+  const RawStream& g = *f.relay_->incoming[2];
+  // SUBGROUP: 17 type 0x18, 18+ with FIRST_OBJECT 0x58; alias 1, group 0, priority 7, "hi".
+  EXPECT_EQ(hex_of(g.data), std::string(d17() ? "18" : "58") + " 01 00 07 00 02 68 69");
+  EXPECT_TRUE(g.fin);
+  // The track ends: PUBLISH_DONE on the request's stream, which stays open (the relay closing it
+  // is its UNSUBSCRIBE), and the subscription counts until then.
+  r->data.clear();
+  b.feed("video").track()->end(make_error(ErrorCode::kClosed, "publisher done"));
+  f.pump();
+  ASSERT_GE(r->data.size(), 3u);
+  EXPECT_EQ(static_cast<uint8_t>(r->data[0]), 0x0b);  // PUBLISH_DONE
+  EXPECT_FALSE(r->fin);
+  EXPECT_EQ(f.session_->subscription_count(), 1u);
+  r->stream->finish();
+  f.pump();
+  EXPECT_TRUE(r->fin);
+  EXPECT_EQ(f.session_->subscription_count(), 0u);
+  // The broadcast ends: we close the PUBLISH_NAMESPACE stream (17 has no _DONE).
+  EXPECT_FALSE(pn.fin);
+  b.unannounce();
+  f.pump();
+  EXPECT_TRUE(pn.fin);
+  EXPECT_FALSE(f.handler_.is_closed());
+}
+
+TEST_P(ClientRequestStreamsTest, AnEvenRequestIdFromTheRelayIsInvalid) {
+  ClientFixture f(GetParam().alpn, GetParam().version, std::nullopt);
+  f.start();
+  relay_setup(f);
+  f.relay_->open_bidi(subscribe(2));  // a client's id
+  f.pump();
+  ASSERT_TRUE(f.relay_->closed_code.has_value());
+  EXPECT_EQ(*f.relay_->closed_code, 0x4u);  // INVALID_REQUEST_ID
+}
+
+TEST_P(ClientRequestStreamsTest, DiscoveryThenSubscribeOnItsOwnStreamAndTheGroupsItCarries) {
+  ClientFixture f(GetParam().alpn, GetParam().version, std::string("room"));
+  f.start();
+  relay_setup(f);
+  ASSERT_EQ(f.relay_->incoming.size(), 2u);
+  RawStream& ns = *f.relay_->incoming[1];
+  // 17: SUBSCRIBE_NAMESPACE 0x11 with Subscribe Options 1 (NAMESPACE only); 18+: 0x50 without.
+  if (d17()) {
+    EXPECT_EQ(hex_of(ns.data), msg("11", "00 00 01 04 72 6f 6f 6d 01 00"));
+  } else {
+    EXPECT_EQ(hex_of(ns.data), msg("50", "00 01 04 72 6f 6f 6d 00"));
+  }
+  ns.write(bytes_of("07 00 01 00"));                                   // REQUEST_OK
+  ns.write(bytes_of(msg("08", "01 05 61 6c 69 63 65")));               // NAMESPACE ["alice"]
+  f.pump();
+  ASSERT_TRUE(f.origin_.is_active("room/alice"));
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  // Our SUBSCRIBE on a new bidi stream, the next even id (2).
+  ASSERT_EQ(f.relay_->incoming.size(), 3u);
+  RawStream& up = *f.relay_->incoming[2];
+  auto out = messages(GetParam().version, up.data);
+  ASSERT_EQ(out.size(), 1u);
+  const auto* sub = std::get_if<wi::Subscribe>(&out[0]);
+  ASSERT_NE(sub, nullptr);
+  EXPECT_EQ(sub->request_id, 2u);
+  EXPECT_EQ(sub->track, "video");
+  // SUBSCRIBE_OK alias 9, then a SUBGROUP stream of the relay's for alias 9.
+  up.write(bytes_of("04 00 02 09 00"));
+  transport::Stream* u = f.relay_mux_->open_uni();
+  ASSERT_NE(u, nullptr);
+  // Alias 9, group 4, priority 0: "abc" and an empty object.
+  const std::string type = d17() ? "18" : "58";
+  u->write(Bytes::from(bytes_of(type + " 09 04 00 00 03 61 62 63 00 00 00")));
+  u->finish();
+  f.pump();
+  const auto* g = viewer.group(4);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->frames, (std::vector<std::string>{"abc", ""}));
+  EXPECT_TRUE(g->finished);
+  // PUBLISH_DONE and FIN from the relay: the track ends.
+  up.write(bytes_of("0b 00 05 02 01 02 4f 4b"));
+  up.stream->finish();
+  f.advance(std::chrono::milliseconds(300));
+  EXPECT_TRUE(viewer.ended);
+  // NAMESPACE_DONE: the broadcast goes away.
+  ns.write(bytes_of(msg("0e", "01 05 61 6c 69 63 65")));
+  f.pump();
+  EXPECT_FALSE(f.origin_.is_active("room/alice"));
+  EXPECT_FALSE(f.handler_.is_closed());
+}
+
+TEST_P(ClientRequestStreamsTest, GoawayOnTheRelaysSetupStreamReachesTheHandler) {
+  ClientFixture f(GetParam().alpn, GetParam().version, std::nullopt);
+  f.start();
+  transport::Stream* u = relay_setup(f);
+  ASSERT_NE(u, nullptr);
+  std::vector<uint8_t> g = encoded(GetParam().version, wi::Goaway{"https://other/", 0});
+  u->write(Bytes::from(g));
+  f.pump();
+  ASSERT_EQ(f.handler_.goaways.size(), 1u);
+  EXPECT_EQ(f.handler_.goaways[0], "https://other/");
+  EXPECT_FALSE(f.relay_->closed_code.has_value());
+}
+
+TEST_P(ClientRequestStreamsTest, ARefusedPublishNamespaceLeavesTheSessionUp) {
+  ClientFixture f(GetParam().alpn, GetParam().version, std::nullopt);
+  TestBroadcast b(f.origin_, "room/alice");
+  f.start();
+  relay_setup(f);
+  RawStream& pn = *f.relay_->incoming.at(1);
+  // REQUEST_ERROR UNAUTHORIZED (0x1), retry interval 0, "no", then FIN.
+  wi::RequestError e;
+  e.error_code = 1;
+  e.reason = "no";
+  pn.write(encoded(GetParam().version, e));
+  pn.stream->finish();
+  f.pump();
+  EXPECT_TRUE(pn.fin);
+  EXPECT_FALSE(f.relay_->closed_code.has_value());
+  // Anything but an answer on it is a violation.
+  ClientFixture f2(GetParam().alpn, GetParam().version, std::nullopt);
+  TestBroadcast b2(f2.origin_, "room/alice");
+  f2.start();
+  relay_setup(f2);
+  f2.relay_->incoming.at(1)->write(subscribe(1));
+  f2.pump();
+  ASSERT_TRUE(f2.relay_->closed_code.has_value());
+  EXPECT_EQ(*f2.relay_->closed_code, 0x3u);  // PROTOCOL_VIOLATION
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Drafts, ClientRequestStreamsTest,
+    ::testing::Values(Draft{17, "moqt-17", wire::Version::kTransport17},
+                      Draft{18, "moqt-18", wire::Version::kTransport18},
+                      Draft{19, "moqt-19", wire::Version::kTransport19},
+                      Draft{20, "moqt-20", wire::Version::kTransport20}),
+    [](const ::testing::TestParamInfo<Draft>& i) { return "D" + std::to_string(i.param.number); });
+
+}  // namespace client_d17
 
 }  // namespace
 }  // namespace moqd::session

@@ -1,4 +1,4 @@
-// IETF MoQ Transport session: drafts 14 to 20 in the server role, 14 to 16 in the client role.
+// IETF MoQ Transport session: drafts 14 to 20, in the server and the client role.
 // See ietf_session.h.
 #include "session/ietf_session.h"
 
@@ -39,6 +39,18 @@ constexpr uint64_t kDoneSubscriptionEnded = 0x3;
 // Stream reset codes on SUBGROUP streams we send or refuse (draft-14 §10.4.3 has none fixed for
 // these; moqd's own ErrorCode values, as the moq-lite Session uses).
 uint64_t reset_code(ErrorCode c) { return static_cast<uint64_t>(c); }
+
+// The request id of a request we queue for its own stream (drafts 17+): SUBSCRIBE or, in the
+// client role, PUBLISH_NAMESPACE.
+uint64_t request_id_of(const wire::ietf::ControlMessage& m) {
+  if (const auto* s = std::get_if<wire::ietf::Subscribe>(&m)) {
+    return s->request_id;
+  }
+  if (const auto* p = std::get_if<wire::ietf::PublishNamespace>(&m)) {
+    return p->request_id;
+  }
+  return 0;
+}
 
 }  // namespace
 
@@ -1131,7 +1143,12 @@ class SetupStreamReader final : public Handler {
 // the track (PUBLISH_DONE, or REQUEST_ERROR before SUBSCRIBE_OK).
 class RequestStream final : public Handler {
  public:
-  enum class Kind : uint8_t { kPeerSubscribe, kPeerPublishNamespace, kOurSubscribe };
+  enum class Kind : uint8_t {
+    kPeerSubscribe,
+    kPeerPublishNamespace,
+    kOurSubscribe,
+    kOurPublishNamespace,  // client role: a broadcast of ours, until we close the stream
+  };
   RequestStream(IetfSession& s, transport::Stream& stream, Kind kind, uint64_t id)
       : Handler(s), kind_(kind), id_(id) {
     attach(stream);
@@ -1185,6 +1202,10 @@ class RequestStream final : public Handler {
 
  private:
   void on_message(wi::ControlMessage m) {
+    if (kind_ == Kind::kOurPublishNamespace) {
+      on_publish_namespace_answer(std::move(m));
+      return;
+    }
     if (kind_ != Kind::kOurSubscribe) {
       // Follow-ups on the peer's request (REQUEST_UPDATE): the session's handlers decide.
       if (auto* u = std::get_if<wi::SubscribeUpdate>(&m); u != nullptr && kind_ == Kind::kPeerSubscribe) {
@@ -1207,6 +1228,20 @@ class RequestStream final : public Handler {
       ended_ = true;
     } else {
       session_.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a SUBSCRIBE stream");
+      return;
+    }
+    session_.on_control_message(std::move(m));
+  }
+  // The relay's answer to our PUBLISH_NAMESPACE: REQUEST_OK, or REQUEST_ERROR (logged by the
+  // session). Nothing else belongs on this stream.
+  void on_publish_namespace_answer(wi::ControlMessage m) {
+    if (auto* ok = std::get_if<wi::RequestOk>(&m)) {
+      ok->request_id = id_;
+    } else if (auto* e = std::get_if<wi::RequestError>(&m)) {
+      e->request_id = id_;
+    } else {
+      session_.fail(wi::TerminationCode::kProtocolViolation,
+                    "unexpected message on a PUBLISH_NAMESPACE stream");
       return;
     }
     session_.on_control_message(std::move(m));
@@ -1236,6 +1271,10 @@ class RequestStream final : public Handler {
         } else if (!ended_) {
           session_.on_control_message(wi::PublishDone{id_, 0, 0, "SUBSCRIBE stream closed"});
         }
+        break;
+      case Kind::kOurPublishNamespace:
+        // PUBLISH_NAMESPACE_CANCEL (17 has none): the relay no longer takes the namespace. Its
+        // SUBSCRIBEs are separate requests; nothing else follows from it here.
         break;
     }
     if (stream_ != nullptr) {
@@ -1452,10 +1491,6 @@ void IetfSession::continue_start() {
       fail(make_error(ErrorCode::kTimeout, "setup not completed"));
     }
   });
-  if (is_client() && row_->request_streams) {
-    close(make_error(ErrorCode::kVersion, "no client role for IETF drafts 17+ yet"));
-    return;
-  }
   if (is_client()) {
     start_client();
   } else if (row_->request_streams) {
@@ -2218,14 +2253,19 @@ void IetfSession::on_peer_setup(const wi::Setup& setup) {
   // 17+ have no MAX_REQUEST_ID: our requests are bounded by the peer's stream credit.
   our_max_request_id_ = (uint64_t{1} << 62) - 1;
   on_setup_done();
+  if (is_client() && !closed_ && !closing_) {
+    start_client_requests();
+  }
 }
 
 bool IetfSession::accept_stream_request_id(uint64_t id) {
-  // The peer's ids are even and never reused. Each request has its own stream, and streams are
+  // The peer's ids have its parity and are never reused. Each request has its own stream, and streams are
   // not ordered with each other, so a later id may arrive first: the ids it skipped stay
   // acceptable, at most kRequestIdWindow of them.
-  if (id % 2 != 0) {
-    fail(wi::TerminationCode::kInvalidRequestId, "client request id is odd");
+  // A client's ids are even, a server's odd: peer_next_request_id_ starts at the peer's parity.
+  if (id % 2 != peer_next_request_id_ % 2) {
+    fail(wi::TerminationCode::kInvalidRequestId,
+         is_client() ? "server request id is even" : "client request id is odd");
     return false;
   }
   if (id >= peer_next_request_id_) {
@@ -2349,8 +2389,8 @@ void IetfSession::send_on_request_stream(const wi::ControlMessage& m) {
     }
     return;
   }
-  if (const auto* s = std::get_if<wi::Subscribe>(&m)) {
-    our_requests_waiting_.push_back(*s);
+  if (std::holds_alternative<wi::Subscribe>(m) || std::holds_alternative<wi::PublishNamespace>(m)) {
+    our_requests_waiting_.push_back(m);  // each on a new bidi stream
     open_our_requests();
     return;
   }
@@ -2360,15 +2400,20 @@ void IetfSession::send_on_request_stream(const wi::ControlMessage& m) {
   std::visit(
       [&](const auto& msg) {
         using T = std::decay_t<decltype(msg)>;
-        if constexpr (std::is_same_v<T, wi::Unsubscribe>) {
+        if constexpr (std::is_same_v<T, wi::Unsubscribe> ||
+                      std::is_same_v<T, wi::PublishNamespaceDone>) {
           id = msg.request_id;
           cancel = true;
         } else if constexpr (std::is_same_v<T, wi::SubscribeOk> || std::is_same_v<T, wi::RequestOk>) {
           id = msg.request_id;
-        } else if constexpr (std::is_same_v<T, wi::RequestError> ||
-                             std::is_same_v<T, wi::PublishDone>) {
+        } else if constexpr (std::is_same_v<T, wi::RequestError>) {
           id = msg.request_id;
           last = true;
+        } else if constexpr (std::is_same_v<T, wi::PublishDone>) {
+          id = msg.request_id;
+          // Client role: the stream stays open until the relay closes it, which is its UNSUBSCRIBE
+          // once it has read every SUBGROUP stream (see await_unsubscribe()).
+          last = !is_client();
         }
       },
       m);
@@ -2377,7 +2422,9 @@ void IetfSession::send_on_request_stream(const wi::ControlMessage& m) {
     return;
   }
   if (cancel) {
-    std::erase_if(our_requests_waiting_, [&](const wi::Subscribe& s) { return s.request_id == *id; });
+    std::erase_if(our_requests_waiting_, [&](const wi::ControlMessage& w) {
+      return request_id_of(w) == *id;
+    });
   }
   auto it = requests_.find(*id);
   if (it == requests_.end()) {
@@ -2396,19 +2443,24 @@ void IetfSession::open_our_requests() {
     if (s == nullptr) {
       return;  // on_streams_available() calls again
     }
-    wi::Subscribe m = std::move(our_requests_waiting_.front());
+    wi::ControlMessage m = std::move(our_requests_waiting_.front());
     our_requests_waiting_.pop_front();
-    auto* r = adopt<RequestStream>(*s, RequestStream::Kind::kOurSubscribe, m.request_id);
-    requests_[m.request_id] = r;
+    const auto kind = std::holds_alternative<wi::Subscribe>(m)
+                          ? RequestStream::Kind::kOurSubscribe
+                          : RequestStream::Kind::kOurPublishNamespace;
+    const uint64_t id = request_id_of(m);
+    auto* r = adopt<RequestStream>(*s, kind, id);
+    requests_[id] = r;
     r->send(m, false);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Client role (`moq --versions moq-transport-14|15|16`). Only what a client starts differs from
-// the server role: CLIENT_SETUP on a control stream we open, PUBLISH_NAMESPACE for the origin's
-// broadcasts (NamespaceAnnouncer in publish mode), and SUBSCRIBE_NAMESPACE for the discovery
-// prefix (NamespaceDiscovery). What follows from them runs the server role's handlers: the relay's
+// Client role (`moq --versions moq-transport-14..20`). Only what a client starts differs from
+// the server role: CLIENT_SETUP on a control stream we open (17+: SETUP on our uni stream, and
+// each request on its own bidi stream), PUBLISH_NAMESPACE for the origin's broadcasts
+// (NamespaceAnnouncer in publish mode), and SUBSCRIBE_NAMESPACE for the discovery prefix
+// (NamespaceDiscovery). What follows from them runs the server role's handlers: the relay's
 // SUBSCRIBEs for our tracks (handle_subscribe), our SUBSCRIBEs for announced tracks
 // (UpstreamSubscription), SUBGROUP streams both ways, and a d14 relay's PUBLISH_NAMESPACE answers
 // (handle_publish_namespace).
@@ -2437,7 +2489,7 @@ class NamespaceDiscovery final : public Handler {
     }
     attach(*own);
     std::vector<uint8_t> out;
-    wi::encode(session_.draft(), m, out);
+    wi::encode(session_.draft(), m, out, session_.peer_form());
     own->write(Bytes::from(out));
   }
 
@@ -2447,7 +2499,7 @@ class NamespaceDiscovery final : public Handler {
       if (data.empty()) {
         break;
       }
-      std::optional<wi::ControlMessage> m = session_.read_message(*stream_, wi::Peer::kDraftText);
+      std::optional<wi::ControlMessage> m = session_.read_message(*stream_, session_.peer_form());
       if (!m) {
         return;
       }
@@ -2523,8 +2575,13 @@ class NamespaceDiscovery final : public Handler {
 }  // namespace ietf_detail
 
 void IetfSession::start_client() {
-  our_next_request_id_ = 0;   // client requests: even (draft-14 §9.1)
+  our_next_request_id_ = 0;   // client requests: even (draft-14 §9.1; the same in 17+)
   peer_next_request_id_ = 1;  // the relay's: odd
+  if (row_->request_streams) {
+    // 17+: our SETUP on a uni stream; requests wait for the relay's SETUP (on_peer_setup()).
+    start_request_streams();
+    return;
+  }
   open_client_control();
 }
 
@@ -2582,7 +2639,7 @@ void IetfSession::start_client_requests() {
   }
   wi::TrackNamespace prefix = wi::to_namespace(model::normalize_path(*config_.discover_prefix));
   auto* d = adopt<NamespaceDiscovery>(*id, std::move(prefix));
-  if (!row_->subscribe_options) {
+  if (!row_->subscribe_options && !row_->request_streams) {
     discovery_ = d;  // d14/15: answers come on the control stream
     d->begin(nullptr);
     return;

@@ -6,12 +6,13 @@
 // is served from the origin's tracks as SUBGROUP uni streams. Wire codec: wire/ietf.h; namespace
 // tuples map to paths by wire/ietf_namespace.h.
 //
-// Client role (SessionConfig::role, for `moq --versions moq-transport-14|15|16`): the session
-// opens the control stream with CLIENT_SETUP, publishes every broadcast of its origin with
-// PUBLISH_NAMESPACE, and asks for SessionConfig::discover_prefix with SUBSCRIBE_NAMESPACE (on its
-// own bidi stream in d16); the rest (SUBSCRIBE upstream for announced tracks, serving the relay's
-// SUBSCRIBEs, SUBGROUP streams both ways) is the same code as the server role's. A client-role
-// session of draft 17+ closes at start (not built yet). PUBLISH (drafts 14..16) is served by
+// Client role (SessionConfig::role, for `moq --versions moq-transport-14..20`): the session
+// opens the control stream with CLIENT_SETUP (17+: its SETUP on a uni stream, requests once the
+// relay's SETUP arrived), publishes every broadcast of its origin with PUBLISH_NAMESPACE (17+: one
+// bidi stream each, closed to end it), and asks for SessionConfig::discover_prefix with
+// SUBSCRIBE_NAMESPACE (on its own bidi stream in d16+); the rest (SUBSCRIBE upstream for announced
+// tracks, serving the relay's SUBSCRIBEs, SUBGROUP streams both ways) is the same code as the
+// server role's, with request id parity reversed (ours even). PUBLISH (drafts 14..16) is served by
 // ietf_detail::PublishService (ietf_publish.h); OBJECT_DATAGRAMs (drafts 14..16) from a publisher
 // by ietf_detail::DatagramReceiver (ietf_datagram.h). Not served: PUBLISH on drafts 17+, sending
 // datagrams; each such request closes the session with a protocol violation or is refused with an
@@ -23,7 +24,9 @@
 // Drafts 17 to 20 (Draft::request_streams) differ only in where messages travel: SETUP 0x2F00 on
 // a uni stream each way (ours kept open for GOAWAY), and each request on its own bidi stream with
 // its responses; closing that stream is UNSUBSCRIBE / PUBLISH_NAMESPACE_DONE. The handlers are
-// the same: send_control() routes a message to its request's stream by request id.
+// the same: send_control() routes a message to its request's stream by request id. In the client
+// role PUBLISH_DONE leaves the request stream open: the relay closing it is the UNSUBSCRIBE that
+// await_unsubscribe() waits for.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -210,7 +213,8 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
 
  private:
   void continue_start();
-  // Client role: request ids (ours even from 0, the relay's odd from 1), then the control stream.
+  // Client role: request ids (ours even from 0, the relay's odd from 1), then the control stream
+  // (14..16) or our SETUP stream (17+).
   void start_client();
   // Opens the control stream and writes CLIENT_SETUP; over qmux-00 it may have to wait for
   // on_streams_available().
@@ -298,15 +302,15 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   std::map<uint64_t, ietf_detail::NamespaceAnnouncer*> namespace_announcers_;  // d14/15
   model::CacheBudget publisher_budget_;
   // Drafts 17+: our SETUP stream (kept open: GOAWAY goes there), whether the peer's SETUP stream
-  // arrived, the request streams by request id (the peer's even, ours odd), our SUBSCRIBEs
-  // waiting for a bidi stream, and the peer's ids skipped so far (a request's stream may overtake
-  // an earlier one's).
+  // arrived, the request streams by request id (a client's even, a server's odd), our SUBSCRIBEs
+  // (and a client's PUBLISH_NAMESPACEs) waiting for a bidi stream, and the peer's ids skipped so
+  // far (a request's stream may overtake an earlier one's).
   transport::Stream* setup_out_ = nullptr;
   bool peer_setup_stream_ = false;
   wire::ietf::Peer peer_form_ = wire::ietf::Peer::kDraftText;
   std::optional<uint64_t> peer_relay_hops_;  // RELAY_HOPS origin from the peer's SETUP, kept
   std::map<uint64_t, ietf_detail::RequestStream*> requests_;
-  std::deque<wire::ietf::Subscribe> our_requests_waiting_;
+  std::deque<wire::ietf::ControlMessage> our_requests_waiting_;  // SUBSCRIBE, PUBLISH_NAMESPACE
   std::set<uint64_t> peer_skipped_ids_;
   // Client role: CLIENT_SETUP waits for a stream; the d14/15 discovery request on the control
   // stream (a d16 one lives on its own stream, owned by handlers_).

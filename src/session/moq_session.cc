@@ -20,10 +20,12 @@ std::optional<std::string> peer_path_of(const std::string& root, std::string_vie
 
 wire::VersionSet client_versions(const wire::VersionSet& wanted) {
   wire::VersionSet out = wire::VersionSet::none();
-  // IETF drafts 14..16: IetfSession's client role (drafts 17+ have no client role yet).
+  // IETF drafts 14..20: IetfSession's client role.
   for (auto v : {wire::Version::kLite01, wire::Version::kLite02, wire::Version::kLite03,
                  wire::Version::kLite04, wire::Version::kLite05, wire::Version::kTransport14,
-                 wire::Version::kTransport15, wire::Version::kTransport16}) {
+                 wire::Version::kTransport15, wire::Version::kTransport16,
+                 wire::Version::kTransport17, wire::Version::kTransport18,
+                 wire::Version::kTransport19, wire::Version::kTransport20}) {
     if (wanted.contains(v)) {
       out.add(v);
     }

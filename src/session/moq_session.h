@@ -53,7 +53,7 @@ std::optional<std::string> peer_path_of(const std::string& root, std::string_vie
 // IETF row's ALPN (moqt-15, moqt-16 ...), or when it is the SETUP ALPN ("moql" or none) and the
 // only SETUP-reached version enabled is moq-transport-14; the moq-lite Session otherwise.
 // The versions a client-role session can run among `wanted`: every moq-lite version and IETF
-// drafts 14 to 16 (IetfSession's client role), so `moq --versions moq-transport-16` offers moqt-16.
+// drafts 14 to 20 (IetfSession's client role), so `moq --versions moq-transport-16` offers moqt-16.
 wire::VersionSet client_versions(const wire::VersionSet& wanted);
 
 std::unique_ptr<MoqSession> make_session(transport::Session& transport, SessionConfig config,
