@@ -1,10 +1,12 @@
-// Object ids with gaps, subgroups and extension blocks (Properties, d18+) through the relay: an
+// Object ids with gaps, subgroups and extension blocks (Properties, d18+) through the relay, on
+// drafts 15 to 20 (14, reached through SETUP only, writes blocks as 15 does): an
 // IETF peer publishes a track and subscribes to it again through moqd (one session, fake
 // streams), and what it reads back must be what it wrote, byte for byte, past the SUBGROUP_HEADER
 // moqd writes for its own alias. moq-lite subscribers refuse what moq-lite cannot express, per
 // group and per subscriber, with UNSUPPORTED.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -120,20 +122,26 @@ const char* kGappedObjects = "05 04 0d 02 aa bb 03 61 62 63 02 05 10 05 0d 01 cc
 // Subgroup 0 of the same group: id 0, {0x10: 7} (a timestamp alone), "q".
 const char* kPlainObjects = "00 02 10 07 01 71";
 
-// d16 on the control stream: the peer publishes room/alice and subscribes to room/alice "video"
-// through moqd, which subscribes upstream to the peer.
-TEST(IetfExtensionsTest, D16SubgroupsGapsAndExtensionsComeBackUnchanged) {
-  Fixture f("moqt-16");
-  RawStream* c = f.raw_->open_bidi(
-      hex("20 00 13 02 02 80 00 a4 55 05 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73"));
+// d15 and d16 on the control stream: the peer publishes room/alice and subscribes to room/alice
+// "video" through moqd, which subscribes upstream to the peer. (d15 writes Key-Value-Pair types
+// absolute: the blocks below then read as other, equally valid, pairs, forwarded as they are.)
+class ControlStreamTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ControlStreamTest, SubgroupsGapsAndExtensionsComeBackUnchanged) {
+  const bool d15 = GetParam() == 15;
+  Fixture f(d15 ? "moqt-15" : "moqt-16");
+  // @moq/lite 0.2.2's CLIENT_SETUP (MaxRequestId 42069, Implementation), d15 / d16 form.
+  RawStream* c = f.raw_->open_bidi(hex(std::string("20 00 13 02 02 80 00 a4 55 ") +
+                                       (d15 ? "07" : "05") + " 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73"));
   f.pump();
   c->write(hex("06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));  // PUBLISH_NAMESPACE id 0
   f.pump();
   ASSERT_TRUE(f.origin_.is_active("room/alice"));
   c->data.clear();
-  // SUBSCRIBE id 2 ["room","alice"] "video": forward 1, priority 7, LargestObject, order 2.
-  c->write(hex("03 00 1d 02 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
-               "04 10 01 10 07 01 01 02 01 02"));
+  // SUBSCRIBE id 2 ["room","alice"] "video": forward 1, priority 7, LargestObject, order 2
+  // (parameter types delta-coded on 16, absolute on 15).
+  c->write(hex(std::string("03 00 1d 02 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f ") +
+               (d15 ? "04 10 01 20 07 21 01 02 22 02" : "04 10 01 10 07 01 01 02 01 02")));
   f.pump();
   // moqd's own SUBSCRIBE upstream (id 1) is on the control stream; answer SUBSCRIBE_OK alias 9.
   ASSERT_NE(hex_of(c->data).find("03 00"), std::string::npos) << hex_of(c->data);
@@ -167,7 +175,7 @@ TEST(IetfExtensionsTest, D16SubgroupsGapsAndExtensionsComeBackUnchanged) {
       EXPECT_EQ(g->objects()[0].id, 5u);
       EXPECT_EQ(g->objects()[1].id, 8u);
       EXPECT_TRUE(g->objects()[1].lite_refused);
-      EXPECT_EQ(g->objects()[1].extensions_draft, 16);
+      EXPECT_EQ(g->objects()[1].extensions_draft, GetParam());
       EXPECT_EQ(hex_of(std::string(reinterpret_cast<const char*>(g->objects()[1].extensions.data()),
                                    g->objects()[1].extensions.size())),
                 "10 05 0d 01 cc");
@@ -181,9 +189,29 @@ TEST(IetfExtensionsTest, D16SubgroupsGapsAndExtensionsComeBackUnchanged) {
   EXPECT_EQ(subgroups, 2u);
 }
 
-// d20 with a request stream per request and SETUP on uni streams; d18+ types carry FIRST_OBJECT.
-TEST(IetfExtensionsTest, D20SubgroupsGapsAndPropertiesComeBackUnchanged) {
-  Fixture f("moqt-20");
+INSTANTIATE_TEST_SUITE_P(Drafts, ControlStreamTest, ::testing::Values(15, 16),
+                         [](const auto& info) { return "D" + std::to_string(info.param); });
+
+// 17 to 20: a request stream per request and SETUP on uni streams; 18+ types carry FIRST_OBJECT.
+class RequestStreamTest : public ::testing::TestWithParam<int> {
+ protected:
+  bool d17() const { return GetParam() == 17; }
+  // The request id field (d17: then the Required Request ID Delta 0).
+  std::string id(int v) const {
+    char b[8];
+    std::snprintf(b, sizeof b, d17() ? "%02x 00" : "%02x", v);
+    return b;
+  }
+  // A SUBGROUP_HEADER type of 17 (0x1d, 0x19) with FIRST_OBJECT on 18+.
+  std::string type(int base) const {
+    char b[4];
+    std::snprintf(b, sizeof b, "%02x", base | (d17() ? 0 : 0x40));
+    return b;
+  }
+};
+
+TEST_P(RequestStreamTest, SubgroupsGapsAndPropertiesComeBackUnchanged) {
+  Fixture f("moqt-" + std::to_string(GetParam()));
   transport::Stream* setup = f.client_mux_->open_uni();
   ASSERT_NE(setup, nullptr);
   // @moq/net 0.3.4's SETUP (src/session/ietf_session_test.cc kSetup).
@@ -191,13 +219,14 @@ TEST(IetfExtensionsTest, D20SubgroupsGapsAndPropertiesComeBackUnchanged) {
                                "0a 5a 2a db 5a 87 d4 05 01")));
   f.pump();
   ASSERT_TRUE(f.session_->is_ready());
-  RawStream* pn = f.raw_->open_bidi(msg(0x06, "00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));
+  RawStream* pn = f.raw_->open_bidi(msg(0x06, id(0) + " 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));
   f.pump();
   ASSERT_TRUE(f.origin_.is_active("room/alice"));
-  // SUBSCRIBE id 2, priority 7, forward 1, relative filter 1 (the current group), order 2.
+  // SUBSCRIBE id 2, priority 7, forward 1, group order 2, the filter @moq/net sends: 17..19
+  // LargestObject, 20 relative 1 (the current group).
   RawStream* sub = f.raw_->open_bidi(
-      msg(0x03, "02 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f 04 10 01 10 07 01 01 "
-                "01 01 02"));
+      msg(0x03, id(2) + " 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f 04 10 01 10 07 01 01 " +
+                    (GetParam() == 20 ? "01" : "02") + " 01 02"));
   f.pump();
   // moqd's SUBSCRIBE upstream on a bidi stream of its own: SUBSCRIBE_OK alias 9 there.
   RawStream* up = nullptr;
@@ -211,19 +240,21 @@ TEST(IetfExtensionsTest, D20SubgroupsGapsAndPropertiesComeBackUnchanged) {
   f.pump();
   ASSERT_FALSE(sub->data.empty());
   EXPECT_EQ(static_cast<uint8_t>(sub->data[0]), 0x04) << hex_of(sub->data);
-  // 0x5d / 0x59: the d16 types with FIRST_OBJECT.
-  f.publish(std::string("5d 09 04 03 80 ") + kGappedObjects);
-  f.publish(std::string("59 09 04 80 ") + kPlainObjects);
-  auto sg3 = f.streams_from("5d 02 04 03 07");
+  f.publish(type(0x1d) + " 09 04 03 80 " + kGappedObjects);
+  f.publish(type(0x19) + " 09 04 80 " + kPlainObjects);
+  auto sg3 = f.streams_from(type(0x1d) + " 02 04 03 07");
   ASSERT_EQ(sg3.size(), 1u);
-  EXPECT_EQ(hex_of(sg3[0]->data), std::string("5d 02 04 03 07 ") + kGappedObjects);
+  EXPECT_EQ(hex_of(sg3[0]->data), type(0x1d) + " 02 04 03 07 " + kGappedObjects);
   EXPECT_TRUE(sg3[0]->fin);
-  auto sg0 = f.streams_from("59 02 04 07");
+  auto sg0 = f.streams_from(type(0x19) + " 02 04 07");
   ASSERT_EQ(sg0.size(), 1u);
-  EXPECT_EQ(hex_of(sg0[0]->data), std::string("59 02 04 07 ") + kPlainObjects);
+  EXPECT_EQ(hex_of(sg0[0]->data), type(0x19) + " 02 04 07 " + kPlainObjects);
   EXPECT_FALSE(f.raw_->closed_code.has_value());
   (void)pn;
 }
+
+INSTANTIATE_TEST_SUITE_P(Drafts, RequestStreamTest, ::testing::Values(17, 18, 19, 20),
+                         [](const auto& info) { return "D" + std::to_string(info.param); });
 
 // The subgroup named by its first object's id (type 0x1b: extensions, end of group, subgroup =
 // first object id): a group of its own, subgroup 6, sent back with an explicit subgroup field.
