@@ -42,6 +42,14 @@ Object& ObjectList::emplace_back() {
 }
 
 Object& Group::begin_object(uint64_t size, ObjectStatus status) {
+  return begin_object_with_id(objects_.size(), size, status);
+}
+
+Object& Group::begin_object_with_id(uint64_t id, uint64_t size, ObjectStatus status) {
+  if (!objects_.empty() && id <= objects_.back().id) {
+    MOQD_MODEL_BUG("begin_object with an id that does not go up");
+    aborted_ = true;
+  }
   if (is_done()) {
     MOQD_MODEL_BUG("begin_object on a finished or aborted group");
     aborted_ = true;
@@ -49,8 +57,10 @@ Object& Group::begin_object(uint64_t size, ObjectStatus status) {
     MOQD_MODEL_BUG("begin_object before the previous object is complete");
     aborted_ = true;
   }
+  const uint64_t index = objects_.size();
   Object& o = objects_.emplace_back();
-  o.id = objects_.size() - 1;
+  o.id = id;
+  o.lite_refused = id != index || subgroup_ != 0;
   o.status = status;
   o.size = size;
   return o;

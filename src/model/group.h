@@ -19,9 +19,17 @@ enum class ObjectStatus : uint8_t { kNormal = 0, kDoesNotExist = 1, kEndOfGroup 
 // One object. Its payload arrives as chunks; `size` is declared up front (moq-lite FRAME size) so a
 // 1 MiB frame can be forwarded while it is still arriving.
 struct Object {
-  uint64_t id = 0;
+  uint64_t id = 0;              // ascending in the group; an IETF producer's may leave gaps
   ObjectStatus status = ObjectStatus::kNormal;
-  Bytes extensions;             // raw IETF extension headers; empty for moq-lite
+  // The IETF draft (14..20) whose Key-Value-Pair encoding `extensions` is in; 0 when empty.
+  uint8_t extensions_draft = 0;
+  // moq-lite cannot carry the object as it is: its id is not the previous one + 1 (or 0 first),
+  // its group is a subgroup other than 0, or its extensions hold more than a timestamp. moq-lite
+  // subscribers refuse it (the session's business); IETF ones forward it.
+  bool lite_refused = false;
+  // Raw IETF Extension Headers / Properties block, held once and referenced by every reader;
+  // empty for moq-lite producers.
+  Bytes extensions;
   uint64_t size = 0;            // declared payload size
   // Presentation timestamp in the track's TrackProperties::timescale, as the producer gave it
   // (moq-lite-05 FRAME timestamps are carried exactly). A protocol without timestamps stamps the
@@ -102,6 +110,17 @@ class Group {
       : sequence_(sequence), arrival_(arrival), created_(created) {}
 
   uint64_t sequence() const { return sequence_; }
+  // The IETF subgroup this group carries (0 for moq-lite, which has one per group): a track holds
+  // one Group per (sequence, subgroup) it was sent as.
+  uint64_t subgroup() const { return subgroup_; }
+  // The producer's objects may carry extension blocks (an IETF SUBGROUP stream type with them),
+  // so IETF readers choose a stream type that has them.
+  bool has_extensions() const { return has_extensions_; }
+  // Set by the track before the group is told to listeners.
+  void set_subgroup(uint64_t subgroup, bool has_extensions) {
+    subgroup_ = subgroup;
+    has_extensions_ = has_extensions;
+  }
   // Position in the track's arrival order (0, 1, 2, ...): subscribers follow arrivals, so a group
   // that arrives late with an old sequence is still forwarded.
   uint64_t arrival() const { return arrival_; }
@@ -120,6 +139,10 @@ class Group {
   // not done. Breaking that is a producer bug (the session validates peer input first): debug
   // builds abort, release builds log and abort the group.
   Object& begin_object(uint64_t size, ObjectStatus status = ObjectStatus::kNormal);
+  // The same with the producer's id, above the previous object's (gaps allowed; an id that does
+  // not go up is a producer bug, as above). An id other than the index, or a group whose
+  // subgroup is not 0, marks the object lite_refused.
+  Object& begin_object_with_id(uint64_t id, uint64_t size, ObjectStatus status);
   // Its `timestamp` relative to the previous object of the group (the first: to 0), as a signed
   // difference modulo 2^64: what a moq-lite-05 FRAME header carries.
   int64_t timestamp_delta(const Object& o) const {
@@ -149,6 +172,8 @@ class Group {
   Instant created_;
   ObjectList objects_;
   uint64_t bytes_ = 0;
+  uint64_t subgroup_ = 0;
+  bool has_extensions_ = false;
   bool finished_ = false;
   bool aborted_ = false;
   uint32_t refs_ = 0;

@@ -44,6 +44,30 @@ class GroupTest : public testing::Test {
   int64_t buffers_at_start_ = Bytes::live_buffers();
 };
 
+TEST_F(GroupTest, ObjectIdsMayLeaveGapsAndGapsAreMarkedForMoqLite) {
+  GroupRef g = make_group();
+  g->begin_object_with_id(0, 1, ObjectStatus::kNormal);
+  g->append_chunk(Bytes::copy("a"));
+  g->begin_object_with_id(1, 1, ObjectStatus::kNormal);
+  g->append_chunk(Bytes::copy("b"));
+  g->begin_object_with_id(5, 1, ObjectStatus::kNormal);
+  g->append_chunk(Bytes::copy("c"));
+  g->finish();
+  EXPECT_FALSE(g->objects()[0].lite_refused);
+  EXPECT_FALSE(g->objects()[1].lite_refused);
+  EXPECT_TRUE(g->objects()[2].lite_refused);
+  GroupCursor c(g);
+  EXPECT_EQ(drain(c), "S0 C:a S1 C:b S5 C:c E ");
+}
+
+TEST_F(GroupTest, AnObjectIdThatDoesNotGoUpIsAProducerBug) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  GroupRef g = make_group();
+  g->begin_object_with_id(5, 0, ObjectStatus::kNormal);
+  // begin_object takes the next index (1) as its id: below 5.
+  EXPECT_DEBUG_DEATH(g->begin_object(0), "model bug");
+}
+
 TEST_F(GroupTest, CursorWalksChunkedObjectsThenEnd) {
   GroupRef g = make_group();
   g->begin_object(5);

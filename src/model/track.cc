@@ -94,17 +94,20 @@ void Track::drop_oldest() {
   release_budgets(bytes);
 }
 
-Group* Track::begin_group(uint64_t sequence) {
+Group* Track::begin_group(uint64_t sequence) { return begin_group(sequence, 0, false); }
+
+Group* Track::begin_group(uint64_t sequence, uint64_t subgroup, bool has_extensions) {
   if (ended_ || (sequence_floor_ && sequence <= *sequence_floor_)) {
     return nullptr;
   }
   for (const GroupRef& g : cache_) {
-    if (g->sequence() == sequence) {
+    if (g->sequence() == sequence && g->subgroup() == subgroup) {
       return nullptr;
     }
   }
   cache_.emplace_back(new Group(sequence, next_arrival_++, clock_.now()));
   Group* g = cache_.back().get();
+  g->set_subgroup(subgroup, has_extensions);
   if (!largest_sequence_ || sequence > *largest_sequence_) {
     largest_sequence_ = sequence;
   }
@@ -134,6 +137,20 @@ void Track::begin_timed_object(Group& g, uint64_t size, uint64_t timestamp) {
   Object& o = g.begin_object(size);
   o.arrived = clock_.now();
   o.timestamp = timestamp;
+  notify();
+}
+
+void Track::begin_ietf_object(Group& g, IetfObject in) {
+  if (ended_) {
+    return;
+  }
+  Object& o = g.begin_object_with_id(in.id, in.size, ObjectStatus::kNormal);
+  o.arrived = clock_.now();
+  o.timestamp = in.timestamp.value_or(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(o.arrived.time_since_epoch()).count()));
+  o.extensions = std::move(in.extensions);
+  o.extensions_draft = o.extensions.empty() ? 0 : in.extensions_draft;
+  o.lite_refused = o.lite_refused || in.lite_refused;
   notify();
 }
 

@@ -106,9 +106,24 @@ class Track final : private TurnWork {
   // holds the only reference: a producer that writes to it after another group begins must hold a
   // GroupRef, since eviction may drop the cache's. Producer calls after end() are no-ops.
   Group* begin_group(uint64_t sequence);
+  // An IETF subgroup of group `sequence`: one Group per (sequence, subgroup), refused (null) as a
+  // duplicate of that pair only. `has_extensions`: see Group::has_extensions.
+  Group* begin_group(uint64_t sequence, uint64_t subgroup, bool has_extensions);
   void begin_object(Group& g, uint64_t size, ObjectStatus status = ObjectStatus::kNormal);
   // The same, with the object's presentation timestamp (Object::timestamp).
   void begin_timed_object(Group& g, uint64_t size, uint64_t timestamp);
+  // An IETF producer's object: its id (Group::begin_object_with_id), its raw extension block in
+  // draft `extensions_draft`'s encoding (held, not copied), the timestamp the block gave (else the
+  // arrival millisecond, as begin_object), and whether the block holds more than moq-lite carries.
+  struct IetfObject {
+    uint64_t id = 0;
+    uint64_t size = 0;
+    Bytes extensions;
+    uint8_t extensions_draft = 0;
+    std::optional<uint64_t> timestamp;
+    bool lite_refused = false;
+  };
+  void begin_ietf_object(Group& g, IetfObject o);
   // The source is asking its peer for the track's properties (moq-lite-05 TRACK): properties()
   // is empty until set_properties(). Listeners hear of the answer through on_track_data.
   void expect_properties();

@@ -63,6 +63,41 @@ TEST_F(TrackTest, DuplicateSequenceInCacheIsRejected) {
   EXPECT_EQ(track_->largest_sequence(), 7u);
 }
 
+TEST_F(TrackTest, SubgroupsOfOneSequenceAreGroupsOfTheirOwn) {
+  Group* sg0 = track_->begin_group(7, 0, false);
+  ASSERT_NE(sg0, nullptr);
+  Group* sg2 = track_->begin_group(7, 2, true);
+  ASSERT_NE(sg2, nullptr);
+  EXPECT_EQ(sg2->subgroup(), 2u);
+  EXPECT_TRUE(sg2->has_extensions());
+  EXPECT_FALSE(sg0->has_extensions());
+  // A duplicate is the same (sequence, subgroup); begin_group(7) is subgroup 0.
+  EXPECT_EQ(track_->begin_group(7, 2, true), nullptr);
+  EXPECT_EQ(track_->begin_group(7), nullptr);
+  EXPECT_EQ(track_->cached_groups(), 2u);
+  // An IETF object: its id, its extension block held (the same buffer, not a copy) and the
+  // timestamp it gave.
+  Bytes ext = Bytes::copy("\x10\x05");
+  Track::IetfObject in;
+  in.id = 4;
+  in.size = 1;
+  in.extensions = ext;
+  in.extensions_draft = 16;
+  in.timestamp = 5;
+  track_->begin_ietf_object(*sg0, in);
+  const Object& o = sg0->objects()[0];
+  EXPECT_EQ(o.id, 4u);
+  EXPECT_EQ(o.extensions.data(), ext.data());
+  EXPECT_EQ(o.extensions_draft, 16);
+  EXPECT_EQ(o.timestamp, 5u);
+  EXPECT_TRUE(o.lite_refused);  // id 4 as the first object: moq-lite numbers from 0
+  track_->append_chunk(*sg0, Bytes::copy("x"));
+  // Every object of a subgroup other than 0 is one moq-lite refuses.
+  track_->begin_ietf_object(*sg2, Track::IetfObject{0, 0, {}, 0, std::nullopt, false});
+  EXPECT_TRUE(sg2->objects()[0].lite_refused);
+  EXPECT_EQ(sg2->objects()[0].extensions_draft, 0);
+}
+
 TEST_F(TrackTest, EvictsOldestGroupBeyondMaxGroups) {
   make_track(CacheLimits{.max_groups = 3});
   for (uint64_t s = 0; s < 5; ++s) {

@@ -172,7 +172,9 @@ class Feed final : public model::TrackListener {
       total -= std::min(total, backlog);
       if (o.announced && !o.cursor.is_done()) {
         // Past the credit if need be: at most one per group begun on the receiver.
-        emit({FeedEvent::Kind::kGroupAbort, o.cursor.group()->sequence(), 0, Bytes()});
+        FeedEvent e{FeedEvent::Kind::kGroupAbort, o.cursor.group()->sequence(), 0, Bytes()};
+        e.subgroup = o.cursor.group()->subgroup();
+        emit(std::move(e));
       }
       ++drop;
     }
@@ -212,33 +214,52 @@ class Feed final : public model::TrackListener {
   // Emits what `o` has; false once out of credit.
   bool drain(Out& o) {
     const uint64_t credit = bridge_.limits().credit_bytes;
-    uint64_t seq = o.cursor.group()->sequence();
+    const model::Group& group = *o.cursor.group();
+    uint64_t seq = group.sequence();
+    // Every event names the group by (sequence, subgroup).
+    auto event = [&group, seq](FeedEvent::Kind kind, uint64_t size, Bytes chunk) {
+      FeedEvent e{kind, seq, size, std::move(chunk)};
+      e.subgroup = group.subgroup();
+      return e;
+    };
     for (;;) {
       if (in_flight_ >= credit) {
         return false;
       }
       if (!o.announced) {
         o.announced = true;
-        emit({FeedEvent::Kind::kGroup, seq, 0, Bytes()});
+        FeedEvent e = event(FeedEvent::Kind::kGroup, 0, Bytes());
+        e.has_extensions = group.has_extensions();
+        emit(std::move(e));
         continue;
       }
       auto step = o.cursor.peek(credit - in_flight_);
       switch (step.kind) {
         case model::GroupCursor::Kind::kNothing:
           return true;
-        case model::GroupCursor::Kind::kObjectStart:
-          emit({FeedEvent::Kind::kObject, seq, step.object->size, Bytes(), step.object->timestamp});
+        case model::GroupCursor::Kind::kObjectStart: {
+          const model::Object& obj = *step.object;
+          FeedEvent e = event(FeedEvent::Kind::kObject, obj.size, Bytes());
+          e.timestamp = obj.timestamp;
+          e.object_id = obj.id;
+          if (!obj.extensions.empty()) {
+            e.extensions = Bytes::copy(obj.extensions.span());  // the receiver's own copy
+          }
+          e.extensions_draft = obj.extensions_draft;
+          e.lite_refused = obj.lite_refused;
+          emit(std::move(e));
           break;
+        }
         case model::GroupCursor::Kind::kChunk:
           // The one copy per receiving core: the receiver owns it outright.
-          emit({FeedEvent::Kind::kChunk, seq, 0, Bytes::copy(step.chunk.span())});
+          emit(event(FeedEvent::Kind::kChunk, 0, Bytes::copy(step.chunk.span())));
           break;
         case model::GroupCursor::Kind::kEnd:
-          emit({FeedEvent::Kind::kGroupEnd, seq, 0, Bytes()});
+          emit(event(FeedEvent::Kind::kGroupEnd, 0, Bytes()));
           o.cursor.advance(step);
           return true;
         case model::GroupCursor::Kind::kAborted:
-          emit({FeedEvent::Kind::kGroupAbort, seq, 0, Bytes()});
+          emit(event(FeedEvent::Kind::kGroupAbort, 0, Bytes()));
           o.cursor.advance(step);
           return true;
       }
@@ -600,13 +621,15 @@ void Bridge::on_feed_events(uint64_t id, std::vector<FeedEvent> events) {
       }
       continue;
     }
+    const std::pair<uint64_t, uint64_t> key{e.sequence, e.subgroup};
     if (e.kind == FeedEvent::Kind::kGroup) {
-      if (model::Group* g = track.begin_group(e.sequence); g != nullptr) {
-        in.groups[e.sequence] = model::GroupRef(g);
+      if (model::Group* g = track.begin_group(e.sequence, e.subgroup, e.has_extensions);
+          g != nullptr) {
+        in.groups[key] = model::GroupRef(g);
       }
       continue;
     }
-    auto g = in.groups.find(e.sequence);
+    auto g = in.groups.find(key);
     if (g == in.groups.end()) {
       continue;  // a duplicate group this worker refused
     }
@@ -615,9 +638,17 @@ void Bridge::on_feed_events(uint64_t id, std::vector<FeedEvent> events) {
       in.groups.erase(g);
     }
     switch (e.kind) {
-      case FeedEvent::Kind::kObject:
-        track.begin_timed_object(*group, e.size, e.timestamp);
+      case FeedEvent::Kind::kObject: {
+        model::Track::IetfObject o;
+        o.id = e.object_id;
+        o.size = e.size;
+        o.extensions = std::move(e.extensions);
+        o.extensions_draft = e.extensions_draft;
+        o.timestamp = e.timestamp;
+        o.lite_refused = e.lite_refused;
+        track.begin_ietf_object(*group, std::move(o));
         break;
+      }
       case FeedEvent::Kind::kChunk:
         track.append_chunk(*group, std::move(e.chunk));
         break;

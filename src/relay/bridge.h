@@ -49,8 +49,17 @@ struct FeedEvent {
   Bytes chunk;            // kChunk: a copy owned by the receiving worker
   uint64_t timestamp = 0; // kObject: Object::timestamp
   model::TrackProperties properties{};  // kProperties
+  // Every event but kProperties: the group's IETF subgroup (with `sequence`, which group).
+  uint64_t subgroup = 0;
+  bool has_extensions = false;  // kGroup: model::Group::has_extensions
+  // kObject: model::Object's id, extension block (a copy owned by the receiving worker, empty for
+  // moq-lite producers), its draft, and lite_refused.
+  uint64_t object_id = 0;
+  Bytes extensions;
+  uint8_t extensions_draft = 0;
+  bool lite_refused = false;
 
-  uint64_t cost() const { return kCost + chunk.size(); }
+  uint64_t cost() const { return kCost + chunk.size() + extensions.size(); }
 };
 
 // Pacing and skip-ahead of the feeds one worker serves to another.
@@ -160,7 +169,8 @@ class Bridge {
   struct Inbound {
     size_t home;
     model::Track* track;
-    std::map<uint64_t, model::GroupRef> groups;  // open groups by sequence
+    // Open groups by (sequence, subgroup).
+    std::map<std::pair<uint64_t, uint64_t>, model::GroupRef> groups;
   };
 
   size_t self_;

@@ -452,3 +452,51 @@ TEST(BridgeTest, TrackPropertiesAndTimestampsCrossToTheOtherWorker) {
 
 }  // namespace
 }  // namespace moqd::relay
+
+namespace moqd::relay {
+namespace {
+
+// An IETF publisher's subgroups, object ids with gaps and extension blocks cross to the other
+// worker as they are (the receiver holds its own copy of each block).
+TEST(BridgeTest, SubgroupsObjectIdsAndExtensionsCrossToTheOtherWorker) {
+  TwoWorkers w(BridgeLimits{});
+  w.start_track();
+  w.run_on(0, [&] {
+    model::Track* t = w.track();
+    for (uint64_t subgroup : {2u, 0u}) {
+      model::Group* g = t->begin_group(3, subgroup, true);
+      ASSERT_NE(g, nullptr);
+      model::Track::IetfObject in;
+      in.id = 4 + subgroup;
+      in.size = 1;
+      in.extensions = Bytes::copy(std::string("\x0d\x01\xcc"));
+      in.extensions_draft = 16;
+      in.lite_refused = true;
+      t->begin_ietf_object(*g, std::move(in));
+      t->append_chunk(*g, Bytes::copy(std::string("a")));
+      t->finish_group(*g);
+    }
+  });
+  ASSERT_TRUE(w.wait_for(1, [&] {
+    size_t n = 0;
+    w.side(1).viewer.track()->for_each_group_from(0, [&](const model::GroupRef& g) {
+      n += g->is_finished() ? 1 : 0;
+    });
+    return n == 2;
+  }));
+  std::vector<std::string> seen;
+  w.run_on(1, [&] {
+    w.side(1).viewer.track()->for_each_group_from(0, [&](const model::GroupRef& g) {
+      const model::Object& o = g->objects()[0];
+      seen.push_back(std::to_string(g->sequence()) + "/" + std::to_string(g->subgroup()) + " id " +
+                     std::to_string(o.id) + " " + std::string(o.extensions.view()) + " d" +
+                     std::to_string(o.extensions_draft) + (o.lite_refused ? " refused" : "") +
+                     (g->has_extensions() ? " ext" : ""));
+    });
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"3/2 id 6 \x0d\x01\xcc d16 refused ext",
+                                            "3/0 id 4 \x0d\x01\xcc d16 refused ext"}));
+}
+
+}  // namespace
+}  // namespace moqd::relay

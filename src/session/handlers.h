@@ -209,6 +209,8 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   void pump();
   // True when some of the track's data is not yet written to the transport.
   bool has_waiting_data() const;
+  // Groups (or their rest) not sent because moq-lite cannot express them (note_refused).
+  uint64_t refused_groups() const { return refused_groups_; }
 
   class GroupWriter;
 
@@ -226,6 +228,9 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   void drop_old_groups();
   // Counts (SessionConfig::skips) and logs, rate-limited, `groups` dropped by skip-ahead.
   void note_skip(uint64_t groups, Instant now);
+  // Counts, and logs once per subscription, a group (or its rest) refused to this subscriber
+  // because moq-lite cannot express `what` of it (an IETF producer's subgroup, id gap, property).
+  void note_refused(const model::Group& g, const char* what);
   void write_group(GroupWriter& w);
   // Counts a frame header or chunk handed to the transport (SessionConfig::traffic).
   void count_delivery(const model::GroupCursor::Step& step);
@@ -269,6 +274,8 @@ class Subscription final : public StreamHandler, public model::TrackListener {
   uint64_t skipped_unlogged_ = 0;  // groups skipped since the last skip-ahead line
   bool start_sent_ = false;  // lite-05 SUBSCRIBE_START
   uint64_t end_group_ = 0;   // lite-05: one past the largest sequence sent (SUBSCRIBE_END)
+  uint64_t refused_groups_ = 0;
+  bool refused_logged_ = false;
 };
 
 // lite-05 encoding of an object's FRAME header; false when the timestamp delta cannot be encoded

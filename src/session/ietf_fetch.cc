@@ -185,6 +185,7 @@ void FetchResponder::pump() {
     if (!started_) {
       wi::FetchObject fo;
       fo.group = p.group->sequence();
+      fo.subgroup = p.group->subgroup();
       fo.object = o.id;
       fo.publisher_priority = priority_;
       fo.payload_length = o.size;

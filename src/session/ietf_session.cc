@@ -11,6 +11,7 @@
 #include "session/ietf_datagram.h"
 #include "session/ietf_publish.h"
 #include "wire/ietf_namespace.h"
+#include "wire/ietf_properties.h"
 
 namespace moqd::session {
 
@@ -28,7 +29,9 @@ constexpr uint64_t kRequestIdWindow = 1024;
 constexpr uint64_t kErrInternal = 0x0;
 constexpr uint64_t kErrUnauthorized = 0x1;
 constexpr uint64_t kErrNotSupported = 0x3;
-constexpr uint64_t kErrDoesNotExist = 0x4;
+// "Does not exist": d14 SUBSCRIBE_ERROR TRACK_DOES_NOT_EXIST (§9.8) is 0x4; d15+ REQUEST_ERROR
+// DOES_NOT_EXIST is 0x10 (d16 §13.1.3; 0x4 there is MALFORMED_AUTH_TOKEN).
+uint64_t does_not_exist(const wi::Draft& d) { return d.request_ok ? 0x10 : 0x4; }
 constexpr uint64_t kErrDuplicate = 0x5;  // PUBLISH_NAMESPACE of a namespace already announced
 
 // PUBLISH_DONE status codes (draft-14 §9.12).
@@ -311,6 +314,8 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
   }
   // Writes what `w` may now; true when the group is complete (FIN or reset sent).
   bool write_group(Writer& w);
+  // The SUBGROUP_HEADER type (and nothing else) for `g`'s stream in this draft.
+  wi::SubgroupHeader subgroup_header(const model::Group& g) const;
 
   uint64_t request_id_;
   model::Track* track_;
@@ -532,6 +537,8 @@ class SubgroupReader final : public Handler {
   }
   // The timestamp of an extension block that holds only a Timestamp property; nullopt otherwise.
   std::optional<uint64_t> object_timestamp(const std::string& ext) const;
+  // Begins the stream's group in the track (its subgroup `subgroup`); false when refused.
+  bool open_group(uint64_t subgroup);
   // Refuses the stream: what it carries cannot be expressed in moqd's model.
   void refuse(ErrorCode code, const char* why) {
     MOQD_LOG(kInfo, "session %llu subgroup stream refused code=%u: %s",
@@ -555,6 +562,7 @@ class SubgroupReader final : public Handler {
   std::optional<uint64_t> previous_object_;
   uint64_t payload_left_ = 0;
   bool in_payload_ = false;
+  bool waited_ = false;  // its subscription was looked up (open_group ran, or waits for the id)
 };
 
 // SUBSCRIBE_NAMESPACE answered from the origin: the peer hears of broadcasts under its prefix.
@@ -692,13 +700,10 @@ void DownstreamSubscription::pump() {
       s->set_visitor(&w);
       s->set_send_order(w.cursor.group()->sequence());
       ++streams_opened_;
-      wi::SubgroupHeader h;
-      // d18+: FIRST_OBJECT (0x40), the stream starts with the group's object 0 (@moq/net drops a
-      // d18+ subgroup stream without it as one that starts partway through).
-      h.type = wi::subgroup_type(false, false, true, true, session_.row().first_object_bit);
+      wi::SubgroupHeader h = subgroup_header(*w.cursor.group());
       h.track_alias = alias();
       h.group = w.cursor.group()->sequence();
-      h.subgroup = 0;
+      h.subgroup = w.cursor.group()->subgroup();
       h.publisher_priority = priority_;
       std::vector<uint8_t> out;
       wi::encode(session_.draft(), h, out);
@@ -773,10 +778,19 @@ std::optional<uint64_t> subscription_last_group(const DownstreamSubscription& s)
 }
 void narrow_subscription(DownstreamSubscription& s, const Narrowing& n) { s.narrow(n); }
 
+wi::SubgroupHeader DownstreamSubscription::subgroup_header(const model::Group& g) const {
+  // d18+: FIRST_OBJECT (0x40), the stream starts with the subgroup's first object (@moq/net drops
+  // a d18+ subgroup stream without it as one that starts partway through). The subgroup field
+  // only when it is not 0; extension blocks when the producer's stream had them.
+  wi::SubgroupHeader h;
+  h.type = wi::subgroup_type(g.has_extensions(), g.subgroup() != 0, true, true,
+                             session_.row().first_object_bit);
+  return h;
+}
+
 bool DownstreamSubscription::write_group(Writer& w) {
   static constexpr size_t kChunk = 16 * 1024;
-  wi::SubgroupHeader h;
-  h.type = wi::subgroup_type(false, false, true, true, session_.row().first_object_bit);
+  const wi::SubgroupHeader h = subgroup_header(*w.cursor.group());
   while (w.stream != nullptr) {
     size_t cap = w.stream->write_capacity();
     if (cap == 0) {
@@ -794,6 +808,28 @@ bool DownstreamSubscription::write_group(Writer& w) {
         w.previous_object = o.id;
         oh.payload_length = o.size;
         oh.status = 0;
+        if (!o.extensions.empty()) {
+          // The producer's block as it came when both drafts write it alike, else the same pairs
+          // in this draft's form; a block this draft cannot write refuses the group here.
+          const wi::Draft* from = wi::draft(static_cast<wire::Version>(0xff000000u + o.extensions_draft));
+          std::span<const uint8_t> raw(o.extensions.data(), o.extensions.size());
+          if (from != nullptr && wi::same_property_encoding(*from, session_.row())) {
+            oh.extensions.assign(reinterpret_cast<const char*>(raw.data()), raw.size());
+          } else {
+            std::vector<uint8_t> block;
+            if (from == nullptr || !wi::transcode_properties(*from, session_.row(), raw, block)) {
+              MOQD_LOG(kInfo, "session %llu subscription %llu group %llu: object %llu's extensions "
+                       "cannot be written in draft %u; the group is reset",
+                       static_cast<unsigned long long>(session_.id()),
+                       static_cast<unsigned long long>(request_id_),
+                       static_cast<unsigned long long>(w.cursor.group()->sequence()),
+                       static_cast<unsigned long long>(o.id), session_.row().number);
+              reset_writer(w, ErrorCode::kUnsupported);
+              return true;
+            }
+            oh.extensions.assign(block.begin(), block.end());
+          }
+        }
         std::vector<uint8_t> out;
         wi::encode_object(session_.draft(), h, oh, out);
         w.stream->write(Bytes::from(out));
@@ -855,6 +891,23 @@ std::optional<uint64_t> SubgroupReader::object_timestamp(const std::string& ext)
   return ts;
 }
 
+bool SubgroupReader::open_group(uint64_t subgroup) {
+  UpstreamSubscription* u = session_.upstream_by_alias(*alias_);
+  if (u == nullptr || u->track() == nullptr) {
+    refuse(ErrorCode::kCancel, "no live subscription for this track alias");
+    return false;
+  }
+  model::Group* g = u->track()->begin_group(header_->group, subgroup, header_->has_extensions());
+  if (g == nullptr) {
+    refuse(ErrorCode::kDuplicate, "group already cached");
+    return false;
+  }
+  group_ = model::GroupRef(g);
+  counted_ = true;
+  u->on_reader_started();
+  return true;
+}
+
 void SubgroupReader::on_readable() {
   if (stream_ == nullptr || session_.is_closed()) {
     return;
@@ -890,30 +943,19 @@ void SubgroupReader::on_readable() {
     header_ = (*h)->value;
     alias_ = header_->track_alias;
   }
-  if (!group_) {
+  if (!group_ && !waited_) {
     UpstreamSubscription* u = session_.upstream_by_alias(*alias_);
     if (u == nullptr && session_.hold_subgroup(this)) {
       // Its SUBSCRIBE_OK may still be on its way on the control stream: held unread until then.
       return;
     }
-    if (u == nullptr || u->track() == nullptr) {
-      refuse(ErrorCode::kCancel, "no live subscription for this track alias");
+    waited_ = true;
+    // Each subgroup is a Group of its own in the model. One whose id is its first object's
+    // (types 0x12/0x13/0x1A/0x1B) is opened when that object's header arrives.
+    const uint64_t subgroup = header_->has_subgroup_field() ? header_->subgroup : 0;
+    if (!header_->subgroup_is_first_object() && !open_group(subgroup)) {
       return;
     }
-    // moq-lite and moqd's model have one subgroup per group, objects numbered from 0.
-    uint64_t subgroup = header_->has_subgroup_field() ? header_->subgroup : 0;
-    if (subgroup != 0 && !header_->subgroup_is_first_object()) {
-      refuse(ErrorCode::kUnsupported, "subgroup other than 0 (moqd keeps one subgroup per group)");
-      return;
-    }
-    model::Group* g = u->track()->begin_group(header_->group);
-    if (g == nullptr) {
-      refuse(ErrorCode::kDuplicate, "group already cached");
-      return;
-    }
-    group_ = model::GroupRef(g);
-    counted_ = true;
-    u->on_reader_started();
   }
   model::Track* t = track();
   if (t == nullptr) {
@@ -940,25 +982,8 @@ void SubgroupReader::on_readable() {
         session_.fail(wi::TerminationCode::kProtocolViolation, "object id overflow");
         return;
       }
-      if (header_->subgroup_is_first_object() && !previous_object_ && *id != 0) {
-        refuse(ErrorCode::kUnsupported, "subgroup other than 0 (moqd keeps one subgroup per group)");
+      if (!group_ && !open_group(*id)) {
         return;
-      }
-      if (*id != group_->objects().size()) {
-        refuse(ErrorCode::kUnsupported, "object ids not contiguous from 0 (moq-lite cannot carry gaps)");
-        return;
-      }
-      std::optional<uint64_t> timestamp;
-      if (!oh.extensions.empty()) {
-        // The one extension moqd's model carries: the object's presentation timestamp (LOC
-        // Timestamp property 0x10, or 0x06 of loc-03), which @moq/net writes on every object
-        // and moq-lite-05 carries too. Any other property is refused, not dropped.
-        auto ts = object_timestamp(oh.extensions);
-        if (!ts) {
-          refuse(ErrorCode::kUnsupported, "object extension headers other than a timestamp");
-          return;
-        }
-        timestamp = *ts;
       }
       if (oh.payload_length > session_.config().limits.max_frame_size) {
         refuse(ErrorCode::kWrongSize, "object over --max-frame-size");
@@ -977,11 +1002,20 @@ void SubgroupReader::on_readable() {
       if (TrafficCounters* tc = session_.config().traffic) {
         tc->frames_in.add();
       }
-      if (timestamp) {
-        t->begin_timed_object(*group_, oh.payload_length, *timestamp);
-      } else {
-        t->begin_object(*group_, oh.payload_length);
+      // The extension block is kept as it came, for IETF subscribers. moq-lite carries one
+      // property of it: the presentation timestamp (LOC Timestamp 0x10, or 0x06 of loc-03), which
+      // @moq/net writes on every object and moq-lite-05 FRAMEs carry; a block with anything else
+      // marks the object one that moq-lite subscribers refuse.
+      model::Track::IetfObject in;
+      in.id = *id;
+      in.size = oh.payload_length;
+      if (!oh.extensions.empty()) {
+        in.extensions = Bytes::copy(std::string_view(oh.extensions));
+        in.extensions_draft = session_.row().number;
+        in.timestamp = object_timestamp(oh.extensions);
+        in.lite_refused = !in.timestamp;
       }
+      t->begin_ietf_object(*group_, std::move(in));
       payload_left_ = oh.payload_length;
       in_payload_ = payload_left_ > 0;
       continue;
@@ -1002,10 +1036,12 @@ void SubgroupReader::on_readable() {
     t->append_chunk(*group_, std::move(chunk));
   }
   if (stream_ != nullptr && stream_->is_fin_received()) {
-    if (in_payload_) {
-      t->abort_group(*group_);
-    } else {
-      t->finish_group(*group_);
+    if (group_) {
+      if (in_payload_) {
+        t->abort_group(*group_);
+      } else {
+        t->finish_group(*group_);
+      }
     }
     group_ = model::GroupRef();
     done();
@@ -1840,7 +1876,7 @@ void IetfSession::handle_subscribe(const wi::Subscribe& m) {
   const auto type = wi::MessageType::kRequestError;
   auto peer_path = wi::to_path(m.ns);
   if (!peer_path) {
-    send_request_error(m.request_id, type, kErrDoesNotExist, "namespace has no moqd path");
+    send_request_error(m.request_id, type, does_not_exist(row()), "namespace has no moqd path");
     return;
   }
   std::string full = to_full(*peer_path);
@@ -1880,7 +1916,7 @@ void IetfSession::handle_subscribe(const wi::Subscribe& m) {
   }
   model::Track* t = origin_.track(full, m.track);
   if (t == nullptr) {
-    send_request_error(m.request_id, type, kErrDoesNotExist, "broadcast not found");
+    send_request_error(m.request_id, type, does_not_exist(row()), "broadcast not found");
     return;
   }
   t->raise_priority(m.subscriber_priority);

@@ -235,6 +235,11 @@ void Subscription::collect_new_groups() {
     if (req_.end_group && g->sequence() >= *req_.end_group) {
       reached_end_ = true;
     }
+    if (g->subgroup() != 0) [[unlikely]] {
+      // moq-lite has one stream per group: it carries an IETF group's subgroup 0 alone.
+      note_refused(*g, "a subgroup other than 0");
+      return;
+    }
     if (wants_group(*g)) {
       pending_.push_back(g);
     }
@@ -303,6 +308,20 @@ void Subscription::note_skip(uint64_t groups, Instant now) {
            static_cast<unsigned long long>(std::exchange(skipped_unlogged_, 0)));
 }
 
+void Subscription::note_refused(const model::Group& g, const char* what) {
+  ++refused_groups_;
+  if (refused_logged_) {
+    return;  // one line per subscription; refused_groups() counts the rest
+  }
+  refused_logged_ = true;
+  MOQD_LOG(kInfo, "session %llu subscription %llu broadcast=%s track=%s group %llu subgroup %llu "
+           "refused: %s (moq-lite cannot express it)",
+           static_cast<unsigned long long>(session_.id()), static_cast<unsigned long long>(req_.id),
+           session_.to_full(req_.broadcast).c_str(), req_.track.c_str(),
+           static_cast<unsigned long long>(g.sequence()),
+           static_cast<unsigned long long>(g.subgroup()), what);
+}
+
 bool Subscription::open_writers() {
   while (!pending_.empty()) {
     transport::Stream* stream = session_.transport().open_uni();
@@ -351,6 +370,15 @@ void Subscription::write_group(GroupWriter& w) {
       case model::GroupCursor::Kind::kNothing:
         return;
       case model::GroupCursor::Kind::kObjectStart: {
+        if (step.object->lite_refused) [[unlikely]] {
+          // An IETF object moq-lite cannot carry (an id gap, extensions beyond a timestamp): the
+          // group stops here for this subscriber, reset with UNSUPPORTED, never cut silently.
+          note_refused(*w.cursor_.group(), "an object moq-lite cannot carry (id gap or extensions)");
+          w.stream_->reset(static_cast<uint64_t>(ErrorCode::kUnsupported));
+          w.done_ = true;
+          writer_done_ = true;
+          break;
+        }
         const Bytes& header = frame_header(*w.cursor_.group(), *step.object);
         if (header.empty()) {
           // A timestamp this version cannot carry: the group is cut short, as if aborted.

@@ -75,8 +75,9 @@ const varints = (body, n) => {
   return v;
 };
 
-// A SUBGROUP stream moqd wrote (type 0x18: alias, group, priority; objects: delta, length,
-// payload, or Object Status after a zero length): {alias, group, frames} once complete.
+// A SUBGROUP stream moqd wrote (type 0x18, or 0x19 with extension blocks: alias, group, priority;
+// objects: delta, [extensions], length, payload, or Object Status after a zero length): {alias,
+// group, frames} once complete.
 function parseSubgroup(buf) {
   const t = readVarint(buf, 0);
   const alias = readVarint(buf, t.next);
@@ -85,7 +86,13 @@ function parseSubgroup(buf) {
   const frames = [];
   while (at < buf.length) {
     const delta = readVarint(buf, at);
-    const len = readVarint(buf, delta.next);
+    let next = delta.next;
+    if (t.value & 0x01) {
+      // The publisher's extension block (@moq/net's timestamp property), forwarded as it came.
+      const ext = readVarint(buf, next);
+      next = ext.next + ext.value;
+    }
+    const len = readVarint(buf, next);
     frames.push(Buffer.from(buf.subarray(len.next, len.next + len.value)));
     at = len.value === 0 ? readVarint(buf, len.next).next : len.next + len.value;  // Object Status
   }

@@ -274,7 +274,13 @@ async function rawSession(m, version) {
       const frames = [];
       while (pos < b.length) {
         const delta = readLo(b, pos);
-        const len = readLo(b, delta.next);
+        let at = delta.next;
+        if (type.value & 0x01) {
+          // The publisher's extension block (@moq/net's timestamp property), forwarded as it came.
+          const ext = readLo(b, at);
+          at = ext.next + ext.value;
+        }
+        const len = readLo(b, at);
         pos = len.next;
         if (len.value === 0) pos = readLo(b, pos).next; // status
         frames.push(Buffer.from(b.subarray(pos, pos + len.value)));
