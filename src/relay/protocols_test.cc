@@ -23,7 +23,8 @@ wire::VersionSet only(std::initializer_list<wire::Version> versions) {
 TEST(RelayProtocolsTest, QuicAlpnsFollowTheTableAndVersions) {
   EXPECT_THAT(quic_alpns(wire::VersionSet::all()),
               ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moqt-20", "moqt-19",
-                          "moqt-18", "moqt-17", "moqt-16", "moqt-15", "moql", "h3"));
+                          "moqt-18", "moqt-17", "moqt-16", "moqt-15", "moql", "moq-00", "h3"));
+  EXPECT_THAT(quic_alpns(only({wire::Version::kTransport14})), ElementsAre("moql", "moq-00", "h3"));
   EXPECT_THAT(quic_alpns(only({wire::Version::kTransport15, wire::Version::kTransport17,
                                wire::Version::kTransport18})),
               ElementsAre("moqt-18", "moqt-17", "moqt-15", "h3"));
@@ -56,6 +57,11 @@ TEST(RelayProtocolsTest, WebTransportChoiceForTheRealClients) {
   EXPECT_EQ(wt::select_protocol({"moqt-17", "moqt-16"}, all), "moqt-17");
   EXPECT_EQ(wt::select_protocol({"moqt-19"}, all), "moqt-19");
   EXPECT_EQ(wt::select_protocol({"moqt-21"}, all), std::nullopt);
+  // "moq-00" (draft 14's own) only when offered and nothing moqd prefers is.
+  EXPECT_EQ(wt::select_protocol({"moq-00"}, all), "moq-00");
+  EXPECT_EQ(wt::select_protocol({"moq-00", "moql"}, all), "moql");
+  EXPECT_EQ(wt::select_protocol({"moq-00"}, moq_protocols(only({wire::Version::kTransport16}))),
+            std::nullopt);
 }
 
 }  // namespace

@@ -232,7 +232,8 @@ TEST(IetfClientTest, AnEndedSubscriptionCountsUntilTheRelayUnsubscribes) {
   b.write_group("video", 0, {"hi"});
   f.control().data.clear();
   b.feed("video").track()->end(make_error(ErrorCode::kClosed, "publisher done"));
-  f.pump();
+  // PUBLISH_DONE waits a few 1 ms polls after the last group stream is sent (d14-16).
+  f.advance(std::chrono::milliseconds(20));
   auto out = messages(f.draft_, f.control().data);
   ASSERT_EQ(out.size(), 1u);
   ASSERT_NE(std::get_if<wi::PublishDone>(&out[0]), nullptr);

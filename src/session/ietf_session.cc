@@ -217,6 +217,10 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
     for (auto& w : writers_) {
       reset_writer(*w, ErrorCode::kCancel);
     }
+    session_.timers().cancel(drain_timer_);
+    for (transport::Stream* st : draining_) {
+      st->release();  // finished: what it queued is still delivered
+    }
   }
   uint64_t request_id() const { return request_id_; }
   uint64_t alias() const { return request_id_; }
@@ -253,6 +257,9 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
       w->stream = nullptr;
     }
     writers_.clear();
+    draining_.clear();
+    session_.timers().cancel(drain_timer_);
+    drain_timer_ = 0;
     Handler::on_session_closed();
   }
 
@@ -316,6 +323,18 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
   bool write_group(Writer& w);
   // The SUBGROUP_HEADER type (and nothing else) for `g`'s stream in this draft.
   wi::SubgroupHeader subgroup_header(const model::Group& g) const;
+  // Releases the finished streams whose bytes the transport has handed to the network; true when
+  // none is left. PUBLISH_DONE waits for that, and then kSettlePolls polls more: @moq/net 0.3.4
+  // (d14-16) ends the track as soon as it reads PUBLISH_DONE, without waiting for its Stream
+  // Count, and drops the objects it has not read by then; the transport sends the control stream
+  // ahead of queued group data, and PUBLISH_DONE in the same read as the last group's bytes
+  // still overtakes them in the peer's processing (docs/ARCHITECTURE.md: an @moq/net d16 viewer
+  // lost frames of the last groups in 8 runs of 8 without this wait).
+  bool drained();
+  // Calls pump() again in 1 ms while the end waits, for at most kDrainPolls polls (a peer that
+  // stops granting credit then gets PUBLISH_DONE anyway); false once that bound is spent.
+  bool wait_drain();
+  static constexpr uint32_t kSettlePolls = 5;
 
   uint64_t request_id_;
   model::Track* track_;
@@ -326,6 +345,11 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
   bool done_sent_ = false;
   Error end_reason_{};
   std::deque<std::unique_ptr<Writer>> writers_;
+  std::vector<transport::Stream*> draining_;  // finished, not yet drained (see drained())
+  TimerId drain_timer_ = 0;
+  uint32_t drain_polls_ = 0;
+  uint32_t settle_polls_ = 0;       // polls left after the last stream drained
+  bool finished_in_pump_ = false;  // a group stream got its FIN in this pump()
   std::optional<wi::Location> largest_at_start_;
   bool largest_filter_ = true;
   // SUBSCRIBE_UPDATE: the last group delivered (inclusive), and whether a group past it appeared
@@ -665,6 +689,7 @@ void DownstreamSubscription::pump() {
   if (session_.is_closed() || done_sent_) {
     return;
   }
+  finished_in_pump_ = false;
   if (track_ != nullptr) {
     // New groups, oldest first; a subscriber that falls behind past 32 open groups loses the
     // oldest (reset), as the moq-lite subscriptions skip ahead.
@@ -717,6 +742,17 @@ void DownstreamSubscription::pump() {
       continue;
     }
     ++it;
+  }
+  // Only the track's end on 14-16 waits: SUBSCRIPTION_ENDED answers a SUBSCRIBE_UPDATE (which
+  // @moq/net does not send), and on 17+ @moq/net reads nothing after SUBSCRIBE_OK.
+  const bool finishing = ended_ && !past_end_ && writers_.empty() && !done_sent_ &&
+                         session_.draft() <= wire::Version::kTransport16;
+  const bool in_flight = !drained() || finished_in_pump_;
+  if (finishing && in_flight) {
+    settle_polls_ = kSettlePolls;
+  }
+  if (finishing && (in_flight || settle_polls_ > 0) && wait_drain()) {
+    return;
   }
   if (past_end_ && writers_.empty() && !done_sent_) {
     // d14 §9.12 SUBSCRIPTION_ENDED: the end group of a SUBSCRIBE_UPDATE was reached.
@@ -788,6 +824,35 @@ wi::SubgroupHeader DownstreamSubscription::subgroup_header(const model::Group& g
   return h;
 }
 
+bool DownstreamSubscription::drained() {
+  std::erase_if(draining_, [](transport::Stream* st) {
+    if (st->buffered() > 0) {
+      return false;
+    }
+    st->release();
+    return true;
+  });
+  return draining_.empty();
+}
+
+bool DownstreamSubscription::wait_drain() {
+  static constexpr uint32_t kDrainPolls = 2000;  // 1 ms apart: about 2 s
+  if (drain_polls_ >= kDrainPolls) {
+    return false;
+  }
+  if (drain_timer_ == 0) {
+    ++drain_polls_;
+    drain_timer_ = session_.timers().schedule(std::chrono::milliseconds(1), [this] {
+      drain_timer_ = 0;
+      if (settle_polls_ > 0) {
+        --settle_polls_;
+      }
+      pump();
+    });
+  }
+  return true;
+}
+
 bool DownstreamSubscription::write_group(Writer& w) {
   static constexpr size_t kChunk = 16 * 1024;
   const wi::SubgroupHeader h = subgroup_header(*w.cursor.group());
@@ -850,7 +915,12 @@ bool DownstreamSubscription::write_group(Writer& w) {
       case model::GroupCursor::Kind::kEnd:
         w.stream->set_visitor(nullptr);
         w.stream->finish();
-        w.stream->release();
+        finished_in_pump_ = true;
+        if (w.stream->buffered() > 0) {
+          draining_.push_back(w.stream);
+        } else {
+          w.stream->release();
+        }
         w.stream = nullptr;
         return true;
       case model::GroupCursor::Kind::kAborted:

@@ -160,6 +160,23 @@ TEST(IetfSessionTest, Draft14SetupSelectsTheVersion) {
   EXPECT_EQ(*f.handler_.ready_version, wire::Version::kTransport14);
 }
 
+// "moq-00", draft 14's own ALPN: an IETF session whatever else is enabled, SETUP selecting 14.
+TEST(IetfSessionTest, Moq00AlpnIsDraft14ThroughSetup) {
+  IetfFixture f("moq-00");
+  EXPECT_NE(dynamic_cast<IetfSession*>(f.session_.get()), nullptr);
+  RawStream& c = f.control(hex(kD14ClientSetup));
+  EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size())),
+            "21 00 0c c0 00 00 00 ff 00 00 0e 01 02 44 00");
+  EXPECT_EQ(*f.handler_.ready_version, wire::Version::kTransport14);
+  // Without draft 14 enabled "moq-00" is not served: the moq-lite session refuses the protocol.
+  wire::VersionSet no14 = wire::VersionSet::none();
+  no14.add(wire::Version::kLite04);
+  no14.add(wire::Version::kTransport16);
+  IetfFixture g("moq-00", no14);
+  EXPECT_EQ(dynamic_cast<IetfSession*>(g.session_.get()), nullptr);
+  EXPECT_TRUE(g.handler_.is_closed());
+}
+
 TEST(IetfSessionTest, Draft14SetupWithoutTheDraftFailsNegotiation) {
   wire::VersionSet only14 = wire::VersionSet::none();
   only14.add(wire::Version::kTransport14);

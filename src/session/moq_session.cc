@@ -3,6 +3,7 @@
 #include "model/path.h"
 #include "session/ietf_session.h"
 #include "session/session.h"
+#include "wire/draft14_alpn.h"
 
 namespace moqd::session {
 
@@ -48,6 +49,12 @@ std::unique_ptr<MoqSession> make_session(transport::Session& transport, SessionC
   // moq-lite Session picks lite-02 or lite-01 as before. A client (`moq --versions
   // moq-transport-14`) speaks draft 14 under the same condition on its own versions.
   const wire::ProtocolInfo* d14 = wire::protocol_info(wire::Version::kTransport14);
+  // "moq-00" is draft 14's own ALPN: SETUP, where only draft 14 may be selected.
+  if (protocol == wire::kDraft14Alpn && d14 != nullptr && d14->served &&
+      config.versions.contains(wire::Version::kTransport14)) {
+    return std::make_unique<IetfSession>(transport, std::move(config), origin, handler, clock,
+                                         timers, wire::Version::kTransport14);
+  }
   if (row == nullptr && (protocol.empty() || protocol == wire::kSetupAlpn) &&
       d14 != nullptr && d14->served &&
       config.versions.contains(wire::Version::kTransport14) &&

@@ -2,6 +2,8 @@
 
 #include <iterator>
 
+#include "wire/draft14_alpn.h"
+
 namespace moqd::wire {
 namespace {
 constexpr uint8_t kQmuxAll = 0b111;  // qmux-00, qmux-01, qmux-02
@@ -72,12 +74,18 @@ std::vector<std::string> served_alpns(const VersionSet& enabled) {
   if (setup) {
     out.emplace_back(kSetupAlpn);
   }
+  if (enabled.contains(Version::kTransport14)) {
+    out.emplace_back(kDraft14Alpn);
+  }
   return out;
 }
 
 std::vector<std::string> websocket_subprotocols(const VersionSet& enabled) {
   std::vector<std::string> out;
   for (const auto& alpn : served_alpns(enabled)) {
+    if (alpn == kDraft14Alpn) {
+      continue;  // QUIC and WebTransport only
+    }
     const ProtocolInfo* row = protocol_for_alpn(alpn);
     const uint8_t drafts = row != nullptr ? row->qmux_drafts : kQmuxAll;
     for (unsigned d = kQmuxNewest + 1; d-- > 0;) {

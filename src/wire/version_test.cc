@@ -76,7 +76,7 @@ TEST(ProtocolTableTest, AlpnLookupFindsOnlyProtocolsWithTheirOwnAlpn) {
 TEST(ProtocolTableTest, ServedAlpnsLiteNewestFirstThenIetfThenMoql) {
   EXPECT_THAT(served_alpns(VersionSet::all()),
               ElementsAre("moq-lite-05", "moq-lite-04", "moq-lite-03", "moqt-20", "moqt-19",
-                          "moqt-18", "moqt-17", "moqt-16", "moqt-15", "moql"));
+                          "moqt-18", "moqt-17", "moqt-16", "moqt-15", "moql", "moq-00"));
 }
 
 TEST(ProtocolTableTest, RestrictionRemovesAlpns) {
@@ -84,9 +84,14 @@ TEST(ProtocolTableTest, RestrictionRemovesAlpns) {
   EXPECT_THAT(served_alpns(only({Version::kLite01})), ElementsAre("moql"));
   EXPECT_THAT(served_alpns(only({Version::kLite04, Version::kLite02})),
               ElementsAre("moq-lite-04", "moql"));
-  // Draft 14 is reached by SETUP ("moql"), 15..20 by their own ALPN.
+  // Draft 14 is reached by SETUP ("moql", or its own "moq-00"), 15..20 by their own ALPN.
   EXPECT_THAT(served_alpns(only({Version::kTransport14, Version::kTransport16})),
-              ElementsAre("moqt-16", "moql"));
+              ElementsAre("moqt-16", "moql", "moq-00"));
+  EXPECT_THAT(served_alpns(only({Version::kTransport14})), ElementsAre("moql", "moq-00"));
+  // "moq-00" has no WebSocket form.
+  EXPECT_THAT(websocket_subprotocols(only({Version::kTransport14})),
+              ElementsAre("qmux-02.moql", "qmux-01.moql", "qmux-00.moql", "qmux-02", "qmux-01",
+                          "qmux-00", "webtransport.moql", "webtransport"));
   EXPECT_THAT(served_alpns(only({Version::kTransport17})), ElementsAre("moqt-17"));
   EXPECT_THAT(websocket_subprotocols(only({Version::kTransport19})), ElementsAre());
   EXPECT_THAT(websocket_subprotocols(only({Version::kTransport20})), ElementsAre("qmux-01.moqt-20"));

@@ -343,11 +343,12 @@ test("an Initial offering only an unknown ALPN is refused with no_application_pr
   }
 });
 
-// Every ALPN of the default --versions (the table's order): 11, more than the 8 GnuTLS 3.7 takes
+// Every ALPN of the default --versions (the table's order): 12, more than the 8 GnuTLS 3.7 takes
 // in one gnutls_alpn_set_protocols. moqd picks from the ClientHello, so each one alone, and all
-// of them at once, start a handshake over raw QUIC.
+// of them at once, start a handshake over raw QUIC. "moq-00" is draft 14's own ALPN (SETUP picks
+// 14 there: src/session/ietf_session_test.cc, Moq00AlpnIsDraft14ThroughSetup).
 const DEFAULT_ALPNS = ["moq-lite-05", "moq-lite-04", "moq-lite-03", "moqt-20", "moqt-19", "moqt-18",
-  "moqt-17", "moqt-16", "moqt-15", "moql", "h3"];
+  "moqt-17", "moqt-16", "moqt-15", "moql", "moq-00", "h3"];
 
 test("every ALPN of the default --versions is reachable over raw QUIC", opts, async () => {
   await bystanders();
@@ -364,6 +365,26 @@ test("every ALPN of the default --versions is reachable over raw QUIC", opts, as
     }
   }
   await checkBystanders();
+});
+
+test("moq-00 is served only while draft 14 is: --versions moq-transport-16 refuses it with no_application_protocol", opts, async () => {
+  const m = await startMoqd(["--versions", "moq-transport-16"]);
+  try {
+    for (const [alpns, want] of [[["moq-00"], { close: 0x178 }], [["moqt-16"], 2]]) {
+      const peer = await udpPeer(m.port);
+      try {
+        const dcid = randBytes(8);
+        const scid = randBytes(8);
+        await peer.send(initialPacket({ dcid, scid, payload: cryptoFrame(clientHello(scid, alpns)) }));
+        await waitFor(() => peer.received.length > 0, 2_000, `moqd's answer to an Initial offering ${alpns}`);
+        assert.deepEqual(serverInitialHandshakeType(peer.received[0].msg, dcid), want, `${alpns}`);
+      } finally {
+        peer.close();
+      }
+    }
+  } finally {
+    await m.stop();
+  }
 });
 
 test("a client that sends one Initial and goes silent: moqd answers, then drops the connection", { timeout: 45_000 }, async () => {

@@ -70,11 +70,14 @@ export async function netWaitActive(conn, p, ms = 10_000) {
 }
 
 // Subscribes to `track` of `p` and records frames per group sequence; state.ended once the
-// subscription ends (the publisher ended the track, through moqd).
+// subscription ends (the publisher ended the track, through moqd): state.done when the track
+// reader returned done (a clean end), state.error when it threw; state.groupErrors counts the
+// groups whose frame reader threw; `complete` holds the groups read to their end.
 export function netSubscribe(conn, p, track) {
   const sub = conn.consume(Net.Path.from(p)).subscribe(track);
   const groups = new Map();
-  const state = { n: 0, ended: false };
+  const complete = new Set(); // sequences of the groups read to their end
+  const state = { n: 0, ended: false, done: false, error: undefined, groupErrors: 0 };
   (async () => {
     for (;;) {
       const g = await sub.recvGroup();
@@ -88,15 +91,21 @@ export function netSubscribe(conn, p, track) {
           frames.push(Buffer.from(f.payload));
           state.n++;
         }
-      })().catch(() => {});
+        complete.add(g.sequence);
+      })().catch(() => {
+        state.groupErrors++;
+      });
     }
+    state.done = true;
   })()
-    .catch(() => {})
+    .catch((err) => {
+      state.error = err;
+    })
     .finally(() => {
       state.ended = true;
     });
   const ordered = () => [...groups.entries()].sort((a, b) => a[0] - b[0]).map(([, f]) => f);
-  return { sub, groups, state, ordered };
+  return { sub, groups, complete, state, ordered };
 }
 
 export const GROUPS = [

@@ -8,8 +8,11 @@ import * as Moq from "@moq/lite";
 const connections = [];
 
 // `websocket: false` disables @moq/lite's WebSocket fallback, so only WebTransport can connect.
-async function connect(url, { websocket = true, ms }) {
-  const props = websocket ? undefined : { websocket: { enabled: false } };
+// `protocols` replaces the WebTransport's subprotocol offer (@moq/lite spreads its `webtransport`
+// option into the WebTransport options), e.g. ["moqt-16"] to force that draft.
+async function connect(url, { websocket = true, ms, protocols }) {
+  const props = websocket ? {} : { websocket: { enabled: false } };
+  if (protocols) props.webtransport = { protocols };
   let conn;
   try {
     conn = await deadline(Moq.Connection.connect(new URL(url), props), ms, `connect to ${url}`);
@@ -24,8 +27,8 @@ async function connect(url, { websocket = true, ms }) {
 // Connects to `url` and publishes broadcast `path`; every request for `trackName` gets `groups`
 // (arrays of base64 frames), one group each, then the track closes. Resolves once connected;
 // the connection stays open until closeAll().
-window.publish = async (url, path, trackName, groups, { websocket = true, ms = 10_000 } = {}) => {
-  const conn = await connect(url, { websocket, ms });
+window.publish = async (url, path, trackName, groups, { websocket = true, ms = 10_000, protocols } = {}) => {
+  const conn = await connect(url, { websocket, ms, protocols });
   const broadcast = new Moq.Broadcast();
   conn.publish(Moq.Path.from(path), broadcast);
   (async () => {
@@ -49,8 +52,8 @@ window.publish = async (url, path, trackName, groups, { websocket = true, ms = 1
 
 // Connects to `url`, waits for `path` to be announced, subscribes to `trackName` and collects
 // frames until `frames` arrived or the track ended: [{group, frames: [base64]}] sorted by group.
-window.subscribe = async (url, path, trackName, frames, { websocket = true, ms = 10_000 } = {}) => {
-  const conn = await connect(url, { websocket, ms });
+window.subscribe = async (url, path, trackName, frames, { websocket = true, ms = 10_000, protocols } = {}) => {
+  const conn = await connect(url, { websocket, ms, protocols });
   const announced = conn.announced(Moq.Path.empty());
   await deadline(
     (async () => {
