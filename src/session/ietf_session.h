@@ -157,6 +157,9 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // The peer's SETUP (0x2F00) on its first uni stream.
   void on_peer_setup(const wire::ietf::Setup& setup);
   void forget_request(uint64_t request_id, ietf_detail::RequestStream* r);
+  // The data stream of the peer's FETCH `request_id` ended (FIN, or `reset`): its request stream
+  // ends the same way (d17 §5.2). No-op before 17 or once the stream is gone.
+  void end_request(uint64_t request_id, bool reset);
   // How to read the peer's messages where @moq/net and the draft text disagree (SETUP's
   // Implementation option names the peer).
   wire::ietf::Peer peer_form() const { return peer_form_; }
