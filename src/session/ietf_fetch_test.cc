@@ -670,12 +670,15 @@ TEST_P(FetchRequestStreamsTest, JoiningAPausedSubscription) {
   Fixture f(GetParam().alpn);
   TestBroadcast b(f.origin_, "room/alice");
   setup(f);
-  RawStream* s = f.raw_->open_bidi(subscribe(0));
+  f.raw_->open_bidi(subscribe(0));
   f.pump();
   publish_three(b, f);
-  s->write(msg(0x02, id(2) + " 01 10 00"));  // REQUEST_UPDATE: FORWARD 0
+  // Subscription 2 begins at {3, 1} (a joining FETCH of it would have objects), then pauses.
+  RawStream* s = f.raw_->open_bidi(subscribe(2));
   f.pump();
-  RawStream* r = f.raw_->open_bidi(msg(0x16, id(4) + (d20() ? " 02 00 00" : " 02 00 01 00")));
+  s->write(msg(0x02, id(4) + " 01 10 00"));  // REQUEST_UPDATE: FORWARD 0
+  f.pump();
+  RawStream* r = f.raw_->open_bidi(msg(0x16, id(6) + (d20() ? " 02 02 01 21 01 01" : " 02 02 01 00")));
   f.pump();
   if (d17()) {
     // d17 §9.14.2: "otherwise the publisher MUST close the session with a PROTOCOL_VIOLATION".
