@@ -15,8 +15,9 @@
 // request closes the session with a protocol violation or is refused with an error (never ignored
 // silently). One worker thread.
 //
-// FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE (drafts 14 to
-// 16) are served from the origin's track caches by ietf_detail::FetchService (ietf_fetch.h).
+// FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE / REQUEST_UPDATE
+// (drafts 14 to 20) are served from the origin's track caches by ietf_detail::FetchService
+// (ietf_fetch.h); from 17 each FETCH and TRACK_STATUS has its own request stream here.
 //
 // Drafts 17 to 20 (Draft::request_streams) differ only in where messages travel: SETUP 0x2F00 on
 // a uni stream each way (ours kept open for GOAWAY), and each request on its own bidi stream with
