@@ -1,7 +1,8 @@
 // Round-trip fuzzer for the IETF MoQ Transport codecs (src/wire/ietf.h). The first input byte
 // picks the draft (bits 0-1, and bit 4 adding 4: 14, 15, 16, 17, 18, 19, 20, then 14 again), the
 // decoder (bit 2: control message, or a data stream: a SUBGROUP stream (header then objects with
-// their payloads), or a FETCH stream when it starts with 0x05 (drafts 14..16);
+// their payloads), or a FETCH stream when it starts with 0x05 (every draft; bit 6: its groups in
+// descending order, which d18+'s Group ID Deltas count down in);
 // bit 3: varints back to back in the leading-ones form instead, d18's 7-byte form with bit 4) and
 // the peer whose forms are read first and written (bit 5: @moq/net's); bit 6 (without bit 3): one
 // OBJECT_DATAGRAM (wire/ietf_datagram.h) instead. Whatever decodes must
@@ -58,10 +59,10 @@ void control(Version v, Peer peer, std::span<const uint8_t> in) {
   }
 }
 
-// A FETCH stream (drafts 14..16): FETCH_HEADER, then objects, each read against the one before
-// (d15/16 Serialization Flags refer to it); every object must re-encode to bytes that decode the
-// same without that reference.
-void fetch_stream(Version v, std::span<const uint8_t> in) {
+// A FETCH stream (drafts 14..20): FETCH_HEADER, then objects, each read against the one before
+// (d15+ Serialization Flags refer to it, d18+ deltas count from it); every object must re-encode to
+// bytes that decode the same without that reference, and (d18+ deltas) with it.
+void fetch_stream(Version v, std::span<const uint8_t> in, bool descending) {
   const Limits limits;
   auto h = decode_fetch_header(v, in);
   if (!h || !h->has_value()) {
@@ -76,7 +77,7 @@ void fetch_stream(Version v, std::span<const uint8_t> in) {
   auto rest = in.subspan((*h)->consumed);
   std::optional<FetchObject> prev;
   while (!rest.empty()) {
-    auto o = decode_fetch_object(v, prev ? &*prev : nullptr, rest, limits);
+    auto o = decode_fetch_object(v, prev ? &*prev : nullptr, descending, rest, limits);
     if (!o || !o->has_value()) {
       return;
     }
@@ -88,6 +89,15 @@ void fetch_stream(Version v, std::span<const uint8_t> in) {
          (*o2)->consumed != obj.size())) {
       bug("fetch object does not round-trip");
     }
+    if (prev && (*o)->value.end_of_range == 0) {
+      std::vector<uint8_t> delta;
+      encode_fetch_object(v, (*o)->value, &*prev, descending, delta);
+      auto o3 = decode_fetch_object(v, &*prev, descending, std::span<const uint8_t>(delta), limits);
+      if (!o3 || !o3->has_value() || !((*o3)->value == (*o)->value) ||
+          (*o3)->consumed != delta.size()) {
+        bug("fetch object does not round-trip against the previous one");
+      }
+    }
     prev = (*o)->value;
     rest = rest.subspan((*o)->consumed);
     const uint64_t len = (*o)->value.end_of_range != 0 ? 0 : (*o)->value.payload_length;
@@ -98,10 +108,10 @@ void fetch_stream(Version v, std::span<const uint8_t> in) {
   }
 }
 
-void subgroup(Version v, std::span<const uint8_t> in) {
+void subgroup(Version v, std::span<const uint8_t> in, bool descending) {
   const Limits limits;
-  if (!in.empty() && in[0] == kFetchHeaderType && !draft(v)->request_streams) {
-    fetch_stream(v, in);
+  if (!in.empty() && in[0] == kFetchHeaderType) {
+    fetch_stream(v, in, descending);
     return;
   }
   auto h = decode_subgroup_header(v, in, limits);
@@ -204,7 +214,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else if ((data[0] & 4) == 0) {
     moqd::wire::ietf::control(v, peer, in);
   } else {
-    moqd::wire::ietf::subgroup(v, in);
+    moqd::wire::ietf::subgroup(v, in, (data[0] & 0x40) != 0);
   }
   return 0;
 }

@@ -1,12 +1,14 @@
-// Stateful fuzzer for the IETF MoQ Transport session (src/session/ietf_session.h), drafts 14, 15
-// and 16 in the server role: an IetfSession on the in-memory QUIC connection of wt_harness.h
+// Stateful fuzzer for the IETF MoQ Transport session (src/session/ietf_session.h), drafts 14 to 20
+// in the server role (17+: SETUP on a uni stream, each request, FETCH and TRACK_STATUS included, on
+// its own bidi stream): an IetfSession on the in-memory QUIC connection of wt_harness.h
 // (FakeQuic, shared with wt_server_fuzzer) whose client is the fuzz input, so the session's
 // handlers, not only the decoders (ietf_fuzzer), see hostile control and SUBGROUP streams. A
 // ManualClock drives its timers, a local broadcast serves the peer's SUBSCRIBEs and a local viewer
 // subscribes to what the peer publishes (so SUBGROUP streams meet a live upstream subscription).
 //
-// Input: one config byte (bits 0-1 and 5: the draft, a row of kDrafts: 14 15 16, then 14 again;
-// bit 2: a valid CLIENT_SETUP of that draft opens the control stream first; bit 3: the local
+// Input: one config byte (bits 0-1 and 5: the draft, a row of kDrafts: 14 15 16 17 18 19 20, then
+// 14 again; bit 2: a valid CLIENT_SETUP of that draft opens the control stream first, or from 17 a
+// valid SETUP its uni SETUP stream; bit 3: the local
 // broadcast "room/alice" is announced; bit 4: tight SessionLimits), then records of an op byte (low nibble: the op; 0x10: a variant; 0x80:
 // batch with the next op, as one packet would) and its arguments (len: one byte):
 //   0 len bytes on the control stream (opens it)   1 open a uni stream with len bytes (0x10: FIN)
@@ -56,12 +58,17 @@ using fuzz::InputCursor;
 
 // One row per draft the fuzzer drives: its version and the peer's first bytes on the control
 // stream, @moq/lite 0.2.2's CLIENT_SETUP (protocol/README.md §2.4-2.5; the d14 one offers lite-02,
-// lite-01 and draft 14), as src/session/ietf_session_test.cc sends them. A draft IetfSession
-// gains is one more row (config bits 0-1 and 5 pick the row, modulo the table's size).
+// lite-01 and draft 14), as src/session/ietf_session_test.cc sends them; from 17 the SETUP on the
+// peer's first uni stream (18 and 20: @moq/net 0.3.4's, which names itself "moq-lite-js" and so
+// makes the session read its forms; 17 and 19: no options, the draft text's forms). A draft
+// IetfSession gains is one more row (config bits 0-1 and 5 pick the row, modulo the table's size).
 struct DraftRow {
   wire::Version version;
   const char* client_setup;
+  bool uni_setup = false;
 };
+constexpr const char* kNetSetup =
+    "af 00 00 1b 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73 c4 0b 4e 08 fe 0a 5a 2a db 5a 87 d4 05 01";
 const DraftRow kDrafts[] = {
     {wire::Version::kTransport14,
      "20 00 2c 03 c0 00 00 00 ff 0d ad 02 c0 00 00 00 ff 0d ad 01 c0 00 00 00 ff 00 00 0e "
@@ -70,6 +77,10 @@ const DraftRow kDrafts[] = {
      "20 00 13 02 02 80 00 a4 55 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73"},
     {wire::Version::kTransport16,
      "20 00 13 02 02 80 00 a4 55 05 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73"},
+    {wire::Version::kTransport17, "af 00 00 00", true},
+    {wire::Version::kTransport18, kNetSetup, true},
+    {wire::Version::kTransport19, "af 00 00 00", true},
+    {wire::Version::kTransport20, kNetSetup, true},
 };
 const char* const kTrackNames[] = {"video", "audio", "catalog.json", ""};
 
@@ -255,7 +266,11 @@ class Run {
                                              row_.version);
     session_->start();
     if ((config & 4u) != 0) {
-      control_ = conn_.peer_open(false, from_hex(row_.client_setup), false);
+      if (row_.uni_setup) {
+        conn_.peer_open(true, from_hex(row_.client_setup), false);
+      } else {
+        control_ = conn_.peer_open(false, from_hex(row_.client_setup), false);
+      }
     }
     settle();
   }

@@ -62,7 +62,7 @@ FIXTURES = {
         "namespace_done": "0e00070105616c696365",
     },
 }
-DRAFT_BITS = {14: 0, 15: 1, 16: 2}
+DRAFT_BITS = {14: 0, 15: 1, 16: 2, 17: 3, 18: 0x20, 19: 0x21, 20: 0x22}
 SETUP = 4  # config: the fuzzer sends a valid CLIENT_SETUP first
 LOCAL = 8  # config: the local broadcast room/alice is announced
 TIGHT = 0x10  # config: tight SessionLimits
@@ -168,13 +168,77 @@ def seeds(draft):
     return out
 
 
+NS_TRACK = "02 04 726f6f6d 05 616c696365 05 766964656f"  # ("room", "alice") "video"
+
+
+def msg(type_, body_hex):
+    body = h(body_hex)
+    return bytes([type_, len(body) >> 8, len(body) & 0xff]) + body
+
+
+def bidi(data):
+    """Op 10: the peer opens a bidi stream with `data` (a request stream from 17)."""
+    return bytes([0x0a, len(data)]) + data
+
+
+def request_stream_seeds(draft):
+    """Drafts 17..20: SETUP on a uni stream (config SETUP), then each request on its own bidi
+    stream: SUBSCRIBE, standalone and joining FETCH, TRACK_STATUS, REQUEST_UPDATE, the FETCH
+    cancelled, as src/session/ietf_fetch_test.cc sends them."""
+    d = DRAFT_BITS[draft]
+    rid = (lambda v: "%02x 00" % v) if draft == 17 else (lambda v: "%02x" % v)
+    d20 = draft == 20
+    sub = lambda v: msg(0x03, rid(v) + " " + NS_TRACK + " 04 10 01 10 07 01 01 " +
+                        ("01" if d20 else "02") + " 01 02")
+    if d20:
+        fetch = msg(0x16, rid(2) + " 01 " + NS_TRACK + " 02 21 04 00 00 02 00 01 02")  # descending
+        joining = msg(0x16, rid(4) + " 02 00 01 21 01 02")
+    else:
+        fetch = msg(0x16, rid(2) + " 01 " + NS_TRACK + " 00 00 02 00 01 22 02")
+        joining = msg(0x16, rid(4) + " 02 00 01 00")
+    status = msg(0x0d, rid(6) + " " + NS_TRACK + " 00")
+    update = msg(0x02, rid(8) + (" 02 20 09 01 03 01 00 01" if d20 else " 02 20 09 01 04 04 01 00 01"))
+    out = {}
+    base = bytes([d | SETUP | LOCAL])
+    # Peer streams: 0 SETUP (uni), 1 SUBSCRIBE, 2 FETCH, 3 joining FETCH, 4 TRACK_STATUS.
+    out["fetch_flow"] = (base + bidi(sub(0)) + bytes([0x09, 3, 0x09, 2]) + bidi(fetch) +
+                         bidi(joining) + bidi(status) + bytes([0x02, 1, len(update)]) + update +
+                         bytes([0x09, 4, 0x07]))
+    # A FETCH of a group still arriving, then cancelled (RESET and STOP_SENDING on its stream).
+    out["fetch_cancel"] = (base + bidi(sub(0)) + bytes([0x19, 3]) + bidi(fetch) +
+                           bytes([0x04, 2, 1, 0x05, 1, 1, 0x09, 1]))
+    # Each message alone, and split across records.
+    for name, m in (("fetch", fetch), ("joining", joining), ("track_status", status)):
+        out["msg_" + name] = base + bidi(m)
+        out["split_" + name] = base + bytes([0x0a, 1]) + m[:1] + b"".join(
+            bytes([0x02, 1, 1]) + m[i:i + 1] for i in range(1, len(m)))
+    out["raw_setup"] = bytes([d]) + uni(h(SETUPS[draft]), fin=False)
+    return out
+
+
+# d17+ SETUP (ietf_session_fuzzer.cc kDrafts): 18 and 20 as @moq/net 0.3.4 writes it.
+NET_SETUP = "af00001b070b6d6f712d6c6974652d6a73c40b4e08fe0a5a2adb5a87d40501"
+SETUPS = {17: "af000000", 18: NET_SETUP, 19: "af000000", 20: NET_SETUP}
+
+# FETCH on the control stream (d16 §9.16, src/session/ietf_fetch_test.cc): after a SUBSCRIBE,
+# a standalone FETCH of groups 0..2 (request 2), then FETCH_CANCEL.
+D16_FETCH = "16 00 19 02 01 " + NS_TRACK + " 00 00 02 00 00"
+D16_CANCEL = "17 00 01 02"
+
+
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "ietf_session")
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
     n = 0
-    for draft in (14, 15, 16):
-        for name, data in seeds(draft).items():
+    all_seeds = [(draft, seeds(draft)) for draft in (14, 15, 16)]
+    all_seeds += [(draft, request_stream_seeds(draft)) for draft in (17, 18, 19, 20)]
+    all_seeds[2][1]["fetch_flow"] = (bytes([DRAFT_BITS[16] | SETUP | LOCAL]) +
+                                     control(with_id(FIXTURES[16]["subscribe"], 0)) +
+                                     bytes([0x09, 3]) + control(h(D16_FETCH)) +
+                                     control(h(D16_CANCEL)))
+    for draft, drafted in all_seeds:
+        for name, data in drafted.items():
             with open(os.path.join(root, f"d{draft}_{name}"), "wb") as fh:
                 fh.write(data)
             n += 1

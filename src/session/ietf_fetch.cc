@@ -1,5 +1,5 @@
-// FETCH, FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE of the IETF session, drafts 14..16
-// (see ietf_fetch.h). Section numbers are draft-14's unless marked.
+// FETCH, FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE / REQUEST_UPDATE of the IETF session,
+// drafts 14..20 (see ietf_fetch.h). Section numbers are draft-14's unless marked.
 #include "session/ietf_fetch.h"
 
 #include <algorithm>
@@ -14,16 +14,27 @@ namespace wi = wire::ietf;
 
 namespace {
 
-// Error codes per draft: d14 FETCH_ERROR / SUBSCRIBE_ERROR (§9.17, §9.8) and d15/16 REQUEST_ERROR
-// (d16 §13.1.3 table, the same numbers in d15).
+// Error codes per draft: d14 FETCH_ERROR / SUBSCRIBE_ERROR (§9.17, §9.8) and d15+ REQUEST_ERROR
+// (d16 §13.1.3, d17 §14.5.2, d18 §15.10.2, d20 §15.11.2: the same numbers in d15..20).
 struct Codes {
   uint64_t unauthorized = 0x1;
   uint64_t does_not_exist;
   uint64_t invalid_range;
   uint64_t invalid_joining;
+  uint64_t not_supported = 0x3;
 };
 Codes codes(const wi::Draft& d) {
-  return d.request_ok ? Codes{0x1, 0x10, 0x11, 0x32} : Codes{0x1, 0x4, 0x5, 0x7};
+  return d.request_ok ? Codes{0x1, 0x10, 0x11, 0x32, 0x3} : Codes{0x1, 0x4, 0x5, 0x7, 0x3};
+}
+// d19 §5.1.3 range filters (SUBGROUP, OBJECTID, PRIORITY, OBJECT_PROPERTY): moqd does not apply
+// them, so a FETCH carrying one is refused rather than answered with objects it excludes.
+bool has_range_filter(const wi::Parameters& params) {
+  for (const wi::Parameter& p : params) {
+    if (p.type >= 0x25 && p.type <= 0x28) {
+      return true;
+    }
+  }
+  return false;
 }
 constexpr uint64_t kInternalError = 0x0;  // every draft's INTERNAL_ERROR
 constexpr uint64_t kNoObjects = 0x6;  // d14 FETCH_ERROR only; d15+ answer an empty stream
@@ -61,9 +72,9 @@ class FetchResponder final : public transport::StreamVisitor, public model::Trac
     size_t end = 0;
   };
   FetchResponder(FetchService& svc, uint64_t request_id, model::Track& track,
-                 std::vector<Part> parts, uint8_t priority)
+                 std::vector<Part> parts, uint8_t priority, bool descending)
       : svc_(svc), request_id_(request_id), track_(&track), parts_(std::move(parts)),
-        priority_(priority) {
+        priority_(priority), descending_(descending) {
     for (const Part& p : parts_) {
       for (size_t i = p.first; i < p.end; ++i) {
         if (!p.group->objects()[i].is_complete()) {
@@ -80,6 +91,8 @@ class FetchResponder final : public transport::StreamVisitor, public model::Trac
     close_stream(kResetCancelled);
   }
   uint64_t request_id() const { return request_id_; }
+  // Every object was written and the stream FINished.
+  bool completed() const { return completed_; }
 
   // Opens the stream (false: no uni stream credit; call again from on_streams_available).
   bool open() {
@@ -147,6 +160,9 @@ class FetchResponder final : public transport::StreamVisitor, public model::Trac
   model::Track* track_;
   std::vector<Part> parts_;
   uint8_t priority_;
+  bool descending_;
+  std::optional<wi::FetchObject> previous_;  // d18+: the fields are deltas from it
+  bool completed_ = false;
   transport::Stream* stream_ = nullptr;
   bool listening_ = false;
   bool finished_ = false;
@@ -161,6 +177,7 @@ void FetchResponder::pump() {
   static constexpr size_t kChunk = 16 * 1024;
   while (stream_ != nullptr && !finished_) {
     if (part_ == parts_.size()) {
+      completed_ = true;
       stream_->set_visitor(nullptr);
       stream_->finish();
       stream_->release();
@@ -190,7 +207,9 @@ void FetchResponder::pump() {
       fo.publisher_priority = priority_;
       fo.payload_length = o.size;
       std::vector<uint8_t> out;
-      wi::encode_fetch_object(svc_.session().draft(), fo, out);
+      wi::encode_fetch_object(svc_.session().draft(), fo, previous_ ? &*previous_ : nullptr,
+                              descending_, out);
+      previous_ = fo;
       stream_->write(Bytes::from(out));
       started_ = true;
       chunk_ = 0;
@@ -229,6 +248,7 @@ struct FetchService::Range {
   std::vector<FetchResponder::Part> parts;
   wi::Location end;
   bool descending = false;
+  std::optional<wi::Location> last_collected;  // the largest location in `parts`
 };
 
 FetchService::FetchService(IetfSession& s) : session_(s) {}
@@ -241,6 +261,7 @@ FetchService::~FetchService() {
 
 void FetchService::retire(FetchResponder* r) {
   std::erase(waiting_, r);
+  session_.end_request(r->request_id(), !r->completed());
   auto it = live_.find(r->request_id());
   if (it != live_.end() && it->second.get() == r) {
     retired_.push_back(std::move(it->second));
@@ -294,6 +315,7 @@ struct FetchService::Request {
   std::optional<wi::Location> largest;
   wi::Location start;
   wi::Location end;  // "the end plus 1" (§9.16): Object 0 is the whole End Group
+  bool to_largest = false;  // d20: no End in the filter, the range ends at the largest object
 };
 
 std::optional<FetchService::Request> FetchService::standalone(const wi::Fetch& m) {
@@ -314,6 +336,9 @@ std::optional<FetchService::Request> FetchService::standalone(const wi::Fetch& m
   q.largest = largest_location(*q.track);
   q.start = m.start;
   q.end = m.end;
+  if (session_.row().filter_fields && !filter_range(m, q)) {
+    return std::nullopt;
+  }
   // §9.16: End Location MUST be the same or larger than Start Location.
   if (q.end.group < q.start.group ||
       (q.end.group == q.start.group && q.end.object != 0 && q.end.object < q.start.object)) {
@@ -330,9 +355,20 @@ std::optional<FetchService::Request> FetchService::joining(const wi::Fetch& m) {
     refuse(m.request_id, c.invalid_joining, "no such subscription");
     return std::nullopt;
   }
-  if (!subscription_is_largest_object(*s)) {
+  const wi::Draft& d = session_.row();
+  if (!d.request_streams && !subscription_is_largest_object(*s)) {
     session_.fail(wi::TerminationCode::kProtocolViolation,
                   "joining FETCH of a subscription whose filter is not Largest Object");
+    return std::nullopt;
+  }
+  if (d.request_streams && !subscription_forward(*s)) {
+    // d17 §9.14.2: a violation; d18 §10.12.2 and later: INVALID_RANGE.
+    if (d.number == 17) {
+      session_.fail(wi::TerminationCode::kProtocolViolation,
+                    "joining FETCH of a subscription with Forward State 0");
+    } else {
+      refuse(m.request_id, c.invalid_range, "the joined subscription does not forward");
+    }
     return std::nullopt;
   }
   Request q;
@@ -346,11 +382,72 @@ std::optional<FetchService::Request> FetchService::joining(const wi::Fetch& m) {
     // §9.16.2 Joining Fetch Range Calculation.
     const wi::Location& l = *q.largest;
     q.end = wi::Location{l.group, l.object + 1};
-    q.start.group = m.type == wi::FetchType::kRelativeJoining
-                        ? l.group - std::min(l.group, m.joining_start)
-                        : m.joining_start;
+    if (!d.filter_fields) {
+      q.start.group = m.type == wi::FetchType::kRelativeJoining
+                          ? l.group - std::min(l.group, m.joining_start)
+                          : m.joining_start;
+    } else {
+      // d20 §10.13.2.1: StartGroup from LOCATION_FILTER (absent: 0); relative is
+      // {Joining Location.Group + 1 - StartGroup, 0}, clamped at 0.
+      uint64_t start_group = 0;
+      if (m.filter) {
+        const wi::Filter& f = *m.filter;
+        start_group = f.type == wi::FilterType::kRelative          ? f.relative_groups
+                      : f.type == wi::FilterType::kAbsoluteStart ||
+                              f.type == wi::FilterType::kAbsoluteRange
+                          ? f.start.group
+                          : 0;
+      }
+      q.start.group = m.type == wi::FetchType::kRelativeJoining
+                          ? (l.group + 1) - std::min(l.group + 1, start_group)
+                          : start_group;
+    }
   }
   return q;
+}
+
+bool FetchService::filter_range(const wi::Fetch& m, Request& q) {
+  const std::optional<wi::Location>& l = q.largest;
+  q.start = wi::Location{};
+  q.to_largest = true;
+  if (l) {
+    q.end = wi::Location{l->group, l->object + 1};
+  }
+  if (!m.filter || m.filter->type == wi::FilterType::kUnfiltered) {
+    return true;  // §5.1.2: without a filter, {0, 0} up to the largest object
+  }
+  const wi::Filter& f = *m.filter;
+  switch (f.type) {
+    case wi::FilterType::kNextGroupStart:
+    case wi::FilterType::kRelative:
+      if (l) {
+        const uint64_t back = f.type == wi::FilterType::kRelative ? f.relative_groups : 0;
+        q.start.group = (l->group + 1) - std::min(l->group + 1, back);
+      }
+      break;
+    case wi::FilterType::kLargestObject:
+      if (l) {
+        q.start = wi::Location{l->group, l->object + 1};  // Next Object: past the largest
+      }
+      break;
+    case wi::FilterType::kAbsoluteStart:
+      q.start = f.start;
+      break;
+    case wi::FilterType::kAbsoluteRange:
+      q.start = f.start;
+      if (f.end_group > kMaxVarint - f.start.group) {
+        // §5.1.2: StartGroup + EndGroupDelta past 2^64-1 (here: moqd's 2^62-1) closes the session.
+        session_.fail(wi::TerminationCode::kProtocolViolation, "EndGroupDelta overflows");
+        return false;
+      }
+      q.to_largest = false;
+      q.end = f.end_object ? wi::Location{f.start.group + f.end_group, *f.end_object + 1}
+                           : wi::Location{f.start.group + f.end_group, 0};
+      break;
+    default:
+      break;
+  }
+  return true;
 }
 
 std::optional<FetchService::Range> FetchService::resolve(const wi::Fetch& m) {
@@ -385,6 +482,15 @@ std::optional<FetchService::Range> FetchService::resolve(const wi::Fetch& m) {
           : whole_end_group ? wi::Location{q->end.group, 0}
                             : q->end;
   collect(r, q->start, last);
+  if (session_.row().filter_fields) {
+    // d20 §10.14: End Location is the end of the range covered, inclusive (the filter's form).
+    r.end = beyond || q->to_largest ? largest
+            : whole_end_group       ? r.last_collected.value_or(wi::Location{q->end.group, 0})
+                                    : last;
+    if (r.last_collected && before(r.end, *r.last_collected)) {
+      r.end = *r.last_collected;
+    }
+  }
   return r;
 }
 
@@ -399,6 +505,10 @@ void FetchService::collect(Range& r, const wi::Location& start, const wi::Locati
     size_t stop = seq == last.group ? static_cast<size_t>(std::min<uint64_t>(last.object, n - 1) + 1) : n;
     if (first < stop) {
       r.parts.push_back(FetchResponder::Part{g, first, stop});
+      const wi::Location l{seq, stop - 1};
+      if (!r.last_collected || before(*r.last_collected, l)) {
+        r.last_collected = l;
+      }
     }
   });
   std::sort(r.parts.begin(), r.parts.end(), [&](const auto& a, const auto& b) {
@@ -409,6 +519,10 @@ void FetchService::collect(Range& r, const wi::Location& start, const wi::Locati
 
 void FetchService::on_fetch(const wi::Fetch& m) {
   if (!session_.accept_peer_request_id(m.request_id)) {
+    return;
+  }
+  if (has_range_filter(m.params)) {
+    refuse(m.request_id, codes(session_.row()).not_supported, "range filters are not applied");
     return;
   }
   if (live_.size() >= session_.config().limits.max_subscriptions) {
@@ -435,7 +549,7 @@ void FetchService::serve(const wi::Fetch& m, const Range& r) {
   ok.end = r.end;
   session_.send_control(ok);
   auto responder = std::make_unique<FetchResponder>(*this, m.request_id, *r.track, r.parts,
-                                                    m.subscriber_priority);
+                                                    m.subscriber_priority, r.descending);
   FetchResponder* raw = responder.get();
   live_[m.request_id] = std::move(responder);
   if (!raw->open()) {
@@ -547,26 +661,26 @@ std::optional<Narrowing> FetchService::narrowing_of_params(const wi::SubscribeUp
     } else if (p.type == wi::kParamForward) {
       n.forward = p.value == 1;
     } else if (p.type == wi::kParamSubscriptionFilter) {
-      // d16 §5.1.2 Subscription Filter: type, then Start for 3/4, End Group (inclusive) for 4.
-      const wi::VarintForm f = session_.row().varint_form;
-      std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(p.bytes.data()), p.bytes.size());
-      uint64_t v[4] = {};
-      size_t got = 0;
-      while (!in.empty() && got < 4) {
-        auto r = wi::read_varint(f, in);
-        if (!r || !r->has_value()) {
-          break;
-        }
-        v[got++] = (*r)->value;
-        in = in.subspan((*r)->consumed);
+      // d16 §5.1.2 Subscription Filter: type, then Start for 3/4, End Group (inclusive) for 4;
+      // d17 §5.1.2 and later: End Group Delta from the Start group; d20 §5.1.2: 0..4 fields, none
+      // removing the filter (open-ended).
+      const std::optional<wi::Filter> f = wi::decode_filter(session_.draft(), p.bytes);
+      if (!f) {
+        session_.fail(wi::TerminationCode::kProtocolViolation, "malformed subscription filter");
+        return std::nullopt;
       }
       n.set_end = true;
-      if (got == 4 && v[0] == static_cast<uint64_t>(wi::FilterType::kAbsoluteRange)) {
-        if (v[3] < v[1]) {
+      if (f->type == wi::FilterType::kAbsoluteRange) {
+        const bool delta = session_.row().request_streams;
+        if (delta && f->end_group > kMaxVarint - f->start.group) {
+          session_.fail(wi::TerminationCode::kProtocolViolation, "End Group Delta overflows");
+          return std::nullopt;
+        }
+        n.last_group = delta ? f->start.group + f->end_group : f->end_group;
+        if (*n.last_group < f->start.group) {
           session_.fail(wi::TerminationCode::kProtocolViolation, "End Group before Start");
           return std::nullopt;
         }
-        n.last_group = v[3];
       }
     }
   }
@@ -577,12 +691,15 @@ void FetchService::on_subscribe_update(const wi::SubscribeUpdate& m) {
   if (!session_.accept_peer_request_id(m.request_id)) {
     return;
   }
+  // From 17 the answer goes on the updated request's stream, found by its id.
+  const uint64_t answer_id =
+      session_.row().request_streams ? m.existing_request_id : m.request_id;
   DownstreamSubscription* s = session_.downstream(m.existing_request_id);
   if (s == nullptr && session_.row().request_ok && live_.count(m.existing_request_id) != 0) {
-    // d16 §9.11: a REQUEST_UPDATE of a FETCH in flight (its priority): accepted; moqd's FETCH
-    // streams keep the priority they began with.
+    // d16 §9.11, d17 §9.10: a REQUEST_UPDATE of a FETCH in flight (its priority): accepted; moqd's
+    // FETCH streams keep the priority they began with.
     wi::RequestOk ok;
-    ok.request_id = m.request_id;
+    ok.request_id = answer_id;
     session_.send_control(ok);
     return;
   }
@@ -597,10 +714,10 @@ void FetchService::on_subscribe_update(const wi::SubscribeUpdate& m) {
     return;  // the session failed
   }
   if (session_.row().request_ok) {
-    // d15 §9.10, d16 §9.11: exactly one REQUEST_OK, with LARGEST_OBJECT (before a PUBLISH_DONE
-    // the narrowing may send at once).
+    // d15 §9.10, d16 §9.11, d17 §9.10, d18 §10.9: exactly one REQUEST_OK, with LARGEST_OBJECT
+    // (before a PUBLISH_DONE the narrowing may send at once).
     wi::RequestOk ok;
-    ok.request_id = m.request_id;
+    ok.request_id = answer_id;
     model::Track* t = subscription_track(*s);
     ok.params = largest_param(t != nullptr ? largest_location(*t) : std::nullopt);
     session_.send_control(ok);

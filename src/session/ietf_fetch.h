@@ -1,9 +1,13 @@
 #pragma once
-// FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE of an
-// IetfSession (drafts 14..16, server role), served from the origin's track caches: what a relay
+// FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE / REQUEST_UPDATE
+// of an IetfSession (drafts 14..20, server role), served from the origin's track caches: what a relay
 // has cached is what a FETCH returns (no upstream FETCH for what was evicted). Owned by the
 // IetfSession; one worker thread. The live subscriptions it reads and narrows stay in
-// ietf_session.cc and are reached through the functions below.
+// ietf_session.cc and are reached through the functions below. From 17 each FETCH and TRACK_STATUS
+// arrives on its own bidi stream (ietf_session.cc RequestStream), where its answers are routed by
+// request id; a FETCH's request stream ends with its data stream (IetfSession::end_request), and
+// resetting it arrives here as FETCH_CANCEL. What differs by draft is read off
+// its wire::ietf::Draft row, not a copy of the handlers.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -43,6 +47,7 @@ std::optional<wire::ietf::Location> subscription_largest(const DownstreamSubscri
 bool subscription_is_largest_object(const DownstreamSubscription& s);
 std::optional<uint64_t> subscription_last_group(const DownstreamSubscription& s);
 void narrow_subscription(DownstreamSubscription& s, const Narrowing& n);
+bool subscription_forward(const DownstreamSubscription& s);
 
 class FetchService {
  public:
@@ -80,6 +85,9 @@ class FetchService {
   std::optional<Narrowing> narrowing_of_fields(const wire::ietf::SubscribeUpdate& m,
                                                const DownstreamSubscription& s);
   std::optional<Narrowing> narrowing_of_params(const wire::ietf::SubscribeUpdate& m);
+  // d20 (§10.13.1, §5.1.2): Start / End from LOCATION_FILTER once the largest object is known;
+  // false once the session failed.
+  bool filter_range(const wire::ietf::Fetch& m, Request& q);
   void serve(const wire::ietf::Fetch& m, const Range& r);
   std::vector<wire::ietf::Parameter> largest_param(const std::optional<wire::ietf::Location>& l);
 

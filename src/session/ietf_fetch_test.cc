@@ -1,5 +1,5 @@
-// FETCH, TRACK_STATUS and SUBSCRIBE_UPDATE of the IETF session (drafts 14 and 16), per handler, on
-// a fake transport: a RawPeer client writes the control messages byte by byte (layouts from the
+// FETCH, TRACK_STATUS and SUBSCRIBE_UPDATE / REQUEST_UPDATE of the IETF session (drafts 14, 16,
+// and 17 to 20 on request streams), per handler, on a fake transport: a RawPeer client writes the control messages byte by byte (layouts from the
 // draft texts, see wire/ietf_fetch_test.cc) and reads the FETCH streams and answers.
 #include <gtest/gtest.h>
 
@@ -410,6 +410,343 @@ TEST(IetfRequestsBlockedTest, SentOnceWhenAnUpstreamSubscribeWaitsForARequestId)
   EXPECT_EQ(more.find(canon("1a 00")), std::string::npos) << more;
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
+
+
+// --- drafts 17 to 20: FETCH and TRACK_STATUS each on its own bidi stream (d17 §9.14, §9.16; d18
+// §10.12, §10.14; d20 §10.13, §10.15), answered there without a request id; REQUEST_UPDATE on the
+// request's stream (d17 §9.10, d18 §10.9).
+
+namespace d17 {
+
+// A SETUP with no options: the peer is not @moq/net, so LARGEST_OBJECT is the text's Location.
+const char* kSetup = "af 00 00 00";
+
+struct Draft {
+  int number;
+  const char* alpn;
+};
+void PrintTo(const Draft& d, std::ostream* os) { *os << d.alpn; }
+
+class FetchRequestStreamsTest : public ::testing::TestWithParam<Draft> {
+ protected:
+  bool d17() const { return GetParam().number == 17; }
+  bool d20() const { return GetParam().number == 20; }
+  // The request id field (d17: then the Required Request ID Delta 0).
+  std::string id(uint8_t v) const {
+    char b[8];
+    std::snprintf(b, sizeof b, d17() ? "%02x 00" : "%02x", v);
+    return b;
+  }
+  // `type length(16) body` (types and values below 0x40 here: one-byte varints).
+  static std::vector<uint8_t> msg(uint8_t type, const std::string& body_hex) {
+    std::vector<uint8_t> body = hex(body_hex);
+    std::vector<uint8_t> out;
+    out.reserve(3 + body.size());
+    out.push_back(type);
+    out.push_back(static_cast<uint8_t>(body.size() >> 8));
+    out.push_back(static_cast<uint8_t>(body.size()));
+    for (uint8_t c : body) {
+      out.push_back(c);
+    }
+    return out;
+  }
+  // SUBSCRIBE of ["room","alice"] "video": priority 7, group order 2, forward 1, the draft's
+  // join filter (17..19 LargestObject; 20 relative 1, the current group).
+  std::vector<uint8_t> subscribe(uint8_t request_id) const {
+    return msg(0x03, id(request_id) + " " + kRoomAliceVideo + " 04 10 01 10 07 01 01 " +
+                         (d20() ? "01" : "02") + " 01 02");
+  }
+  void setup(Fixture& f) {
+    transport::Stream* u = f.client_->open_uni();
+    ASSERT_NE(u, nullptr);
+    u->write(Bytes::from(hex(kSetup)));
+    f.pump();
+    ASSERT_TRUE(f.session_->is_ready());
+  }
+  // The FETCH stream's bytes: FETCH_HEADER of `id`, then objects {group, object, payload} of one
+  // byte each, every field written (flags 0x1C, priority 128); from 18 (§11.4.4) the same group
+  // leaves the Group ID Delta out (flags 0x14, Object ID Delta), a new one writes the distance to
+  // the previous group minus one and the absolute Object ID.
+  std::string stream(int id, std::vector<std::tuple<int, int, char>> objects,
+                     bool descending = false) const {
+    std::vector<uint8_t> out = {0x05, static_cast<uint8_t>(id)};
+    std::optional<std::pair<int, int>> prev;
+    for (auto [g, o, p] : objects) {
+      const bool deltas = GetParam().number >= 18 && prev.has_value();
+      if (deltas && prev->first == g) {
+        out.insert(out.end(), {0x14, static_cast<uint8_t>(o - prev->second)});
+      } else {
+        const int gd = !deltas ? g : descending ? prev->first - g - 1 : g - prev->first - 1;
+        out.insert(out.end(), {0x1c, static_cast<uint8_t>(gd), static_cast<uint8_t>(o)});
+      }
+      out.insert(out.end(), {0x80, 0x01, static_cast<uint8_t>(p)});
+      prev = std::make_pair(g, o);
+    }
+    return to_hex(out);
+  }
+  // A standalone FETCH: 17..19 Start / End (End "plus 1") in the message; 20 `filter20` as the
+  // LOCATION_FILTER fields. `extra`: more parameters (sorted after the filter's 0x21).
+  std::vector<uint8_t> fetch(uint8_t request_id, const std::string& start_end,
+                             const std::string& filter20, const std::string& extra = "",
+                             int extra_count = 0) const {
+    char count[8];
+    if (d20()) {
+      const size_t n = hex(filter20).size();
+      std::snprintf(count, sizeof count, "%02x", 1 + extra_count);
+      char len[8];
+      std::snprintf(len, sizeof len, "%02zx", n);
+      return msg(0x16, id(request_id) + " 01 " + kRoomAliceVideo + " " + count + " 21 " + len +
+                           " " + filter20 + " " + extra);
+    }
+    std::snprintf(count, sizeof count, "%02x", extra_count);
+    return msg(0x16, id(request_id) + " 01 " + kRoomAliceVideo + " " + start_end + " " + count +
+                         " " + extra);
+  }
+  static int code_of(const RawStream& r) {
+    return r.data.size() >= 4 ? static_cast<uint8_t>(r.data[3]) : -1;
+  }
+};
+
+TEST_P(FetchRequestStreamsTest, StandaloneFetchReturnsExactlyTheCachedRange) {
+  Fixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  ASSERT_NE(f.raw_->open_bidi(subscribe(0)), nullptr);  // starts the track, keeps it live
+  f.pump();
+  publish_three(b, f);
+  const size_t streams = f.raw_->incoming.size();
+  // {2, 1} to {3, 0} inclusive: 17..19 End {3, 1} ("plus 1"); 20 StartGroup 2, StartObject 1,
+  // EndGroupDelta 1, EndObject 0.
+  RawStream* r = f.raw_->open_bidi(fetch(2, "02 01 03 01", "02 01 01 00"));
+  ASSERT_NE(r, nullptr);
+  f.pump();
+  // FETCH_OK: End Of Track 0, End Location (17..19: the request's End {3, 1}; 20: the last object
+  // covered, {3, 0}), no parameters, no Track Properties. Then FIN once the data stream ended.
+  EXPECT_EQ(hex_of(r->data), canon(d20() ? "18 00 04 00 03 00 00" : "18 00 04 00 03 01 00"));
+  EXPECT_TRUE(r->fin);
+  ASSERT_EQ(f.raw_->incoming.size(), streams + 1);
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data), stream(2, {{2, 1, 'd'}, {3, 0, 'e'}}));
+  EXPECT_TRUE(f.raw_->incoming.back()->fin);
+  // Descending (GROUP_ORDER 0x22 = 2), groups 1 to 3 whole: groups in descending order, objects in
+  // each ascending.
+  r = f.raw_->open_bidi(d20() ? fetch(4, "", "01 00 02", "01 02", 1)
+                              : fetch(4, "01 00 03 00", "", "22 02", 1));
+  f.pump();
+  // The whole of group 3 reaches past the largest object {3, 1}: End {3, 2} (d17 §9.15 "beyond
+  // the Largest"), 20 the largest itself.
+  EXPECT_EQ(hex_of(r->data), canon(d20() ? "18 00 04 00 03 01 00" : "18 00 04 00 03 02 00"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
+            stream(4, {{3, 0, 'e'}, {3, 1, 'f'}, {2, 0, 'c'}, {2, 1, 'd'}, {1, 0, 'a'}, {1, 1, 'b'}},
+                   true));
+  EXPECT_TRUE(r->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(FetchRequestStreamsTest, JoiningFetchRelativeAndAbsolute) {
+  Fixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  f.raw_->open_bidi(subscribe(0));
+  f.pump();
+  publish_three(b, f);
+  f.raw_->open_bidi(subscribe(4));  // begins at Largest {3, 1}: the joining FETCHes end there
+  f.pump();
+  // Relative: 17..19 Joining Start 1 (d17 §9.14.2.1: {3 - 1, 0}); 20 StartGroup 2 (§10.13.2.1:
+  // {3 + 1 - 2, 0}). {2, 0} to {3, 1} inclusive.
+  RawStream* r = f.raw_->open_bidi(msg(0x16, id(6) + (d20() ? " 02 04 01 21 01 02" : " 02 04 01 00")));
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), canon(d20() ? "18 00 04 00 03 01 00" : "18 00 04 00 03 02 00"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
+            stream(6, {{2, 0, 'c'}, {2, 1, 'd'}, {3, 0, 'e'}, {3, 1, 'f'}}));
+  EXPECT_TRUE(r->fin);
+  // Absolute from group 3.
+  r = f.raw_->open_bidi(msg(0x16, id(8) + (d20() ? " 03 04 01 21 01 03" : " 03 04 03 00")));
+  f.pump();
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data), stream(8, {{3, 0, 'e'}, {3, 1, 'f'}}));
+  EXPECT_TRUE(r->fin);
+  // Joining a subscription that does not exist: REQUEST_ERROR INVALID_JOINING_REQUEST_ID (0x32)
+  // on the FETCH's stream, then FIN.
+  const size_t streams = f.raw_->incoming.size();
+  r = f.raw_->open_bidi(msg(0x16, id(10) + (d20() ? " 02 30 00" : " 02 30 01 00")));
+  f.pump();
+  EXPECT_EQ(static_cast<uint8_t>(r->data[0]), 0x05);
+  EXPECT_EQ(code_of(*r), 0x32);
+  EXPECT_TRUE(r->fin);
+  EXPECT_EQ(f.raw_->incoming.size(), streams);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(FetchRequestStreamsTest, StopSendingTheRequestStreamCancelsTheFetch) {
+  Fixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  f.raw_->open_bidi(subscribe(0));
+  f.pump();
+  // Group 1: "abc", then an object whose payload is still arriving.
+  model::GroupRef g = b.write_group("video", 1, {"abc"}, false);
+  f.pump();
+  model::Track* t = b.feed("video").track();
+  ASSERT_NE(t, nullptr);
+  t->begin_object(*g, 4);
+  t->append_chunk(*g, Bytes::from(std::vector<uint8_t>{'x', 'y'}));
+  f.pump();
+  RawStream* r = f.raw_->open_bidi(fetch(2, "01 00 01 00", "01 00 00"));  // group 1 whole
+  f.pump();
+  const RawStream& s = *f.raw_->incoming.back();
+  EXPECT_EQ(hex_of(s.data), canon(std::string("05 02 1c 01 00 80 03 616263 ") +
+                                  (d17() ? "1c 01 01" : "14 01") + " 80 04 7879"));
+  EXPECT_FALSE(s.fin);
+  EXPECT_FALSE(r->fin);
+  // d17 §5.2: the subscriber cancels with STOP_SENDING on the request stream; the publisher
+  // resets both streams (CANCELLED, 0x1).
+  r->stream->stop_sending(0x1);
+  f.pump();
+  ASSERT_TRUE(s.reset_code.has_value());
+  EXPECT_EQ(*s.reset_code, 0x1u);
+  ASSERT_TRUE(r->reset_code.has_value());
+  EXPECT_EQ(*r->reset_code, 0x1u);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(FetchRequestStreamsTest, TrackStatusAnswersOnItsStreamThenFin) {
+  Fixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  f.raw_->open_bidi(subscribe(0));
+  f.pump();
+  publish_three(b, f);
+  const size_t streams = f.raw_->incoming.size();
+  // TRACK_STATUS (SUBSCRIBE's layout, no parameters): REQUEST_OK (d18+: TRACK_STATUS_OK) with
+  // LARGEST_OBJECT (0x09, a Location) {3, 1}, no Track Properties, then FIN.
+  RawStream* r = f.raw_->open_bidi(msg(0x0d, id(2) + " " + kRoomAliceVideo + " 00"));
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), canon("07 00 04 01 09 03 01"));
+  EXPECT_TRUE(r->fin);
+  EXPECT_EQ(f.raw_->incoming.size(), streams);  // no objects
+  // An unknown broadcast: REQUEST_ERROR DOES_NOT_EXIST (0x10), FIN.
+  r = f.raw_->open_bidi(msg(0x0d, id(4) + " 02 04726f6f6d 03626f62 05766964656f 00"));
+  f.pump();
+  EXPECT_EQ(static_cast<uint8_t>(r->data[0]), 0x05);
+  EXPECT_EQ(code_of(*r), 0x10);
+  EXPECT_TRUE(r->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(FetchRequestStreamsTest, RequestUpdateNarrowsALiveSubscription) {
+  Fixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(subscribe(0));
+  f.pump();
+  b.write_group("video", 1, {"a"});
+  f.pump();
+  const size_t streams = f.raw_->incoming.size();
+  r->data.clear();
+  // REQUEST_UPDATE on the SUBSCRIBE's stream, its own request id 2: SUBSCRIBER_PRIORITY 9 and
+  // SUBSCRIPTION_FILTER AbsoluteRange {1, 0} to group 2 (17..19: tag 4, End Group Delta 1; 20:
+  // fields 1 0 1). REQUEST_OK on the same stream with LARGEST_OBJECT {1, 0}.
+  r->write(msg(0x02, id(2) + (d20() ? " 02 20 09 01 03 01 00 01" : " 02 20 09 01 04 04 01 00 01")));
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), canon("07 00 04 01 09 01 00"));
+  r->data.clear();
+  b.write_group("video", 2, {"b"});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), streams + 1);
+  // Group 2 carries the new priority (9); it is the end group: PUBLISH_DONE SUBSCRIPTION_ENDED
+  // (0x3), then FIN.
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
+            canon(std::string(d17() ? "18" : "58") + " 00 02 09 00 01 62"));
+  ASSERT_GE(r->data.size(), 4u);
+  EXPECT_EQ(static_cast<uint8_t>(r->data[0]), 0x0b);
+  EXPECT_EQ(static_cast<uint8_t>(r->data[3]), 0x03);
+  EXPECT_TRUE(r->fin);
+  b.write_group("video", 3, {"c"});
+  f.pump();
+  EXPECT_EQ(f.raw_->incoming.size(), streams + 1);  // past the end: not delivered
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(FetchRequestStreamsTest, JoiningAPausedSubscription) {
+  Fixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  f.raw_->open_bidi(subscribe(0));
+  f.pump();
+  publish_three(b, f);
+  // Subscription 2 begins at {3, 1} (a joining FETCH of it would have objects), then pauses.
+  RawStream* s = f.raw_->open_bidi(subscribe(2));
+  f.pump();
+  s->write(msg(0x02, id(4) + " 01 10 00"));  // REQUEST_UPDATE: FORWARD 0
+  f.pump();
+  RawStream* r = f.raw_->open_bidi(msg(0x16, id(6) + (d20() ? " 02 02 01 21 01 01" : " 02 02 01 00")));
+  f.pump();
+  if (d17()) {
+    // d17 §9.14.2: "otherwise the publisher MUST close the session with a PROTOCOL_VIOLATION".
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  } else {
+    // d18 §10.12.2: REQUEST_ERROR INVALID_RANGE (0x11).
+    EXPECT_EQ(code_of(*r), 0x11);
+    EXPECT_TRUE(r->fin);
+    EXPECT_FALSE(f.raw_->closed_code.has_value());
+  }
+}
+
+TEST_P(FetchRequestStreamsTest, BadInputClosesWithProtocolViolation) {
+  const std::vector<std::vector<uint8_t>> bad = {
+      // Fetch Type 4 (d17 §9.14, d18 §10.12).
+      msg(0x16, id(0) + " 04 00 00"),
+      // FETCH_CANCEL (0x17): not a message from 17 on.
+      msg(0x17, "00"),
+      // A range filter (d19 §5.1.3 SUBGROUP_FILTER 0x25) is refused below, not here; FETCH_OK from
+      // a subscriber is not a request.
+      msg(0x18, "00 01 00 00"),
+  };
+  for (const auto& m : bad) {
+    Fixture f(GetParam().alpn);
+    setup(f);
+    f.raw_->open_bidi(m);
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value()) << to_hex(m);
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u) << to_hex(m);
+  }
+  {
+    // A malformed SUBSCRIPTION_FILTER (tag 9) in a REQUEST_UPDATE.
+    Fixture f(GetParam().alpn);
+    TestBroadcast b(f.origin_, "room/alice");
+    setup(f);
+    RawStream* s = f.raw_->open_bidi(subscribe(0));
+    f.pump();
+    s->write(msg(0x02, id(2) + (d20() ? " 01 21 05 01 01 01 01 01" : " 01 21 01 09")));
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  }
+  if (GetParam().number >= 19) {
+    // SUBGROUP_FILTER (0x25) in a FETCH: REQUEST_ERROR NOT_SUPPORTED (0x3); the session stays.
+    Fixture f(GetParam().alpn);
+    TestBroadcast b(f.origin_, "room/alice");
+    setup(f);
+    f.raw_->open_bidi(subscribe(0));
+    f.pump();
+    publish_three(b, f);
+    RawStream* r = f.raw_->open_bidi(
+        d20() ? fetch(2, "", "01 00", "04 01 00", 1) : fetch(2, "01 00 02 00", "", "25 01 00", 1));
+    f.pump();
+    EXPECT_EQ(code_of(*r), 0x03);
+    EXPECT_TRUE(r->fin);
+    EXPECT_FALSE(f.raw_->closed_code.has_value());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Drafts, FetchRequestStreamsTest,
+                         ::testing::Values(Draft{17, "moqt-17"}, Draft{18, "moqt-18"},
+                                           Draft{19, "moqt-19"}, Draft{20, "moqt-20"}),
+                         [](const ::testing::TestParamInfo<Draft>& i) {
+                           return "D" + std::to_string(i.param.number);
+                         });
+
+}  // namespace d17
 
 }  // namespace fetch_test
 }  // namespace moqd::session

@@ -269,6 +269,7 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
   const std::optional<wi::Location>& largest_at_start() const { return largest_at_start_; }
   bool is_largest_filter() const { return largest_filter_; }
   std::optional<uint64_t> last_group() const { return last_group_; }
+  bool forward() const { return forward_; }
   void narrow(const Narrowing& n);
   // Objects of this subscription wait to be written (for stall_timeout).
   bool has_waiting_data() const {
@@ -813,6 +814,7 @@ std::optional<uint64_t> subscription_last_group(const DownstreamSubscription& s)
   return s.last_group();
 }
 void narrow_subscription(DownstreamSubscription& s, const Narrowing& n) { s.narrow(n); }
+bool subscription_forward(const DownstreamSubscription& s) { return s.forward(); }
 
 wi::SubgroupHeader DownstreamSubscription::subgroup_header(const model::Group& g) const {
   // d18+: FIRST_OBJECT (0x40), the stream starts with the subgroup's first object (@moq/net drops
@@ -1241,8 +1243,10 @@ class SetupStreamReader final : public Handler {
   bool got_setup_ = false;
 };
 
-// One request and its responses on a bidi stream: a SUBSCRIBE or PUBLISH_NAMESPACE of the peer's,
-// or a SUBSCRIBE of ours (upstream). The request's handler in IetfSession does the work; this
+// One request and its responses on a bidi stream: a SUBSCRIBE, PUBLISH_NAMESPACE, FETCH or
+// TRACK_STATUS of the peer's, or a SUBSCRIBE of ours (upstream). FETCH and TRACK_STATUS are served
+// by FetchService (ietf_fetch.h): TRACK_STATUS's answer ends the stream; a FETCH's stream ends
+// when its data stream does (end()), and the peer resetting it cancels the FETCH (d17 §5.2). The request's handler in IetfSession does the work; this
 // carries its messages, which in 17+ name no request id (filled in from the stream's), and turns
 // the stream's end into the messages 17 removed: the peer closing a SUBSCRIBE stream is
 // UNSUBSCRIBE, a PUBLISH_NAMESPACE stream PUBLISH_NAMESPACE_DONE; the publisher closing ours ends
@@ -1254,6 +1258,8 @@ class RequestStream final : public Handler {
     kPeerPublishNamespace,
     kOurSubscribe,
     kOurPublishNamespace,  // client role: a broadcast of ours, until we close the stream
+    kPeerFetch,
+    kPeerTrackStatus
   };
   RequestStream(IetfSession& s, transport::Stream& stream, Kind kind, uint64_t id)
       : Handler(s), kind_(kind), id_(id) {
@@ -1274,10 +1280,22 @@ class RequestStream final : public Handler {
       return;
     }
     stream_->write(Bytes::from(out));
-    if (last) {
+    if (last || kind_ == Kind::kPeerTrackStatus) {
       stream_->finish();
       done();
     }
+  }
+  // A FETCH's data stream ended: FIN (complete) or reset (cancelled, or failed), and the stream is
+  // handed back.
+  void end(bool reset) {
+    if (stream_ != nullptr) {
+      if (reset) {
+        stream_->reset(kResetCancelled);
+      } else {
+        stream_->finish();
+      }
+    }
+    done();
   }
   // Our UNSUBSCRIBE (17 has none): FIN, and the stream is handed back.
   void cancel() {
@@ -1300,11 +1318,16 @@ class RequestStream final : public Handler {
       on_message(std::move(*m));
     }
     if (stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received()) {
+      if (kind_ == Kind::kPeerFetch || kind_ == Kind::kPeerTrackStatus) {
+        return;  // d19 §3.3.2: the requester's FIN is not a cancellation
+      }
       peer_ended();
     }
   }
   void on_reset(uint64_t) override { peer_ended(); }
   void on_stop_sending(uint64_t) override { peer_ended(); }
+
+  static constexpr uint64_t kResetCancelled = 0x1;  // d18 §3.3.3 CANCELLED
 
  private:
   void on_message(wi::ControlMessage m) {
@@ -1314,7 +1337,8 @@ class RequestStream final : public Handler {
     }
     if (kind_ != Kind::kOurSubscribe) {
       // Follow-ups on the peer's request (REQUEST_UPDATE): the session's handlers decide.
-      if (auto* u = std::get_if<wi::SubscribeUpdate>(&m); u != nullptr && kind_ == Kind::kPeerSubscribe) {
+      if (auto* u = std::get_if<wi::SubscribeUpdate>(&m);
+          u != nullptr && (kind_ == Kind::kPeerSubscribe || kind_ == Kind::kPeerFetch)) {
         u->existing_request_id = id_;
         session_.on_control_message(std::move(m));
         return;
@@ -1368,6 +1392,13 @@ class RequestStream final : public Handler {
         session_.on_control_message(d);
         break;
       }
+      case Kind::kPeerFetch:
+        // d17 §5.2: STOP_SENDING (or a reset) cancels the FETCH; FetchService resets its data
+        // stream and ends this one (end()).
+        session_.on_control_message(wi::FetchCancel{id_});
+        break;
+      case Kind::kPeerTrackStatus:
+        break;
       case Kind::kOurSubscribe:
         if (!answered_) {
           wi::RequestError e;
@@ -2458,6 +2489,12 @@ void IetfSession::on_request_stream(transport::Stream& stream) {
   } else if (const auto* p = std::get_if<wi::PublishNamespace>(&m)) {
     kind = RequestStream::Kind::kPeerPublishNamespace;
     id = p->request_id;
+  } else if (const auto* f = std::get_if<wi::Fetch>(&m)) {
+    kind = RequestStream::Kind::kPeerFetch;
+    id = f->request_id;
+  } else if (const auto* t = std::get_if<wi::TrackStatus>(&m)) {
+    kind = RequestStream::Kind::kPeerTrackStatus;
+    id = t->request.request_id;
   } else {
     stream.release();
     fail(wi::TerminationCode::kProtocolViolation, "a request stream must start with a request");
@@ -2475,6 +2512,13 @@ void IetfSession::on_request_stream(transport::Stream& stream) {
   on_control_message(std::move(m));
   if (!closed_) {
     rs->on_readable();  // a FIN (or REQUEST_UPDATE) that came with the request
+  }
+}
+
+void IetfSession::end_request(uint64_t request_id, bool reset) {
+  auto it = requests_.find(request_id);
+  if (it != requests_.end() && it->second->kind() == RequestStream::Kind::kPeerFetch) {
+    it->second->end(reset);
   }
 }
 
@@ -2510,7 +2554,8 @@ void IetfSession::send_on_request_stream(const wi::ControlMessage& m) {
                       std::is_same_v<T, wi::PublishNamespaceDone>) {
           id = msg.request_id;
           cancel = true;
-        } else if constexpr (std::is_same_v<T, wi::SubscribeOk> || std::is_same_v<T, wi::RequestOk>) {
+        } else if constexpr (std::is_same_v<T, wi::SubscribeOk> || std::is_same_v<T, wi::RequestOk> ||
+                             std::is_same_v<T, wi::FetchOk>) {
           id = msg.request_id;
         } else if constexpr (std::is_same_v<T, wi::RequestError>) {
           id = msg.request_id;

@@ -18,8 +18,9 @@
 // datagrams; each such request closes the session with a protocol violation or is refused with an
 // error (never ignored silently). One worker thread.
 //
-// FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE (drafts 14 to
-// 16) are served from the origin's track caches by ietf_detail::FetchService (ietf_fetch.h).
+// FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE / REQUEST_UPDATE
+// (drafts 14 to 20) are served from the origin's track caches by ietf_detail::FetchService
+// (ietf_fetch.h); from 17 each FETCH and TRACK_STATUS has its own request stream here.
 //
 // Drafts 17 to 20 (Draft::request_streams) differ only in where messages travel: SETUP 0x2F00 on
 // a uni stream each way (ours kept open for GOAWAY), and each request on its own bidi stream with
@@ -177,6 +178,9 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // The peer's SETUP (0x2F00) on its first uni stream.
   void on_peer_setup(const wire::ietf::Setup& setup);
   void forget_request(uint64_t request_id, ietf_detail::RequestStream* r);
+  // The data stream of the peer's FETCH `request_id` ended (FIN, or `reset`): its request stream
+  // ends the same way (d17 §5.2). No-op before 17 or once the stream is gone.
+  void end_request(uint64_t request_id, bool reset);
   // How to read the peer's messages where @moq/net and the draft text disagree (SETUP's
   // Implementation option names the peer).
   wire::ietf::Peer peer_form() const { return peer_form_; }

@@ -87,11 +87,12 @@ constexpr uint64_t kPubNs = bit(MessageType::kPublishNamespace);
 constexpr uint64_t kSubNs =
     bit(MessageType::kSubscribeNamespace) | bit(MessageType::kSubscribeNamespace2);
 constexpr uint64_t kSubTr = bit(MessageType::kSubscribeTracks);
-constexpr uint64_t kFetch = bit(MessageType::kFetch);  // d14..16 (d16 §9.2.2)
+constexpr uint64_t kFetch = bit(MessageType::kFetch);  // d16 §9.2.2, d18 §10.2
 constexpr uint64_t kPub = bit(MessageType::kPublish);      // d14..16 (d15 §9.2.1, d16 §9.2.2)
 constexpr uint64_t kPubOk = bit(MessageType::kPublishOk);  // d14..16
-// d18+ rows: the messages this codec has among those each parameter's section lists (FETCH,
-// PUBLISH, PUBLISH_OK and TRACK_STATUS are not decoded here).
+// d18+ rows: the messages this codec has among those each parameter's section lists (PUBLISH and
+// PUBLISH_OK are not decoded here; TRACK_STATUS is read with SUBSCRIBE's rules). The range
+// filters 0x25..0x28 (d19 §5.1.3) are accepted in FETCH; the session refuses such a FETCH.
 constexpr ParamRule kParamRules[] = {
     {kParamDeliveryTimeout, 14, 17, kSub | kSubOk | kUpd | kReqOk | kPub | kPubOk, ParamForm::kVarint},
     {kParamDeliveryTimeout, 18, 20, kSub | kUpd, ParamForm::kVarint},  // OBJECT_DELIVERY_TIMEOUT
@@ -107,15 +108,17 @@ constexpr ParamRule kParamRules[] = {
     {kParamForward, 15, 17, kSub | kUpd | kSubNs | kPub | kPubOk, ParamForm::kUint8},
     {kParamForward, 18, 20, kSub | kUpd | kSubTr, ParamForm::kUint8},
     {kParamSubscriberPriority, 15, 20, kSub | kUpd | kFetch | kPubOk, ParamForm::kUint8},
-    {kParamSubscriptionFilter, 15, 20, kSub | kUpd | kPubOk, ParamForm::kBytes},
+    {kParamSubscriptionFilter, 15, 19, kSub | kUpd | kPubOk, ParamForm::kBytes},
+    {kParamSubscriptionFilter, 20, 20, kSub | kUpd | kFetch, ParamForm::kBytes},  // d20 §5.1.2
     {kParamGroupOrder, 15, 17, kSub | kSubOk | kReqOk | kFetch | kPub | kPubOk, ParamForm::kUint8},
-    {kParamGroupOrder, 18, 18, kSub, ParamForm::kUint8},
-    {kParamGroupOrder, 19, 20, kSub | kSubTr, ParamForm::kUint8},  // #1777
+    {kParamGroupOrder, 18, 18, kSub | kFetch, ParamForm::kUint8},
+    {kParamGroupOrder, 19, 20, kSub | kSubTr | kFetch, ParamForm::kUint8},  // #1777
+    {0x0a, 18, 20, kFetch, ParamForm::kVarint},  // FILL_TIMEOUT (d18 §10.2.x "FILL TIMEOUT")
     {kParamFillParameters, 20, 20, kSub, ParamForm::kBytes},       // JS only
-    {0x25, 19, 20, kSub | kUpd | kSubTr, ParamForm::kBytes, true},  // SUBGROUP_FILTER
-    {0x26, 19, 20, kSub | kUpd | kSubTr, ParamForm::kBytes, true},  // OBJECTID_FILTER
-    {0x27, 19, 20, kSub | kUpd | kSubTr, ParamForm::kBytes, true},  // PRIORITY_FILTER
-    {0x28, 19, 20, kSub | kUpd | kSubTr, ParamForm::kBytes, true},  // OBJECT_PROPERTY_FILTER
+    {0x25, 19, 20, kSub | kUpd | kSubTr | kFetch, ParamForm::kBytes, true},  // SUBGROUP_FILTER
+    {0x26, 19, 20, kSub | kUpd | kSubTr | kFetch, ParamForm::kBytes, true},  // OBJECTID_FILTER
+    {0x27, 19, 20, kSub | kUpd | kSubTr | kFetch, ParamForm::kBytes, true},  // PRIORITY_FILTER
+    {0x28, 19, 20, kSub | kUpd | kSubTr | kFetch, ParamForm::kBytes, true},  // OBJECT_PROPERTY_FILTER
     {0x29, 19, 20, kUpd | kSubTr, ParamForm::kBytes, true},         // TRACK_PROPERTY_FILTER
     {0x30, 15, 15, kSubOk | kPub, ParamForm::kVarint},  // DYNAMIC_GROUPS (d15)
     {0x32, 15, 20, kSub | kUpd | kPubOk, ParamForm::kVarint},  // NEW_GROUP_REQUEST
@@ -1182,10 +1185,10 @@ void read(Decoder& dec, ServerSetup& m) {
   dec.setup_params(m.params);
 }
 
-// --- TRACK_STATUS and FETCH (drafts 14..16; none of them on d17's request streams here).
+// --- TRACK_STATUS and FETCH (drafts 14..20; FETCH_CANCEL 14..16).
 
 TypeOrNone write(FormWriter& w, const Draft& d, const TrackStatus& m) {
-  if (d.request_streams || !write(w, d, m.request)) {
+  if (!write(w, d, m.request)) {
     return std::nullopt;
   }
   return MessageType::kTrackStatus;
@@ -1205,10 +1208,10 @@ void read(Decoder& dec, TrackStatusOk& m) { read(dec, m.ok); }
 // d14 §9.16: priority and group order are fields; d15+ parameters (written priority first, then a
 // non-zero group order, as SUBSCRIBE writes them).
 TypeOrNone write(FormWriter& w, const Draft& d, const Fetch& m) {
-  if (d.request_streams) {
-    return std::nullopt;
+  if (m.filter && !d.filter_fields) {
+    return std::nullopt;  // LOCATION_FILTER in FETCH is d20's
   }
-  w.varint(m.request_id);
+  write_request_id(w, d, m.request_id, m.request_id_delta);
   if (!d.subscribe_params) {
     w.u8(m.subscriber_priority);
     w.u8(m.group_order);
@@ -1217,11 +1220,15 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Fetch& m) {
   if (m.type == FetchType::kStandalone) {
     write_tuple(w, m.ns);
     w.string(m.track);
-    write_location(w, m.start);
-    write_location(w, m.end);
+    if (!d.filter_fields) {
+      write_location(w, m.start);
+      write_location(w, m.end);
+    }
   } else {
     w.varint(m.joining_request_id);
-    w.varint(m.joining_start);
+    if (!d.filter_fields) {
+      w.varint(m.joining_start);
+    }
   }
   if (!d.subscribe_params) {
     write_kvps(w, d, m.params);
@@ -1233,12 +1240,19 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Fetch& m) {
     all.push_back(varint_param(kParamGroupOrder, m.group_order));
   }
   all.insert(all.end(), m.params.begin(), m.params.end());
+  if (m.filter) {
+    const auto f = filter_bytes(*m.filter, d);
+    if (!f) {
+      return std::nullopt;
+    }
+    all.push_back(bytes_param(kParamSubscriptionFilter, *f));
+  }
   write_kvps(w, d, all);
   return MessageType::kFetch;
 }
 
 void read(Decoder& dec, Fetch& m) {
-  m.request_id = dec.varint();
+  dec.request_id(m.request_id, m.request_id_delta);
   if (!dec.d.subscribe_params) {
     m.subscriber_priority = dec.u8();
     dec.group_order(dec.u8(), true, m.group_order);
@@ -1254,11 +1268,15 @@ void read(Decoder& dec, Fetch& m) {
     size_t name = 0;
     dec.tuple(m.ns, true, name);
     dec.track_name(m.track, name);
-    m.start = dec.location();
-    m.end = dec.location();
+    if (!dec.d.filter_fields) {
+      m.start = dec.location();
+      m.end = dec.location();
+    }
   } else {
     m.joining_request_id = dec.varint();
-    m.joining_start = dec.varint();
+    if (!dec.d.filter_fields) {
+      m.joining_start = dec.varint();
+    }
   }
   if (!dec.d.subscribe_params) {
     dec.message_params(MessageType::kFetch, m.params);
@@ -1274,6 +1292,16 @@ void read(Decoder& dec, Fetch& m) {
       m.subscriber_priority = static_cast<uint8_t>(p.value);
     } else if (p.type == kParamGroupOrder) {
       dec.group_order(p.value, false, m.group_order);
+    } else if (p.type == kParamSubscriptionFilter) {
+      // d20 §5.1.2: the only draft whose FETCH takes LOCATION_FILTER (kParamRules); it fills the
+      // value exactly.
+      FormReader fr(as_span(p.bytes), dec.d.varint_form);
+      Filter f;
+      dec.filter_fields(fr, f);
+      if (!fr.ok() || !fr.empty()) {
+        dec.fail_with(ErrorCode::kProtocolViolation, "filter does not fill its parameter");
+      }
+      m.filter = f;
     } else {
       m.params.push_back(std::move(p));
     }
@@ -1281,10 +1309,10 @@ void read(Decoder& dec, Fetch& m) {
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const FetchOk& m) {
-  if (d.request_streams || (!d.track_extensions && !m.track_extensions.empty())) {
+  if (!d.track_extensions && !m.track_extensions.empty()) {
     return std::nullopt;
   }
-  w.varint(m.request_id);
+  write_response_id(w, d, m.request_id);
   if (!d.subscribe_params) {
     w.u8(m.group_order);
   }
@@ -1296,7 +1324,7 @@ TypeOrNone write(FormWriter& w, const Draft& d, const FetchOk& m) {
 }
 
 void read(Decoder& dec, FetchOk& m) {
-  m.request_id = dec.varint();
+  dec.response_id(m.request_id);
   if (!dec.d.subscribe_params) {
     dec.group_order(dec.u8(), false, m.group_order);
   }
@@ -1493,18 +1521,28 @@ void read(Decoder& dec, PublishOk& m) {
   }
 }
 
-// TRACK_STATUS, FETCH and PUBLISH messages of drafts 14..16; nullopt for another type.
+// TRACK_STATUS and FETCH messages (FETCH_CANCEL and the d14 errors: before 17), PUBLISH and
+// PUBLISH_OK (before 17); nullopt for another type.
 std::optional<ControlMessage> fetch_message_for(const Draft& d, MessageType t) {
-  if (d.request_streams) {
-    return std::nullopt;
-  }
   switch (t) {
     case MessageType::kTrackStatus: return TrackStatus{};
     case MessageType::kFetch: return Fetch{};
-    case MessageType::kFetchCancel: return FetchCancel{};
+    case MessageType::kFetchCancel:
+      if (d.request_streams) {
+        return std::nullopt;  // d17 §5.2: cancelled by resetting the request stream
+      }
+      return FetchCancel{};
     case MessageType::kFetchOk: return FetchOk{};
-    case MessageType::kPublish: return Publish{};
-    case MessageType::kPublishOk: return PublishOk{};
+    case MessageType::kPublish:
+      if (d.request_streams) {
+        return std::nullopt;  // PUBLISH on 17+ request streams is not served (not in this codec)
+      }
+      return Publish{};
+    case MessageType::kPublishOk:
+      if (d.request_streams) {
+        return std::nullopt;
+      }
+      return PublishOk{};
     case MessageType::kTrackStatusError:
     case MessageType::kFetchError:
     case MessageType::kPublishError:
@@ -1647,6 +1685,26 @@ ParseResult<uint64_t> read_varint(VarintForm f, Span in) {
     return need_more<uint64_t>();
   }
   return Parsed<uint64_t>{*v, r.consumed()};
+}
+
+std::optional<Filter> decode_filter(Version v, std::string_view value) {
+  const Draft* d = draft(v);
+  if (d == nullptr) {
+    return std::nullopt;
+  }
+  const Limits limits;
+  Span in(reinterpret_cast<const uint8_t*>(value.data()), value.size());
+  Decoder dec{FormReader(in, d->varint_form), *d, limits, std::nullopt};
+  Filter f;
+  if (d->filter_fields) {
+    dec.filter_fields(dec.r, f);
+  } else {
+    dec.filter(dec.r, f);
+  }
+  if (dec.error || !dec.r.ok() || !dec.r.empty()) {
+    return std::nullopt;
+  }
+  return f;
 }
 
 const Draft* draft(Version v) {

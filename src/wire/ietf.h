@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -379,8 +380,8 @@ struct Goaway {
   friend bool operator==(const Goaway&, const Goaway&) = default;
 };
 
-// 0x0D TRACK_STATUS (d14 §9.17, d15, d16 §9.19): the layout of SUBSCRIBE. Drafts 14..16 only
-// (the codec has no d17+ request-stream form of it).
+// 0x0D TRACK_STATUS (d14 §9.17, d15, d16 §9.19, d17 §9.16, d18/19 §10.14, d20 §10.15): the
+// layout of SUBSCRIBE (from 17 the first message of its own bidi stream).
 struct TrackStatus {
   Subscribe request;
   friend bool operator==(const TrackStatus&, const TrackStatus&) = default;
@@ -391,7 +392,10 @@ struct TrackStatusOk {
   friend bool operator==(const TrackStatusOk&, const TrackStatusOk&) = default;
 };
 
-// FETCH (d14 §9.16, d15, d16 §9.16): a range of objects already published. Drafts 14..16.
+// FETCH (d14 §9.16, d15, d16 §9.16, d17 §9.14, d18/19 §10.12, d20 §10.13): a range of objects
+// already published. From 17 the first message of its own bidi stream (17: Required Request ID
+// Delta after the id); 20 moves Start / End (standalone) and Joining Start (joining) into the
+// LOCATION_FILTER parameter (0x21), decoded into `filter`.
 enum class FetchType : uint64_t { kStandalone = 0x1, kRelativeJoining = 0x2, kAbsoluteJoining = 0x3 };
 struct Fetch {
   uint64_t request_id = 0;
@@ -409,11 +413,16 @@ struct Fetch {
   // Joining: the subscription joined, and Joining Start (groups back, or an absolute group).
   uint64_t joining_request_id = 0;
   uint64_t joining_start = 0;
+  uint64_t request_id_delta = 0;  // d17
+  // d20 LOCATION_FILTER (§5.1.2): standalone Start / End, or a joining fetch's StartGroup; absent:
+  // the whole track (standalone), StartGroup 0 (joining).
+  std::optional<Filter> filter;
   Parameters params;
   friend bool operator==(const Fetch&, const Fetch&) = default;
 };
 
-// FETCH_OK (d14 §9.17: with Group Order; d15: without; d16: Track Extensions at the end).
+// FETCH_OK (d14 §9.17: with Group Order; d15: without; d16: Track Extensions at the end; d17+:
+// no Request ID (the stream says it), Track Properties at the end).
 struct FetchOk {
   uint64_t request_id = 0;
   uint8_t group_order = 1;  // d14 only (1 ascending, 2 descending)
@@ -424,6 +433,7 @@ struct FetchOk {
   friend bool operator==(const FetchOk&, const FetchOk&) = default;
 };
 
+// d14..16 only: from 17 a FETCH is cancelled by resetting its request stream (d17 §5.2).
 struct FetchCancel {
   uint64_t request_id = 0;
   friend bool operator==(const FetchCancel&, const FetchCancel&) = default;
@@ -538,10 +548,12 @@ ParseResult<ObjectHeader> decode_object(Version v, const SubgroupHeader& h,
 // the stream). nullopt when the id would pass 2^62-1 (a protocol violation by the peer).
 std::optional<uint64_t> object_id(std::optional<uint64_t> previous, uint64_t delta);
 
-// FETCH streams (d14 §10.4.4, d15, d16 §10.4.4): FETCH_HEADER (type 0x05, Request ID), then
-// objects that each name their group, subgroup and object id. d14 writes every field; d15 adds
-// Serialization Flags (one byte) that let fields repeat the previous object's; d16 makes the flags
-// a varint, drops Object Status and adds End of Range markers (0x8C, 0x10C).
+// FETCH streams (d14 §10.4.4, d15, d16 §10.4.4, d17 §10.4.4, d18..20 §11.4.4): FETCH_HEADER
+// (type 0x05, Request ID), then objects that each name their group, subgroup and object id. d14
+// writes every field; d15 adds Serialization Flags (one byte) that let fields repeat the previous
+// object's; d16 and d17 make the flags a varint, drop Object Status and add End of Range markers
+// (0x8C, 0x10C); d18 turns Group ID and Object ID into deltas from the previous object (in the
+// fetch's group order; the first object's are absolute); d20 adds End of Timed-Out Range 0x20C.
 inline constexpr uint64_t kFetchHeaderType = 0x05;
 struct FetchObject {
   uint64_t group = 0;
@@ -560,14 +572,26 @@ struct FetchObject {
 void encode_fetch_header(Version v, uint64_t request_id, std::vector<uint8_t>& out);
 // From the stream type on: the Request ID. A type other than 0x05 is an error.
 ParseResult<uint64_t> decode_fetch_header(Version v, std::span<const uint8_t> in);
-// One object's fields (not its payload). d15+ write every field (flags 0x1C, plus 0x03 for a
-// non-zero subgroup and 0x20 for non-empty extensions), so each object stands alone; a d16 End of
-// Range writes only its flags, group and object.
+// One object's fields (not its payload). d15..17 write every field (flags 0x1C, plus 0x03 for a
+// non-zero subgroup and 0x20 for non-empty extensions), so each object stands alone; a d16+ End of
+// Range writes only its flags, group and object. d18+: `previous` is the stream's previous object
+// (null for the first) and `descending` the fetch's group order: a new group writes its Group ID
+// Delta and the absolute Object ID, the same group only the Object ID Delta. Precondition: the
+// objects come in the fetch's order (groups in `descending` order, object ids rising in a group).
 void encode_fetch_object(Version v, const FetchObject& o, std::vector<uint8_t>& out);
+void encode_fetch_object(Version v, const FetchObject& o, const FetchObject* previous,
+                         bool descending, std::vector<uint8_t>& out);
 // `previous`: the stream's previous object, or null for the first (a flag that refers to it is
-// then a protocol violation). Reserved flag bits, and d16 values >= 128 other than the two End
-// of Range values, are protocol violations.
+// then a protocol violation). Reserved flag bits, and d16+ values >= 128 other than the End of
+// Range values, are protocol violations; d18+ a Group ID Delta that leaves 0..2^62-1.
 ParseResult<FetchObject> decode_fetch_object(Version v, const FetchObject* previous,
                                              std::span<const uint8_t> in, const Limits& limits);
+ParseResult<FetchObject> decode_fetch_object(Version v, const FetchObject* previous,
+                                             bool descending, std::span<const uint8_t> in,
+                                             const Limits& limits);
+
+// A SUBSCRIPTION_FILTER / LOCATION_FILTER parameter's value (d15+ tag form, d20 0..4 fields) read
+// in `v`'s varint form; nullopt when it does not decode or does not fill the value exactly.
+std::optional<Filter> decode_filter(Version v, std::string_view value);
 
 }  // namespace moqd::wire::ietf

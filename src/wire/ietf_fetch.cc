@@ -1,4 +1,4 @@
-// FETCH streams of drafts 14..16 (see ietf.h): FETCH_HEADER and the objects after it.
+// FETCH streams of drafts 14..20 (see ietf.h): FETCH_HEADER and the objects after it.
 #include <algorithm>
 #include <cstdint>
 
@@ -16,8 +16,15 @@ constexpr uint64_t kGroupPresent = 0x08;
 constexpr uint64_t kPriorityPresent = 0x10;
 constexpr uint64_t kExtensionsPresent = 0x20;
 constexpr uint64_t kDatagram = 0x40;         // d16: no subgroup; d15: a violation
-constexpr uint64_t kEndOfNonExistent = 0x8c;  // d16
-constexpr uint64_t kEndOfUnknown = 0x10c;     // d16
+constexpr uint64_t kEndOfNonExistent = 0x8c;  // d16+
+constexpr uint64_t kEndOfUnknown = 0x10c;     // d16+
+constexpr uint64_t kEndOfTimedOut = 0x20c;    // d20 §11.4.4
+
+bool is_end_of_range(const Draft& d, uint64_t flags) {
+  return d.number >= 16 &&
+         (flags == kEndOfNonExistent || flags == kEndOfUnknown ||
+          (d.number >= 20 && flags == kEndOfTimedOut));
+}
 
 // Reads varints and bytes off the front of a span; the first shortfall or error sticks.
 struct Cursor {
@@ -88,8 +95,12 @@ void read_end_of_range(Cursor& c, uint64_t flags, FetchObject& o) {
   o.object = c.varint();
 }
 
-// d15/16: the fields the flags say are present; the others from `prev`.
-void read_flagged(Cursor& c, uint64_t flags, const FetchObject* prev, FetchObject& o) {
+// d15..17: the fields the flags say are present; the others from `prev`. d18+ (`deltas`): Group ID
+// and Object ID are deltas (d18 §11.4.4): a new group is the previous one plus (ascending) or
+// minus (descending) the delta plus 1, its Object ID then absolute; in the same group the Object ID
+// is the previous one plus the delta.
+void read_flagged(Cursor& c, uint64_t flags, const FetchObject* prev, bool deltas, bool descending,
+                  FetchObject& o) {
   const uint64_t sub = flags & kSubgroupMask;
   const bool refers = (flags & kDatagram) == 0 && (sub == 1 || sub == 2);
   if (prev == nullptr && (refers || (flags & (kObjectPresent | kGroupPresent | kPriorityPresent)) !=
@@ -97,7 +108,16 @@ void read_flagged(Cursor& c, uint64_t flags, const FetchObject* prev, FetchObjec
     c.error = make_error(ErrorCode::kProtocolViolation, "first fetch object refers to a previous one");
     return;
   }
-  o.group = (flags & kGroupPresent) != 0 ? c.varint() : prev->group;
+  const bool group_present = (flags & kGroupPresent) != 0;
+  o.group = group_present ? c.varint() : prev->group;
+  if (deltas && group_present && prev != nullptr && !c.short_ && !c.error) {
+    const uint64_t delta = o.group;
+    if (descending ? delta >= prev->group : delta >= kMaxVarint - prev->group) {
+      c.error = make_error(ErrorCode::kProtocolViolation, "fetch group delta leaves the group range");
+      return;
+    }
+    o.group = descending ? prev->group - delta - 1 : prev->group + delta + 1;
+  }
   if ((flags & kDatagram) != 0) {
     o.subgroup = 0;
   } else if (sub == 3) {
@@ -105,7 +125,14 @@ void read_flagged(Cursor& c, uint64_t flags, const FetchObject* prev, FetchObjec
   } else {
     o.subgroup = sub == 0 ? 0 : prev->subgroup + (sub == 2 ? 1 : 0);
   }
-  o.object = (flags & kObjectPresent) != 0 ? c.varint() : prev->object + 1;
+  if ((flags & kObjectPresent) == 0) {
+    o.object = prev->object + 1;
+  } else {
+    o.object = c.varint();
+    if (deltas && !group_present && !c.short_ && !c.error) {
+      o.object = o.object > kMaxVarint - prev->object ? kMaxVarint + 1 : prev->object + o.object;
+    }
+  }
   o.publisher_priority = (flags & kPriorityPresent) != 0 ? c.u8() : prev->publisher_priority;
   if (o.object > kMaxVarint || o.subgroup > kMaxVarint) {
     // The previous object's id (or subgroup) plus one past 2^62-1: no varint can carry it.
@@ -126,7 +153,7 @@ void encode_fetch_header(Version v, uint64_t request_id, std::vector<uint8_t>& o
 
 ParseResult<uint64_t> decode_fetch_header(Version v, Span in) {
   const Draft* d = draft(v);
-  if (d == nullptr || d->request_streams) {
+  if (d == nullptr) {
     return fail(ErrorCode::kVersion, "no FETCH stream in this draft");
   }
   Cursor c{d->varint_form, in};
@@ -139,12 +166,17 @@ ParseResult<uint64_t> decode_fetch_header(Version v, Span in) {
 }
 
 void encode_fetch_object(Version v, const FetchObject& o, std::vector<uint8_t>& out) {
+  encode_fetch_object(v, o, nullptr, false, out);
+}
+
+void encode_fetch_object(Version v, const FetchObject& o, const FetchObject* previous,
+                         bool descending, std::vector<uint8_t>& out) {
   const Draft* d = draft(v);
   if (d == nullptr) {
     return;
   }
   const VarintForm f = d->varint_form;
-  if (d->number == 16 && o.end_of_range != 0) {
+  if (is_end_of_range(*d, o.end_of_range)) {
     write_varint(f, o.end_of_range, out);
     write_varint(f, o.group, out);
     write_varint(f, o.object, out);
@@ -152,7 +184,11 @@ void encode_fetch_object(Version v, const FetchObject& o, std::vector<uint8_t>& 
   }
   if (d->number >= 15) {
     // Every field present, subgroup explicit unless zero: each object stands alone.
-    uint64_t flags = kObjectPresent | kGroupPresent | kPriorityPresent;
+    // d18+: the same group as the previous object leaves Group ID Delta out (present, it would
+    // name another group) and writes the Object ID as a delta.
+    const bool deltas = d->number >= 18 && previous != nullptr;
+    const bool same_group = deltas && previous->group == o.group;
+    uint64_t flags = kObjectPresent | (same_group ? 0 : kGroupPresent) | kPriorityPresent;
     flags |= o.subgroup != 0 ? kSubgroupMask : 0;
     flags |= o.extensions.empty() ? 0 : kExtensionsPresent;
     if (d->number == 15) {
@@ -160,11 +196,16 @@ void encode_fetch_object(Version v, const FetchObject& o, std::vector<uint8_t>& 
     } else {
       write_varint(f, flags, out);
     }
-    write_varint(f, o.group, out);
+    if (!same_group) {
+      const uint64_t g = !deltas        ? o.group
+                         : descending ? previous->group - o.group - 1
+                                      : o.group - previous->group - 1;
+      write_varint(f, g, out);
+    }
     if (o.subgroup != 0) {
       write_varint(f, o.subgroup, out);
     }
-    write_varint(f, o.object, out);
+    write_varint(f, same_group ? o.object - previous->object : o.object, out);
     out.push_back(o.publisher_priority);
     if (!o.extensions.empty()) {
       write_varint(f, o.extensions.size(), out);
@@ -180,14 +221,19 @@ void encode_fetch_object(Version v, const FetchObject& o, std::vector<uint8_t>& 
   }
   write_varint(f, o.payload_length, out);
   if (o.payload_length == 0 && d->number <= 15) {
-    write_varint(f, o.status, out);  // d16 has no Object Status on FETCH streams
+    write_varint(f, o.status, out);  // d16+ have no Object Status on FETCH streams
   }
 }
 
 ParseResult<FetchObject> decode_fetch_object(Version v, const FetchObject* previous, Span in,
                                              const Limits& limits) {
+  return decode_fetch_object(v, previous, false, in, limits);
+}
+
+ParseResult<FetchObject> decode_fetch_object(Version v, const FetchObject* previous,
+                                             bool descending, Span in, const Limits& limits) {
   const Draft* d = draft(v);
-  if (d == nullptr || d->request_streams) {
+  if (d == nullptr) {
     return fail(ErrorCode::kVersion, "no FETCH stream in this draft");
   }
   Cursor c{d->varint_form, in};
@@ -204,14 +250,14 @@ ParseResult<FetchObject> decode_fetch_object(Version v, const FetchObject* previ
     if (c.short_ || c.error) {
       return finish(c, o);
     }
-    if (d->number == 16 && (flags == kEndOfNonExistent || flags == kEndOfUnknown)) {
+    if (is_end_of_range(*d, flags)) {
       read_end_of_range(c, flags, o);
       return finish(c, o);
     }
     if (flags >= (d->number == 15 ? kDatagram : 0x80)) {
       return fail(ErrorCode::kProtocolViolation, "reserved serialization flags");
     }
-    read_flagged(c, flags, previous, o);
+    read_flagged(c, flags, previous, d->number >= 18, descending, o);
     if ((flags & kExtensionsPresent) != 0) {
       c.bytes(static_cast<size_t>(std::min<uint64_t>(c.varint(), SIZE_MAX)), limits.max_extensions,
               o.extensions);
