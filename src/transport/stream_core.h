@@ -76,7 +76,8 @@ S* SendScheduler::pop(Find&& find, Entry S::*entry) {
 // them as Bytes without a copy (a frame's payload for the cache): arriving bytes are copied once,
 // from the transport's decrypted packet, and never again. Memory read past is reused when nothing
 // shares it; each new buffer is twice the last, from kMinBuffer to kMaxBuffer, so a control stream
-// holds 256 bytes and a media stream 16 KiB blocks that the cache's slices share.
+// holds 256 bytes while it has a message unread (none once all is read) and a media stream 16 KiB
+// blocks that the cache's slices share.
 class RecvBuffer {
  public:
   static constexpr size_t kMinBuffer = 256;

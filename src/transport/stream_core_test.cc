@@ -311,6 +311,42 @@ TEST(RecvBufferTest, AnUnsharedBufferIsReusedInPlace) {
   EXPECT_EQ(Bytes::live_buffers(), buffers);
 }
 
+TEST(RecvBufferTest, ASmallestBufferIsFreedOnceEverythingIsRead) {
+  // A control stream's buffer is freed once its message is read, and the next message takes a new
+  // smallest buffer (not a larger one): an idle QUIC viewer holds no receive memory.
+  RecvBuffer control;
+  int64_t before = Bytes::live_buffers();
+  control.append(pattern(30));
+  EXPECT_EQ(Bytes::live_buffers(), before + 1);
+  control.consume(20);
+  EXPECT_EQ(control.capacity(), RecvBuffer::kMinBuffer);  // 10 bytes still unread
+  control.consume(10);
+  EXPECT_EQ(control.capacity(), 0u);
+  EXPECT_EQ(Bytes::live_buffers(), before);
+  control.append(pattern(40, 1));
+  EXPECT_EQ(control.capacity(), RecvBuffer::kMinBuffer);
+  EXPECT_TRUE(std::equal(control.peek().begin(), control.peek().end(), pattern(40, 1).begin()));
+  EXPECT_EQ(control.consume(40), 40u);
+  EXPECT_EQ(control.capacity(), 0u);
+  EXPECT_EQ(control.received(), 70u);
+  EXPECT_EQ(control.consumed(), 70u);
+  // Taken whole, the buffer is let go too: the taken Bytes alone keep its block.
+  control.append(pattern(50, 2));
+  Bytes kept = control.take(50);
+  EXPECT_EQ(control.capacity(), 0u);
+  EXPECT_EQ(Bytes::live_buffers(), before + 1);
+  EXPECT_TRUE(std::equal(kept.span().begin(), kept.span().end(), pattern(50, 2).begin()));
+  kept = Bytes();
+  EXPECT_EQ(Bytes::live_buffers(), before);
+  // A stream whose bytes keep being taken goes on to a larger buffer, which it keeps.
+  control.append(pattern(60, 3));
+  EXPECT_EQ(control.capacity(), 2 * RecvBuffer::kMinBuffer);
+  Bytes next = control.take(60);
+  EXPECT_EQ(control.capacity(), 2 * RecvBuffer::kMinBuffer);
+  EXPECT_EQ(control.received(), 180u);
+  EXPECT_EQ(control.consumed(), 180u);
+}
+
 TEST(RecvBufferTest, BuffersGrowFromTheSmallestToTheLargest) {
   // A control stream's message takes the smallest buffer; a stream that keeps sending while its
   // bytes are shared gets twice the last buffer each time one fills, up to the largest.
