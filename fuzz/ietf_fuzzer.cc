@@ -3,8 +3,9 @@
 // decoder (bit 2: control message, or a data stream: a SUBGROUP stream (header then objects with
 // their payloads), or a FETCH stream when it starts with 0x05 (every draft; bit 6: its groups in
 // descending order, which d18+'s Group ID Deltas count down in);
-// bit 3: varints back to back in the leading-ones form instead, d18's 7-byte form with bit 4) and
-// the peer whose forms are read first and written (bit 5: @moq/net's); bit 6 (without bit 3): one
+// bit 3: varints back to back in the leading-ones form instead, d18's 7-byte form with bit 4, and
+// the same bytes as a HOP_PATH value) and
+// the peer whose forms are read first and written (bit 5: @moq/net's); bit 6 (without bits 3 and 2): one
 // OBJECT_DATAGRAM (wire/ietf_datagram.h) instead. Whatever decodes must
 // re-encode to
 // bytes that decode to the same value and re-encode identically; a mismatch aborts (a codec bug).
@@ -15,6 +16,7 @@
 
 #include "wire/ietf.h"
 #include "wire/ietf_datagram.h"
+#include "wire/ietf_cluster.h"
 
 namespace moqd::wire::ietf {
 namespace {
@@ -27,6 +29,50 @@ constexpr Version kDrafts[] = {Version::kTransport14, Version::kTransport15,
 [[noreturn]] void bug(const char* what) {
   std::fprintf(stderr, "ietf_fuzzer: %s\n", what);
   std::abort();
+}
+
+// HOP_PATH's value (wire/ietf_cluster.h): whatever decodes is a valid path that re-encodes (in
+// @moq/net's form) to a value that decodes to the same hops.
+void hop_path(Version v, std::string_view value) {
+  auto hops = decode_hop_path(v, value);
+  if (!hops) {
+    return;
+  }
+  if (!valid_hop_path(*hops)) {
+    bug("decoded HOP_PATH is not valid");
+  }
+  auto again = decode_hop_path(v, encode_hop_path(*hops));
+  if (!again || *again != *hops) {
+    bug("HOP_PATH does not round-trip");
+  }
+}
+
+// The cluster parameters of a decoded PUBLISH_NAMESPACE or extended NAMESPACE.
+void advert(Version v, const ControlMessage& m) {
+  const Parameters* params = nullptr;
+  if (const auto* p = std::get_if<PublishNamespace>(&m)) {
+    params = &p->params;
+  } else if (const auto* n = std::get_if<Namespace>(&m)) {
+    params = &n->params;
+  }
+  if (params == nullptr) {
+    return;
+  }
+  if (const Parameter* hp = find(*params, kParamHopPath); hp != nullptr) {
+    hop_path(v, hp->bytes);
+  }
+  auto a = read_advert(v, *params);
+  if (!a) {
+    return;
+  }
+  Parameters out;
+  if (!append_advert(*a, out)) {
+    bug("a read advertisement does not write");
+  }
+  auto b = read_advert(v, out);
+  if (!b || !(*b == *a)) {
+    bug("advertisement does not round-trip");
+  }
 }
 
 void control(Version v, Peer peer, std::span<const uint8_t> in) {
@@ -57,6 +103,7 @@ void control(Version v, Peer peer, std::span<const uint8_t> in) {
   if (again != bytes) {
     bug("encoding is not deterministic");
   }
+  advert(v, (*first)->value);
 }
 
 // A FETCH stream (drafts 14..20): FETCH_HEADER, then objects, each read against the one before
@@ -209,7 +256,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if ((data[0] & 8) != 0) {
     moqd::wire::ietf::varints(
         (data[0] & 0x10) != 0 ? VarintForm::kLeadingOnes7 : VarintForm::kLeadingOnes, in);
-  } else if ((data[0] & 0x40) != 0) {
+    moqd::wire::ietf::hop_path(
+        v, std::string_view(reinterpret_cast<const char*>(in.data()), in.size()));
+  } else if ((data[0] & 0x44) == 0x40) {
     moqd::wire::ietf::datagram(v, in);
   } else if ((data[0] & 4) == 0) {
     moqd::wire::ietf::control(v, peer, in);

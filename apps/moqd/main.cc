@@ -448,6 +448,8 @@ bool build_config(const Options& o, moqd::relay::RelayConfig& c) {
     }
   }
   c.cluster.dns_server = o.cluster_dns_server;
+  c.cluster.node_named = !o.cluster_node.empty() || !c.cluster.peers.empty() ||
+                         !c.cluster.peers_file.empty() || !c.cluster.dns.empty();
   if (o.max_handshakes_per_second == 0) return bad("--max-handshakes-per-second", "0");
   c.max_handshakes_per_second = o.max_handshakes_per_second;
   if (o.max_pending_handshakes == 0) return bad("--max-pending-handshakes", "0");

@@ -36,6 +36,9 @@ struct ClusterConfig {
   std::string dns_server;
   // This relay's moq-lite-04 hop id: hop_id_for_node(node), below 2^52 (set whether or not it has peers).
   uint64_t hop_id = 0;
+  // A cluster node: --cluster-node, --cluster-connect, --cluster-peers-file or --cluster-dns given.
+  // Only then do IETF sessions (17+) declare RELAY_HOPS (session/ietf_cluster.h).
+  bool node_named = false;
 };
 
 // The settings a SIGHUP may change for sessions that start afterwards (each worker holds an

@@ -87,6 +87,7 @@ void RelaySession::start(transport::Session& transport, std::string root, std::s
   sc.query = std::move(query);
   sc.discover_prefix = std::string();
   sc.hop_id = worker_.relay().config().cluster.hop_id;
+  sc.ietf_relay_hops = worker_.relay().config().cluster.node_named ? sc.hop_id : 0;
   sc.skips = &worker_.viewer_skips();
   sc.traffic = &worker_.traffic();
   transport_class_ = transport_class(transport.kind());

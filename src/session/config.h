@@ -96,6 +96,10 @@ struct SessionConfig {
   // the hop list of every broadcast it announces, drops announcements whose hops already hold it
   // (a loop), and asks its peers (ANNOUNCE_PLEASE exclude_hop) not to send those.
   uint64_t hop_id = 0;
+  // The hop id IETF sessions (17+) declare in RELAY_HOPS and put in HOP_PATH (session/ietf_cluster.h):
+  // hop_id on a relay run as a cluster node (relay::ClusterConfig::node_named); 0: the cluster
+  // extension is not offered.
+  uint64_t ietf_relay_hops = 0;
   // Priority used for SUBSCRIBE sent upstream.
   uint8_t upstream_priority = 128;
   // Where this session's subscriptions count their skip-ahead (the worker's counters, which

@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "model/path.h"
+#include "session/ietf_cluster.h"
 #include "session/ietf_fetch.h"
 #include "session/ietf_datagram.h"
 #include "session/ietf_publish.h"
@@ -646,10 +647,11 @@ class NamespaceAnnouncer final : public Handler, public model::AnnounceListener 
     done();
   }
 
-  void on_announce(const std::string& path, bool active, const model::Hops&) override;
+  void on_announce(const std::string& path, bool active, const model::Hops& hops) override;
 
  private:
   std::string full_prefix_;
+  std::map<std::string, wire::ietf::Advert> adverts_;  // cluster extension: what each path last carried
   size_t prefix_fields_;
   bool own_stream_ = false;
   bool publish_ = false;
@@ -1122,9 +1124,18 @@ void SubgroupReader::on_readable() {
 
 // ---------------------------------------------------------------------------------------------
 
-void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const model::Hops&) {
+void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const model::Hops& hops) {
   if (session_.is_closed()) {
     return;
+  }
+  std::optional<wi::Advert> advert;
+  if (active && session_.cluster_negotiated()) {
+    advert = ietf_cluster::advert_for(hops, session_.config().ietf_relay_hops, session_.peer_relay_hops());
+    active = advert.has_value();  // a path through the peer is withheld (withdrawn if sent)
+    auto it = adverts_.find(path);
+    if (active && it != adverts_.end() && !(it->second == *advert) && sent_.count(path) != 0) {
+      sent_.erase(path);  // re-sent below with the new HOP_PATH: the draft's in-place update
+    }
   }
   if (active && !session_.handler().authorize(Action::kSee, path, session_.config().query)) {
     return;
@@ -1149,10 +1160,19 @@ void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const
   } else {
     sent_.erase(path);
   }
+  wi::Parameters cluster_params;
+  if (advert) {
+    adverts_[path] = *advert;
+    wi::append_advert(*advert, cluster_params);
+  } else {
+    adverts_.erase(path);
+  }
   if (session_.row().namespace_messages && !publish_) {
     wi::Namespace n;
     n.done = !active;
     n.suffix.assign(ns.begin() + static_cast<std::ptrdiff_t>(prefix_fields_), ns.end());
+    n.extended = advert.has_value();
+    n.params = std::move(cluster_params);
     if (own_stream_) {
       if (stream_ != nullptr) {
         std::vector<uint8_t> out;
@@ -1174,7 +1194,7 @@ void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const
       return;
     }
     d14_ids_[path] = *id;
-    session_.send_control(wi::PublishNamespace{*id, 0, ns, {}});
+    session_.send_control(wi::PublishNamespace{*id, 0, ns, std::move(cluster_params)});
   } else {
     wi::PublishNamespaceDone d;
     d.ns = ns;
@@ -2061,6 +2081,22 @@ void IetfSession::handle_publish_namespace(const wi::PublishNamespace& m) {
     return;
   }
   const auto type = row_->request_ok ? wi::MessageType::kRequestError : wi::MessageType::kNamespace;
+  model::Hops hops;
+  if (cluster_negotiated()) {
+    auto in = ietf_cluster::read_inbound(version_, m.params, config_.ietf_relay_hops);
+    if (!in) {
+      fail(wi::termination_code(in.error().code), in.error().detail);
+      return;
+    }
+    if (in->loop) {
+      if (config_.traffic != nullptr) {
+        config_.traffic->announces_looped.add();
+      }
+      send_request_error(m.request_id, type, kErrNotSupported, "HOP_PATH holds this relay (a loop)");
+      return;
+    }
+    hops = std::move(in->hops);
+  }
   auto peer_path = wi::to_path(m.ns);
   if (!peer_path || peer_path->empty()) {
     send_request_error(m.request_id, type, kErrNotSupported, "namespace has no moqd path");
@@ -2087,9 +2123,9 @@ void IetfSession::handle_publish_namespace(const wi::PublishNamespace& m) {
   if (config_.traffic != nullptr) {
     config_.traffic->announces_opened.add();
   }
-  MOQD_LOG(kDebug, "session %llu publish_namespace path=%s", static_cast<unsigned long long>(id_),
-           full.c_str());
-  handler_.on_peer_announce(full, true, {}, *this);
+  MOQD_LOG(kDebug, "session %llu publish_namespace path=%s hops=%zu", static_cast<unsigned long long>(id_),
+           full.c_str(), hops.size());
+  handler_.on_peer_announce(full, true, hops, *this);
 }
 
 void IetfSession::handle_publish_namespace_done(const wi::PublishNamespaceDone& m) {
@@ -2351,8 +2387,8 @@ void IetfSession::check_liveness() {
 
 void IetfSession::start_request_streams() {
   // Our SETUP goes first on our first uni stream (@moq/net reads the first incoming uni stream as
-  // the relay's SETUP and sends no request before it). No options: no MAX_REQUEST_ID in 17+, no
-  // SOLICIT (moqd does not SUBSCRIBE_NAMESPACE its clients), no RELAY_HOPS. Kept open: GOAWAY
+  // the relay's SETUP and sends no request before it). No MAX_REQUEST_ID in 17+, no SOLICIT (moqd
+  // does not SUBSCRIBE_NAMESPACE its clients); RELAY_HOPS on a cluster node (ietf_cluster.h). Kept open: GOAWAY
   // goes there, and @moq/net closes the session when it ends.
   if (setup_out_ != nullptr || closed_ || closing_) {
     return;
@@ -2362,8 +2398,10 @@ void IetfSession::start_request_streams() {
     return;  // no stream credit yet (qmux: before the peer's transport parameters): retried in
              // on_streams_available()
   }
+  wi::Setup setup;
+  ietf_cluster::add_setup_options(version_, config_.ietf_relay_hops, setup.options);
   std::vector<uint8_t> out;
-  wi::encode(version_, wi::Setup{}, out);
+  wi::encode(version_, setup, out);
   setup_out_->write(Bytes::from(out));
 }
 
@@ -2379,6 +2417,10 @@ void IetfSession::on_incoming_stream_d17(transport::Stream& stream) {
     return;
   }
   adopt<PendingStream>(stream)->on_readable();
+}
+
+bool IetfSession::cluster_negotiated() const {
+  return ietf_cluster::negotiated(version_, config_.ietf_relay_hops, peer_relay_hops_);
 }
 
 void IetfSession::on_peer_setup(const wi::Setup& setup) {

@@ -105,6 +105,9 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   const wire::ietf::Draft& row() const { return *row_; }
   const wire::ietf::Limits& limits() const { return limits_; }
   const SessionConfig& config() const { return config_; }
+  // The cluster extension is in effect (session/ietf_cluster.h); the peer's declared origin.
+  bool cluster_negotiated() const;
+  uint64_t peer_relay_hops() const { return peer_relay_hops_.value_or(0); }
   model::Origin& origin() { return origin_; }
   SessionHandler& handler() { return handler_; }
   Timers& timers() { return timers_; }

@@ -90,6 +90,7 @@ constexpr uint64_t kSubTr = bit(MessageType::kSubscribeTracks);
 constexpr uint64_t kFetch = bit(MessageType::kFetch);  // d16 §9.2.2, d18 §10.2
 constexpr uint64_t kPub = bit(MessageType::kPublish);      // d14..16 (d15 §9.2.1, d16 §9.2.2)
 constexpr uint64_t kPubOk = bit(MessageType::kPublishOk);  // d14..16
+constexpr uint64_t kNs = bit(MessageType::kNamespace);     // d17+ extended NAMESPACE (cluster)
 // d18+ rows: the messages this codec has among those each parameter's section lists (PUBLISH and
 // PUBLISH_OK are not decoded here; TRACK_STATUS is read with SUBSCRIBE's rules). The range
 // filters 0x25..0x28 (d19 §5.1.3) are accepted in FETCH; the session refuses such a FETCH.
@@ -124,8 +125,8 @@ constexpr ParamRule kParamRules[] = {
     {0x32, 15, 20, kSub | kUpd | kPubOk, ParamForm::kVarint},  // NEW_GROUP_REQUEST
     {kParamTrackNamespacePrefix, 18, 20, kUpd, ParamForm::kNamespace},
     {kParamIncludeProperties, 20, 20, kSub | kSubTr, ParamForm::kUint8Js},
-    {kParamHopPath, 17, 20, kPubNs, ParamForm::kBytes},     // cluster extension
-    {kParamRouteCost, 17, 20, kPubNs, ParamForm::kVarint},  // cluster extension
+    {kParamHopPath, 17, 20, kPubNs | kNs, ParamForm::kBytes},     // cluster extension
+    {kParamRouteCost, 17, 20, kPubNs | kNs, ParamForm::kVarint},  // cluster extension
 };
 
 const ParamRule* param_rule(const Draft& d, uint64_t type) {
@@ -1103,10 +1104,24 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Namespace& m) {
     return std::nullopt;
   }
   write_tuple(w, m.suffix);
+  if (m.extended) {
+    if (m.done || !d.request_streams) {
+      return std::nullopt;
+    }
+    write_kvps(w, d, m.params);
+  }
   return m.done ? MessageType::kNamespaceDone : MessageType::kNamespace;
 }
 
-void read(Decoder& dec, Namespace& m) { dec.tuple(m.suffix, false); }
+void read(Decoder& dec, Namespace& m) {
+  dec.tuple(m.suffix, false);
+  // The cluster extension's extended form: Parameters after the suffix. Only a session that
+  // negotiated it may send one; the bytes after the suffix say which form this is.
+  if (!m.done && dec.d.request_streams && dec.ok() && !dec.r.empty()) {
+    m.extended = true;
+    dec.message_params(MessageType::kNamespace, m.params);
+  }
+}
 
 TypeOrNone write(FormWriter& w, const Draft& d, const PublishDone& m) {
   write_response_id(w, d, m.request_id);

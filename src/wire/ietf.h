@@ -351,10 +351,15 @@ struct SubscribeNamespace {
 };
 
 // 0x08 NAMESPACE / 0x0E NAMESPACE_DONE (d15 as @moq/net speaks it, d16 text): a suffix of the
-// SUBSCRIBE_NAMESPACE prefix.
+// SUBSCRIBE_NAMESPACE prefix. d17+ on a session that negotiated the cluster extension
+// (draft-lcurley-moq-cluster): the extended NAMESPACE, Parameters after the suffix (HOP_PATH,
+// ROUTE_COST; NAMESPACE_DONE is never extended). Decoding reads it as extended when bytes follow
+// the suffix.
 struct Namespace {
   bool done = false;
   TrackNamespace suffix;
+  bool extended = false;
+  Parameters params;  // extended only
   friend bool operator==(const Namespace&, const Namespace&) = default;
 };
 

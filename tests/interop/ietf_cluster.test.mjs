@@ -1,0 +1,317 @@
+// The MoQ Cluster extension (draft-lcurley-moq-cluster) on IETF drafts 17, 18, 20 through moqd
+// running as a cluster node (--cluster-node): moqd's SETUP carries RELAY_HOPS with its hop id (the
+// one /cluster shows and its moq-lite announcements carry), and @moq/net 0.3.4 (which always
+// declares RELAY_HOPS on 17+, so the extension is negotiated) accepts moqd's extended NAMESPACE
+// (it closes the session over one without HOP_PATH). Raw sessions check the bytes: HOP_PATH =
+// the route's hops then moqd's id, ROUTE_COST = the upstream hop count; a received HOP_PATH becomes
+// the route's hop list in /cluster; one holding moqd's id is refused as a loop; a path through the
+// peer's declared origin is not advertised to it; a malformed or missing HOP_PATH closes the
+// session with PROTOCOL_VIOLATION (0x3). Draft 19 is not offered over WebSocket by @moq/net 0.3.4.
+import assert from "node:assert/strict";
+import { test, after } from "node:test";
+import * as Net from "@moq/net";
+import * as H from "./harness.mjs";
+import { clusterOf, startClusterRelay } from "./cluster_harness.mjs";
+import { GROUPS, closeNetConnections, count, flat, netConnect, netPublish, netSubscribe, netWaitActive } from "./net_client.mjs";
+import { RawWs, RawMux, qmux, BIG_PARAMS, readVarint } from "./raw.mjs";
+
+const started = [];
+after(async () => {
+  closeNetConnections();
+  H.closeAllConnections();
+  for (const m of started) await m.stop().catch(() => {});
+  for (const m of started) assert.doesNotMatch(m.stderrText(), /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/);
+});
+
+const DRAFTS = ["moq-transport-17", "moq-transport-18", "moq-transport-20"];
+const RAW_PROTOCOL = { "moq-transport-17": "qmux-00.moqt-17", "moq-transport-18": "qmux-01.moqt-18", "moq-transport-20": "qmux-01.moqt-20" };
+// @moq/net 0.3.4's SETUP on 17..20 (ietf_fixtures.mjs): Implementation "moq-lite-js", RELAY_HOPS
+// with origin R = 0x0a5a2adb5a87d4, SOLICIT 1.
+const R = 0x0a5a2adb5a87d4;
+const CLIENT_SETUP = Buffer.from("af00001b070b6d6f712d6c6974652d6a73c40b4e08fe0a5a2adb5a87d40501", "hex");
+const HOP_PATH = 0x40b57;
+const ROUTE_COST = 0x40b58;
+
+// Leading-ones varints as @moq/net writes them (varint.js encodeLeadingOnes).
+const lo = (v) => Buffer.from(Net.Varint.encodeLeadingOnes(BigInt(v)));
+function readLo(buf, pos) {
+  const b = buf[pos];
+  let n = 0;
+  while (n < 8 && b & (0x80 >> n)) n++;
+  const len = n === 8 ? 9 : n + 1; // 1111110x: 7 bytes (d18+), 11111110: 8, 11111111: 9
+  let v = BigInt(n >= 7 ? 0 : b & (0xff >> (n + 1)));
+  for (let i = 1; i < len; i++) v = (v << 8n) | BigInt(buf[pos + i]);
+  return { value: Number(v), next: pos + len };
+}
+const loStr = (s) => Buffer.concat([lo(Buffer.byteLength(s)), Buffer.from(s)]);
+const loTuple = (...f) => Buffer.concat([lo(f.length), ...f.map(loStr)]);
+function msg17(type, ...body) {
+  const b = Buffer.concat(body);
+  const len = Buffer.alloc(2);
+  len.writeUInt16BE(b.length);
+  return Buffer.concat([lo(type), len, b]);
+}
+function messages(buf) {
+  const out = [];
+  for (let pos = 0; pos + 3 <= buf.length; ) {
+    const t = readLo(buf, pos);
+    const len = buf.readUInt16BE(t.next);
+    if (t.next + 2 + len > buf.length) break;
+    out.push({ type: t.value, body: buf.subarray(t.next + 2, t.next + 2 + len) });
+    pos = t.next + 2 + len;
+  }
+  return out;
+}
+const d17 = (version) => version === "moq-transport-17";
+// Message parameters (17+): count, then delta-coded types; HOP_PATH a length-prefixed value, ROUTE_COST a varint.
+function clusterParams({ hops, cost }) {
+  const parts = [lo(cost === undefined ? 1 : 2)];
+  if (hops !== undefined) {
+    const value = Buffer.concat(hops.map(lo));
+    parts.push(lo(HOP_PATH), lo(value.length), value);
+  }
+  if (cost !== undefined) parts.push(lo(hops === undefined ? ROUTE_COST : ROUTE_COST - HOP_PATH), lo(cost));
+  return Buffer.concat(parts);
+}
+const publishNamespace = (version, id, path, params) =>
+  msg17(0x06, lo(id), d17(version) ? lo(0) : Buffer.alloc(0), loTuple(...path.split("/")), params);
+// SUBSCRIBE_NAMESPACE for NAMESPACE messages: d17 0x11 with Subscribe Options 1; d18+ 0x50.
+const subscribeNamespace = (version, id, prefix) =>
+  d17(version)
+    ? msg17(0x11, lo(id), lo(0), loTuple(...prefix.split("/")), lo(1), lo(0))
+    : msg17(0x50, lo(id), loTuple(...prefix.split("/")), lo(0));
+// A NAMESPACE body: the suffix, then (extended form) the parameters.
+function parseNamespace(body) {
+  let pos = 0;
+  const n = readLo(body, pos);
+  pos = n.next;
+  const suffix = [];
+  for (let i = 0; i < n.value; i++) {
+    const l = readLo(body, pos);
+    suffix.push(body.subarray(l.next, l.next + l.value).toString());
+    pos = l.next + l.value;
+  }
+  const out = { suffix: suffix.join("/"), extended: pos < body.length, hops: undefined, cost: undefined, params: 0 };
+  if (!out.extended) return out;
+  const c = readLo(body, pos);
+  pos = c.next;
+  out.params = c.value;
+  let type = 0;
+  for (let i = 0; i < c.value; i++) {
+    const t = readLo(body, pos);
+    type += t.value;
+    pos = t.next;
+    if (type === HOP_PATH) {
+      const l = readLo(body, pos);
+      const end = l.next + l.value;
+      out.hops = [];
+      for (let p = l.next; p < end; ) {
+        const h = readLo(body, p);
+        out.hops.push(h.value);
+        p = h.next;
+      }
+      pos = end;
+    } else if (type === ROUTE_COST) {
+      const v = readLo(body, pos);
+      out.cost = v.value;
+      pos = v.next;
+    } else throw new Error(`unexpected NAMESPACE parameter 0x${type.toString(16)}`);
+  }
+  return out;
+}
+
+// qmux-01 records may carry several frames: split them for RawMux (as ietf_session_d17.test.mjs).
+function splitRecord(msg) {
+  const frames = [];
+  let pos = 0;
+  const v = () => {
+    const r = readVarint(msg, pos);
+    pos = r.next;
+    return r.value;
+  };
+  while (pos < msg.length) {
+    const start = pos;
+    const type = v();
+    if (type === 0) continue;
+    if (type >= 0x08 && type <= 0x0f) {
+      v();
+      if (type & 0x04) v();
+      if (type & 0x02) {
+        const n = Number(v()); // read before `pos +=` reads pos
+        pos += n;
+      } else pos = msg.length;
+    } else if (type === 0x04) { v(); v(); v(); }
+    else if (type === 0x05 || type === 0x11 || type === 0x15) { v(); v(); }
+    else if (type === 0x1c || type === 0x1d) {
+      // moqd's qmux CONNECTION_CLOSE carries the frame type field in both (raw.mjs decodeMux).
+      v();
+      v();
+      const n = Number(v());
+      pos += n;
+    }
+    else if (type === 0x10 || type === 0x12 || type === 0x13 || type === 0x14 || type === 0x16 || type === 0x17) v();
+    else if (typeof type === "bigint") {
+      const n = Number(v());
+      if (type === 0x3f5153300d0a0d0an) pos += n;
+    } else pos = msg.length;
+    frames.push(msg.subarray(start, pos));
+  }
+  return frames;
+}
+class RawMux01 extends RawMux {
+  onMessage(msg) {
+    let frames;
+    try {
+      frames = splitRecord(Buffer.from(msg));
+    } catch (err) {
+      throw new Error(`record ${Buffer.from(msg).toString("hex")}: ${err}`);
+    }
+    for (const f of frames) super.onMessage(f);
+  }
+}
+
+// A raw session declaring origin R; resolves with moqd's SETUP bytes once complete.
+async function rawSession(m, version) {
+  const protocol = RAW_PROTOCOL[version];
+  const ws = await RawWs.connect(m, { protocols: [protocol] });
+  assert.equal(ws.subprotocol, protocol);
+  const framing = protocol.split(".")[0];
+  const mux = framing === "qmux-00" ? new RawMux(ws, framing) : new RawMux01(ws, framing);
+  mux.sendRaw(qmux.params(BIG_PARAMS));
+  mux.write(mux.open({ uni: true }), CLIENT_SETUP);
+  const theirs = await mux.waitStream(3, (x) => x.data().length >= 4 && x.data().length >= 4 + x.data().readUInt16BE(2), 5_000, "moqd's SETUP");
+  return { mux, setup: theirs.data().toString("hex") };
+}
+
+// The route of `path` that /cluster lists (its first, the one in use), or undefined.
+async function routeOf(m, path) {
+  const b = (await clusterOf(m)).broadcasts.find((x) => x.path === path);
+  return b?.routes[0];
+}
+
+for (const version of DRAFTS) {
+  test(`${version} cluster: moqd declares RELAY_HOPS; NAMESPACE carries HOP_PATH with moqd's hop id; a received HOP_PATH is the route's hop list; a loop is refused`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
+    const m = await startClusterRelay(started, `ietf-cluster-${version}`, ["--versions", `moq-lite-02,${version}`]);
+    const self = (await clusterOf(m)).hop_id;
+    assert.ok(self > 0);
+    const prefix = H.uniquePrefix("ietfcluster");
+
+    // moqd's SETUP: exactly RELAY_HOPS (0x40b55, odd: length + the LO varint of its hop id).
+    const a = await rawSession(m, version);
+    const relayHops = lo(self);
+    assert.equal(a.setup, Buffer.concat([Buffer.from("af00", "hex"), Buffer.from([0, 3 + 1 + relayHops.length]), Buffer.from("c40b55", "hex"), lo(relayHops.length), relayHops]).toString("hex"));
+
+    // Raw session A (declared R) listens to the prefix.
+    const sn = a.mux.open();
+    a.mux.write(sn, subscribeNamespace(version, 0, prefix));
+    const nsOf = () => messages(a.mux.stream(sn).data()).filter((x) => x.type === 0x08).map((x) => parseNamespace(x.body));
+
+    // A moq-lite publisher (a local route: no hops): A hears HOP_PATH [self], no ROUTE_COST.
+    const lite = await H.connect(m.url);
+    const holder = {};
+    H.publishBroadcast(lite, `${prefix}/cam`, { video: GROUPS }, {
+      before: (i) => (i === 0 ? Promise.resolve() : H.waitFor(() => holder.s.state.n >= count(GROUPS.slice(0, i)), 10_000, `group ${i - 1}`)),
+    });
+    const cam = await a.mux.waitUntil(() => nsOf().find((x) => x.suffix === "cam"), 5_000, "NAMESPACE cam");
+    assert.deepEqual(cam, { suffix: "cam", extended: true, hops: [self], cost: undefined, params: 1 });
+
+    // @moq/net negotiates (it would close the session over a NAMESPACE without HOP_PATH), sees
+    // the broadcast and pulls it byte for byte.
+    const net = await netConnect(m.url);
+    assert.equal(net.version, version);
+    await netWaitActive(net, `${prefix}/cam`);
+    holder.s = netSubscribe(net, `${prefix}/cam`, "video");
+    await H.waitFor(() => holder.s.state.n >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
+    assert.deepEqual(holder.s.ordered().flat(), flat(GROUPS));
+
+    // Raw session B publishes with HOP_PATH: holding moqd's own id (a loop: REQUEST_ERROR 0x05,
+    // nothing published), through R (published, but never advertised to A, which declared R), and
+    // a plain relayed path [777, 888] with ROUTE_COST 5 (REQUEST_OK; the route's hop list).
+    const b = await rawSession(m, version);
+    const looped = b.mux.open();
+    b.mux.write(looped, publishNamespace(version, 0, `${prefix}/looped`, clusterParams({ hops: [777, self] })));
+    await b.mux.waitStream(looped, (x) => x.data().length > 0, 5_000, "answer to the looped PUBLISH_NAMESPACE");
+    assert.equal(b.mux.stream(looped).data()[0], 0x05);
+    const viaR = b.mux.open();
+    b.mux.write(viaR, publishNamespace(version, 2, `${prefix}/via-r`, clusterParams({ hops: [R, 999] })));
+    await b.mux.waitStream(viaR, (x) => x.data().length > 0 && x.data()[0] === 0x07, 5_000, "REQUEST_OK via-r");
+    const relayed = b.mux.open();
+    b.mux.write(relayed, publishNamespace(version, 4, `${prefix}/relayed`, clusterParams({ hops: [777, 888], cost: 5 })));
+    await b.mux.waitStream(relayed, (x) => x.data().length > 0 && x.data()[0] === 0x07, 5_000, "REQUEST_OK relayed");
+
+    const watcher = H.watchAnnounced(lite, prefix);
+    await watcher.waitFor(`${prefix}/relayed`, true);
+    await watcher.waitFor(`${prefix}/via-r`, true);
+    await H.waitFor(async () => (await routeOf(m, `${prefix}/relayed`)) !== undefined, 5_000, "/cluster lists relayed");
+    assert.deepEqual((await routeOf(m, `${prefix}/relayed`)).hops, [777, 888]);
+    assert.deepEqual((await routeOf(m, `${prefix}/via-r`)).hops, [R, 999]);
+    assert.equal(await routeOf(m, `${prefix}/looped`), undefined);
+    assert.ok(!watcher.entries.some((e) => e.path === `${prefix}/looped`));
+
+    // A hears relayed as [777, 888, self] with ROUTE_COST 2 (its upstream hops), and not via-r.
+    const rel = await a.mux.waitUntil(() => nsOf().find((x) => x.suffix === "relayed"), 5_000, "NAMESPACE relayed");
+    assert.deepEqual(rel, { suffix: "relayed", extended: true, hops: [777, 888, self], cost: 2, params: 2 });
+    assert.deepEqual(nsOf().map((x) => x.suffix).sort(), ["cam", "relayed"]);
+    // @moq/net (another origin) does hear via-r.
+    await netWaitActive(net, `${prefix}/via-r`);
+
+    // @moq/net publishing: its PUBLISH_NAMESPACE carries HOP_PATH [its origin], which becomes
+    // the route's hop list; a moq-lite subscriber pulls it.
+    const pub = await netConnect(m.url);
+    const jsHolder = {};
+    netPublish(pub, `${prefix}/js`, GROUPS, {
+      before: (i) => H.waitFor(() => jsHolder.s.frameCount() >= count(GROUPS.slice(0, i)), 10_000, `group ${i - 1}`),
+    });
+    await watcher.waitFor(`${prefix}/js`, true);
+    await H.waitFor(async () => (await routeOf(m, `${prefix}/js`)) !== undefined, 5_000, "/cluster lists js");
+    const jsHops = (await routeOf(m, `${prefix}/js`)).hops;
+    assert.equal(jsHops.length, 1);
+    assert.ok(jsHops[0] !== 0 && jsHops[0] !== self);
+    jsHolder.s = H.subscribeTrack(lite, `${prefix}/js`, "video");
+    await H.waitFor(() => jsHolder.s.frameCount() >= count(GROUPS), 10_000, `${count(GROUPS)} frames from @moq/net`);
+    assert.deepEqual(jsHolder.s.groups.flatMap((g) => g.frames), flat(GROUPS));
+    // A hears it with its origin first and moqd last.
+    const js = await a.mux.waitUntil(() => nsOf().find((x) => x.suffix === "js"), 5_000, "NAMESPACE js");
+    assert.deepEqual(js.hops, [jsHops[0], self]);
+    assert.equal(js.cost, 1);
+    watcher.close();
+    H.closeConnection(lite);
+  });
+
+  test(`${version} cluster: a PUBLISH_NAMESPACE with a missing, empty, repeating or 33-hop HOP_PATH closes the session with PROTOCOL_VIOLATION`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
+    const m = await startClusterRelay(started, `ietf-cluster-bad-${version}`, ["--versions", version]);
+    const cases = {
+      missing: clusterParams({ cost: 1 }),
+      empty: clusterParams({ hops: [] }),
+      repeating: clusterParams({ hops: [5, 6, 5] }),
+      "33 hops": clusterParams({ hops: Array.from({ length: 33 }, (_, i) => i + 1) }),
+    };
+    for (const [what, params] of Object.entries(cases)) {
+      const { mux } = await rawSession(m, version);
+      mux.write(mux.open(), publishNamespace(version, 0, `room/${what.replace(/ /g, "")}`, params));
+      assert.equal((await mux.waitAppClose(5_000, `close over a ${what} HOP_PATH`)).code, 0x3, what);
+    }
+    // 32 hops, zeros repeated, are fine.
+    const { mux } = await rawSession(m, version);
+    const ok = mux.open();
+    mux.write(ok, publishNamespace(version, 0, "room/ok", clusterParams({ hops: [0, 0, ...Array.from({ length: 30 }, (_, i) => i + 1)] })));
+    await mux.waitStream(ok, (x) => x.data().length > 0 && x.data()[0] === 0x07, 5_000, "REQUEST_OK for 32 hops");
+  });
+}
+
+test("moqd that is not a cluster node declares nothing: @moq/net reads base NAMESPACE messages", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  const m = await H.startMoqd(["--versions", "moq-lite-02,moq-transport-18"]);
+  started.push(m);
+  const a = await rawSession(m, "moq-transport-18");
+  assert.equal(a.setup, "af000000");
+  const prefix = H.uniquePrefix("ietfcluster-off");
+  const sn = a.mux.open();
+  a.mux.write(sn, subscribeNamespace("moq-transport-18", 0, prefix));
+  const lite = await H.connect(m.url);
+  H.publishBroadcast(lite, `${prefix}/cam`, { video: GROUPS });
+  const cam = await a.mux.waitUntil(() => messages(a.mux.stream(sn).data()).filter((x) => x.type === 0x08).map((x) => parseNamespace(x.body))[0], 5_000, "NAMESPACE");
+  assert.deepEqual(cam, { suffix: "cam", extended: false, hops: undefined, cost: undefined, params: 0 });
+  const net = await netConnect(m.url);
+  await netWaitActive(net, `${prefix}/cam`);
+  H.closeConnection(lite);
+});
