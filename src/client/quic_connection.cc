@@ -5,6 +5,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -12,6 +13,7 @@
 #include "runtime/tcp.h"
 #include "transport/quic/tls.h"
 #include "transport/websocket/http1.h"
+#include "wire/draft14_alpn.h"
 
 namespace moqd::client {
 
@@ -174,6 +176,11 @@ Result<std::string> read_response(int fd, SteadyClock::time_point deadline,
 
 std::vector<std::string> quic_alpns(wire::VersionSet versions) {
   std::vector<std::string> out = wire::served_alpns(session::client_versions(versions));
+  // `moq-00` and `moql` both reach draft 14 through SETUP; a client offering moql needs no moq-00
+  // (it would only push a newer draft out of the eight).
+  if (std::find(out.begin(), out.end(), wire::kSetupAlpn) != out.end()) {
+    std::erase(out, std::string(wire::kDraft14Alpn));
+  }
   // GnuTLS takes at most kMaxAlpns from a client. Past it the newest IETF drafts are left out
   // first (they come right after moq-lite's ALPNs): moq-lite's ALPNs, moql and the older drafts
   // that deployed relays speak stay, so the default set offers drafts 15..18 and `--versions`
