@@ -66,7 +66,9 @@ for (const version of NEW_DRAFTS) {
     const msgs = messages(raw.mux.stream(s).data());
     assert.deepEqual(msgs.map((x) => x.type), [0x04, 0x0b], "SUBSCRIBE_OK then PUBLISH_DONE");
     assert.equal(readLo(msgs[1].body, 0).value, 0x2, "PUBLISH_DONE status TRACK_ENDED");
-    // The newest group (2) was served to the late raw subscriber, byte for byte.
+    // The newest group (2) was served to the late raw subscriber, byte for byte (its SUBGROUP
+    // stream is independent of the SUBSCRIBE stream, and may end after PUBLISH_DONE arrived).
+    await H.waitFor(() => raw.groups().has(2), 10_000, "group 2's stream at the raw subscriber");
     const groups = raw.groups();
     assert.deepEqual(groups.get(2), GROUPS[2].map((f) => Buffer.from(f)));
     pub.close();
