@@ -1,6 +1,6 @@
 // FETCH (standalone and joining) and TRACK_STATUS through moqd on IETF drafts 17, 18 and 20, each
 // request on its own bidi stream: @moq/net 0.3.4 publishes (over whatever moqd picks for it), and
-// a raw client (raw17.mjs) asks, because @moq/net 0.3.4 serves no FETCH on 17+ and has no API to
+// a raw client (raw_ietf.mjs) asks, because @moq/net 0.3.4 serves no FETCH on 17+ and has no API to
 // send one (NET-0.3.md §4.3: "0x16 FETCH not served"). What FETCH returns is compared byte for byte
 // with what the live subscription received from the same publisher. Layouts: d17 §9.14 FETCH, §9.15
 // FETCH_OK, §9.16 TRACK_STATUS, §10.4.4 FETCH_HEADER; d18 §10.12 (no Request ID Delta), §11.4.4
@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
 import { GROUPS, closeNetConnections, netConnect, netPublish, netWaitActive } from "./net_client.mjs";
-import { lo, loStr, loTuple, msg17, messages, rawSession, readLo } from "./raw17.mjs";
+import { lo, loStr, loTuple, msg17, messages, parseSubgroup17, rawSession, readLo } from "./raw_ietf.mjs";
 
 const started = [];
 after(async () => {
@@ -41,24 +41,6 @@ function fetchStandalone(v, id, p, from, to) {
 function fetchJoining(v, id, joined, back) {
   if (d20(v)) return msg17(0x16, reqId(v, id), lo(2), lo(joined), lo(1), lo(0x21), lo(1), lo(back + 1));
   return msg17(0x16, reqId(v, id), lo(2), lo(joined), lo(back), lo(0));
-}
-
-// A SUBGROUP stream moqd wrote: {group, frames}.
-function parseSubgroup(b) {
-  const type = readLo(b, 0);
-  const alias = readLo(b, type.next);
-  const group = readLo(b, alias.next);
-  let pos = group.next + 1; // publisher priority
-  const frames = [];
-  while (pos < b.length) {
-    const delta = readLo(b, pos);
-    const len = readLo(b, delta.next);
-    pos = len.next;
-    if (len.value === 0) pos = readLo(b, pos).next; // Object Status
-    frames.push(Buffer.from(b.subarray(pos, pos + len.value)));
-    pos += len.value;
-  }
-  return { group: group.value, frames };
 }
 
 // A FETCH stream (ascending): FETCH_HEADER {0x05, id}, then objects {flags, [group], [subgroup],
@@ -105,7 +87,7 @@ for (const version of ["moq-transport-17", "moq-transport-18", "moq-transport-20
     const p = `${H.uniquePrefix(version)}/alice`;
     const { mux } = await rawSession(m, version);
     const serverUni = () => [...mux.streams.values()].filter((s) => s.id !== 3 && (s.id & 3) === 3);
-    const subgroups = () => serverUni().filter((s) => s.fin && s.data()[0] !== 0x05).map((s) => parseSubgroup(s.data()));
+    const subgroups = () => serverUni().filter((s) => s.fin && s.data()[0] !== 0x05).map((s) => parseSubgroup17(s.data()));
 
     // @moq/net publishes GROUPS, each after the raw subscriber got the one before (a publisher
     // that runs ahead sends only its newest group).

@@ -11,7 +11,8 @@ import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
 import { GROUPS, before, closeNetConnections, count, flat, netConnect, netPublish, netSubscribe, netWaitActive } from "./net_client.mjs";
-import { RawWs, RawMux, qmux, BIG_PARAMS, readVarint, waitLog } from "./raw.mjs";
+import { waitLog } from "./raw.mjs";
+import { CLIENT_SETUP, lo, loStr, loTuple, messages, msg17, rawSession, readLo } from "./raw_ietf.mjs";
 
 const started = [];
 after(async () => {
@@ -154,47 +155,6 @@ for (const version of ["moq-transport-17", "moq-transport-20"]) {
 // ---------------------------------------------------------------------------------------------
 // Raw sessions of drafts 17, 18, 20 over WebSocket (19 is not reached over WebSocket).
 
-const RAW_PROTOCOL = { "moq-transport-17": "qmux-00.moqt-17", "moq-transport-18": "qmux-01.moqt-18", "moq-transport-20": "qmux-01.moqt-20" };
-// @moq/net 0.3.4's SETUP on 17..20 (ietf_fixtures.mjs): Implementation "moq-lite-js", RELAY_HOPS
-// (its origin) and SOLICIT 1, which moqd keeps and tolerates.
-const CLIENT_SETUP = Buffer.from("af00001b070b6d6f712d6c6974652d6a73c40b4e08fe0a5a2adb5a87d40501", "hex");
-const SERVER_SETUP = "af000000"; // no options; the stream stays open (GOAWAY goes there)
-
-// Leading-ones varint (protocol/README.md §1.2), the form of every varint on 17+.
-function lo(v) {
-  if (v < 0x80) return Buffer.from([v]);
-  if (v < 0x4000) return Buffer.from([0x80 | (v >> 8), v & 0xff]);
-  if (v < 0x200000) return Buffer.from([0xc0 | (v >> 16), (v >> 8) & 0xff, v & 0xff]);
-  throw new Error("lo: value too large for this test");
-}
-function readLo(buf, pos) {
-  const b = buf[pos];
-  let n = 0;
-  while (n < 8 && b & (0x80 >> n)) n++;
-  const len = n === 7 ? 7 : n === 8 ? 9 : n + 1;
-  let v = BigInt(n >= 7 ? 0 : b & (0xff >> (n + 1)));
-  for (let i = 1; i < len; i++) v = (v << 8n) | BigInt(buf[pos + i]);
-  return { value: Number(v), next: pos + len };
-}
-const loStr = (s) => Buffer.concat([lo(Buffer.byteLength(s)), Buffer.from(s)]);
-const loTuple = (...f) => Buffer.concat([lo(f.length), ...f.map(loStr)]);
-function msg17(type, ...body) {
-  const b = Buffer.concat(body);
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(b.length);
-  return Buffer.concat([lo(type), len, b]);
-}
-// Messages `type (i) length (16) body` back to back.
-function messages(buf) {
-  const out = [];
-  for (let pos = 0; pos < buf.length; ) {
-    const t = readLo(buf, pos);
-    const len = buf.readUInt16BE(t.next);
-    out.push({ type: t.value, body: buf.subarray(t.next + 2, t.next + 2 + len) });
-    pos = t.next + 2 + len;
-  }
-  return out;
-}
 const d17 = (version) => version === "moq-transport-17";
 // SUBSCRIBE as @moq/net 0.3.4 writes it (ietf_fixtures.mjs), with request id `id`: d17 has the
 // Required Request ID Delta; d20 sends the relative filter 1.
@@ -204,96 +164,6 @@ function subscribeBytes(version, id, ...ns) {
   return msg17(0x03, lo(id), d17(version) ? lo(0) : Buffer.alloc(0), loTuple(...ns.slice(0, -1)), loStr(ns.at(-1)), params);
 }
 const publishNamespace17 = (version, id, tuple) => msg17(0x06, lo(id), d17(version) ? lo(0) : Buffer.alloc(0), tuple, lo(0));
-
-// qmux-01 records may carry several frames (moqd packs them): split them for RawMux, which reads
-// one frame per message. Lengths per RFC 9000 §19 / NET-0.3.md §2.2.
-function splitRecord(msg) {
-  const frames = [];
-  let pos = 0;
-  const v = () => {
-    const r = readVarint(msg, pos);
-    pos = r.next;
-    return r.value;
-  };
-  while (pos < msg.length) {
-    const start = pos;
-    const type = v();
-    if (type === 0) continue; // PADDING
-    if (type >= 0x08 && type <= 0x0f) {
-      v();
-      if (type & 0x04) v();
-      if (type & 0x02) {
-        const n = Number(v());
-        pos += n;
-      } else pos = msg.length;
-    } else if (type === 0x04) { v(); v(); v(); }
-    else if (type === 0x05 || type === 0x11 || type === 0x15) { v(); v(); }
-    else if (type === 0x1c || type === 0x1d) {
-      v();
-      v();
-      const n = Number(v());
-      pos += n;
-    }
-    else if (type === 0x10 || type === 0x12 || type === 0x13 || type === 0x14 || type === 0x16 || type === 0x17) v();
-    else if (typeof type === "bigint") {
-      const n = Number(v());
-      if (type === QX_TP) pos += n;
-    }
-    else pos = msg.length;
-    frames.push(msg.subarray(start, pos));
-  }
-  return frames;
-}
-const QX_TP = 0x3f5153300d0a0d0an;
-class RawMux01 extends RawMux {
-  onMessage(msg) {
-    for (const f of splitRecord(Buffer.from(msg))) super.onMessage(f);
-  }
-}
-
-// A raw session of `version`: SETUP sent on uni stream 2, moqd's SETUP read on its first uni
-// stream (3). `groups()` parses moqd's SUBGROUP streams: group id -> object payloads.
-async function rawSession(m, version) {
-  const protocol = RAW_PROTOCOL[version];
-  const ws = await RawWs.connect(m, { protocols: [protocol] });
-  assert.equal(ws.subprotocol, protocol);
-  const framing = protocol.split(".")[0];
-  const mux = framing === "qmux-00" ? new RawMux(ws, framing) : new RawMux01(ws, framing);
-  mux.sendRaw(qmux.params(BIG_PARAMS));
-  const setup = mux.open({ uni: true });
-  mux.write(setup, CLIENT_SETUP);
-  const theirs = await mux.waitStream(3, (x) => x.data().length >= 4, 5_000, "moqd's SETUP");
-  assert.equal(theirs.data().subarray(0, 4).toString("hex"), SERVER_SETUP);
-  const groups = () => {
-    const out = new Map();
-    for (const st of mux.streams.values()) {
-      if (st.id === 3 || (st.id & 3) !== 3 || !st.fin) continue;
-      const b = st.data();
-      const type = readLo(b, 0);
-      const alias = readLo(b, type.next);
-      const group = readLo(b, alias.next);
-      let pos = group.next + 1; // publisher priority
-      const frames = [];
-      while (pos < b.length) {
-        const delta = readLo(b, pos);
-        let at = delta.next;
-        if (type.value & 0x01) {
-          // The publisher's extension block (@moq/net's timestamp property), forwarded as it came.
-          const ext = readLo(b, at);
-          at = ext.next + ext.value;
-        }
-        const len = readLo(b, at);
-        pos = len.next;
-        if (len.value === 0) pos = readLo(b, pos).next; // status
-        frames.push(Buffer.from(b.subarray(pos, pos + len.value)));
-        pos += len.value;
-      }
-      out.set(group.value, frames);
-    }
-    return out;
-  };
-  return { mux, setup, groups };
-}
 
 for (const version of NEW_DRAFTS) {
   test(`${version} raw: SETUP on uni streams; bad input closes with the draft's code; drain sends GOAWAY on the SETUP stream`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
