@@ -9,11 +9,10 @@
 // session with PROTOCOL_VIOLATION (0x3). Draft 19 is not offered over WebSocket by @moq/net 0.3.4.
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
-import * as Net from "@moq/net";
 import * as H from "./harness.mjs";
 import { clusterOf, startClusterRelay } from "./cluster_harness.mjs";
 import { GROUPS, closeNetConnections, count, flat, netConnect, netPublish, netSubscribe, netWaitActive } from "./net_client.mjs";
-import { RawWs, RawMux, qmux, BIG_PARAMS, readVarint } from "./raw.mjs";
+import { lo, loTuple, msg17, messages, rawSession as rawSession17, readLo } from "./raw_ietf.mjs";
 
 const started = [];
 after(async () => {
@@ -24,44 +23,11 @@ after(async () => {
 });
 
 const DRAFTS = ["moq-transport-17", "moq-transport-18", "moq-transport-20"];
-const RAW_PROTOCOL = { "moq-transport-17": "qmux-00.moqt-17", "moq-transport-18": "qmux-01.moqt-18", "moq-transport-20": "qmux-01.moqt-20" };
-// @moq/net 0.3.4's SETUP on 17..20 (ietf_fixtures.mjs): Implementation "moq-lite-js", RELAY_HOPS
-// with origin R = 0x0a5a2adb5a87d4, SOLICIT 1.
+// The origin R that raw_ietf.mjs's CLIENT_SETUP (@moq/net 0.3.4's) declares in RELAY_HOPS.
 const R = 0x0a5a2adb5a87d4;
-const CLIENT_SETUP = Buffer.from("af00001b070b6d6f712d6c6974652d6a73c40b4e08fe0a5a2adb5a87d40501", "hex");
 const HOP_PATH = 0x40b57;
 const ROUTE_COST = 0x40b58;
 
-// Leading-ones varints as @moq/net writes them (varint.js encodeLeadingOnes).
-const lo = (v) => Buffer.from(Net.Varint.encodeLeadingOnes(BigInt(v)));
-function readLo(buf, pos) {
-  const b = buf[pos];
-  let n = 0;
-  while (n < 8 && b & (0x80 >> n)) n++;
-  const len = n === 8 ? 9 : n + 1; // 1111110x: 7 bytes (d18+), 11111110: 8, 11111111: 9
-  let v = BigInt(n >= 7 ? 0 : b & (0xff >> (n + 1)));
-  for (let i = 1; i < len; i++) v = (v << 8n) | BigInt(buf[pos + i]);
-  return { value: Number(v), next: pos + len };
-}
-const loStr = (s) => Buffer.concat([lo(Buffer.byteLength(s)), Buffer.from(s)]);
-const loTuple = (...f) => Buffer.concat([lo(f.length), ...f.map(loStr)]);
-function msg17(type, ...body) {
-  const b = Buffer.concat(body);
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(b.length);
-  return Buffer.concat([lo(type), len, b]);
-}
-function messages(buf) {
-  const out = [];
-  for (let pos = 0; pos + 3 <= buf.length; ) {
-    const t = readLo(buf, pos);
-    const len = buf.readUInt16BE(t.next);
-    if (t.next + 2 + len > buf.length) break;
-    out.push({ type: t.value, body: buf.subarray(t.next + 2, t.next + 2 + len) });
-    pos = t.next + 2 + len;
-  }
-  return out;
-}
 const d17 = (version) => version === "moq-transport-17";
 // Message parameters (17+): count, then delta-coded types; HOP_PATH a length-prefixed value, ROUTE_COST a varint.
 function clusterParams({ hops, cost }) {
@@ -120,67 +86,10 @@ function parseNamespace(body) {
   return out;
 }
 
-// qmux-01 records may carry several frames: split them for RawMux (as ietf_session_d17.test.mjs).
-function splitRecord(msg) {
-  const frames = [];
-  let pos = 0;
-  const v = () => {
-    const r = readVarint(msg, pos);
-    pos = r.next;
-    return r.value;
-  };
-  while (pos < msg.length) {
-    const start = pos;
-    const type = v();
-    if (type === 0) continue;
-    if (type >= 0x08 && type <= 0x0f) {
-      v();
-      if (type & 0x04) v();
-      if (type & 0x02) {
-        const n = Number(v()); // read before `pos +=` reads pos
-        pos += n;
-      } else pos = msg.length;
-    } else if (type === 0x04) { v(); v(); v(); }
-    else if (type === 0x05 || type === 0x11 || type === 0x15) { v(); v(); }
-    else if (type === 0x1c || type === 0x1d) {
-      // moqd's qmux CONNECTION_CLOSE carries the frame type field in both (raw.mjs decodeMux).
-      v();
-      v();
-      const n = Number(v());
-      pos += n;
-    }
-    else if (type === 0x10 || type === 0x12 || type === 0x13 || type === 0x14 || type === 0x16 || type === 0x17) v();
-    else if (typeof type === "bigint") {
-      const n = Number(v());
-      if (type === 0x3f5153300d0a0d0an) pos += n;
-    } else pos = msg.length;
-    frames.push(msg.subarray(start, pos));
-  }
-  return frames;
-}
-class RawMux01 extends RawMux {
-  onMessage(msg) {
-    let frames;
-    try {
-      frames = splitRecord(Buffer.from(msg));
-    } catch (err) {
-      throw new Error(`record ${Buffer.from(msg).toString("hex")}: ${err}`);
-    }
-    for (const f of frames) super.onMessage(f);
-  }
-}
-
-// A raw session declaring origin R; resolves with moqd's SETUP bytes once complete.
+// A raw session declaring origin R; `setup` is moqd's SETUP (hex) once complete.
 async function rawSession(m, version) {
-  const protocol = RAW_PROTOCOL[version];
-  const ws = await RawWs.connect(m, { protocols: [protocol] });
-  assert.equal(ws.subprotocol, protocol);
-  const framing = protocol.split(".")[0];
-  const mux = framing === "qmux-00" ? new RawMux(ws, framing) : new RawMux01(ws, framing);
-  mux.sendRaw(qmux.params(BIG_PARAMS));
-  mux.write(mux.open({ uni: true }), CLIENT_SETUP);
-  const theirs = await mux.waitStream(3, (x) => x.data().length >= 4 && x.data().length >= 4 + x.data().readUInt16BE(2), 5_000, "moqd's SETUP");
-  return { mux, setup: theirs.data().toString("hex") };
+  const { mux, serverSetup } = await rawSession17(m, version, { expectSetup: null });
+  return { mux, setup: serverSetup };
 }
 
 // The route of `path` that /cluster lists (its first, the one in use), or undefined.
