@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
 import { RawWs, RawMux, RawLite, qmux, BIG_PARAMS, readVarint, isServerStream, isUniStream } from "./raw.mjs";
+import { CLIENT_SETUP, IMPL, RawMux01, hex, lo } from "./raw_ietf.mjs";
 
 const started = [];
 const muxes = [];
@@ -23,60 +24,11 @@ after(async () => {
   for (const m of started) assert.doesNotMatch(m.stderrText(), /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/);
 });
 
-const hex = (h) => Buffer.from(h.replace(/\s/g, ""), "hex");
-const IMPL = Buffer.from("moq-lite-js").toString("hex");
 // UNSUPPORTED (src/base/error.h ErrorCode::kUnsupported), moqd's reset code on moq-lite streams.
 const UNSUPPORTED = 17;
 
-// Varints: QUIC's on 16, leading ones on 20 (protocol/README.md §1.2). Every value here is
-// below 2^14.
+// Varints: QUIC's on 16, leading ones on 20 (raw_ietf.mjs lo). Every value here is below 2^14.
 const quic = (v) => (v < 0x40 ? Buffer.from([v]) : Buffer.from([0x40 | (v >> 8), v & 0xff]));
-const lo = (v) => (v < 0x80 ? Buffer.from([v]) : Buffer.from([0x80 | (v >> 8), v & 0xff]));
-
-// qmux-01 records may carry several frames: split them for RawMux, which reads one frame per
-// message (as ietf_session_d17.test.mjs does; only the frames moqd sends here).
-function splitRecord(msg) {
-  const frames = [];
-  let pos = 0;
-  const v = () => {
-    const r = readVarint(msg, pos);
-    pos = r.next;
-    return r.value;
-  };
-  while (pos < msg.length) {
-    const start = pos;
-    const type = v();
-    if (type === 0) continue;
-    if (type >= 0x08 && type <= 0x0f) {
-      v();
-      if (type & 0x04) v();
-      if (type & 0x02) {
-        const n = Number(v()); // read before `pos +=` reads pos
-        pos += n;
-      } else pos = msg.length;
-    } else if (type === 0x04) {
-      v(); v(); v();
-    } else if (type === 0x05 || type === 0x11 || type === 0x15) {
-      v(); v();
-    } else if (type === 0x1c || type === 0x1d) {
-      v(); v();
-      const n = Number(v());
-      pos += n;
-    } else if (type === 0x10 || type === 0x12 || type === 0x13 || type === 0x14 || type === 0x16 || type === 0x17) v();
-    else if (typeof type === "bigint") {
-      const n = Number(v());
-      pos += n;
-    }
-    else pos = msg.length;
-    frames.push(msg.subarray(start, pos));
-  }
-  return frames;
-}
-class RawMux01 extends RawMux {
-  onMessage(msg) {
-    for (const f of splitRecord(Buffer.from(msg))) super.onMessage(f);
-  }
-}
 
 const DRAFTS = [
   {
@@ -94,8 +46,7 @@ const DRAFTS = [
     protocol: "qmux-01.moqt-20",
     v: lo,
     requestStreams: true,
-    // @moq/net 0.3.4's SETUP on 17..20 (ietf_fixtures.mjs).
-    setup: hex("af00001b070b6d6f712d6c6974652d6a73c40b4e08fe0a5a2adb5a87d40501"),
+    setup: CLIENT_SETUP, // @moq/net 0.3.4's SETUP on 17..20
     // The same with d20's relative filter 1.
     params: hex("04 10 01 10 07 01 01 01 01 02"),
     firstObject: 0x40, // d18+ FIRST_OBJECT on the SUBGROUP_HEADER type
