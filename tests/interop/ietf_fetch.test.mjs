@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
 import * as Net from "@moq/net";
-import { RawWs, RawMux, qmux, BIG_PARAMS, varint, readVarint, str, isServerStream, isUniStream } from "./raw.mjs";
+import { varint, readVarint, str, isServerStream, isUniStream } from "./raw.mjs";
+import { IMPL, controlSession16, hex, msg16 as msg, tuple16 as tuple } from "./raw_ietf.mjs";
 
 const started = [];
 const conns = [];
@@ -21,8 +22,6 @@ after(async () => {
   for (const m of started) await m.stop().catch(() => {});
 });
 
-const IMPL = Buffer.from("moq-lite-js").toString("hex");
-const hex = (h) => Buffer.from(h.replace(/\s/g, ""), "hex");
 // Per draft: the raw client's protocol and CLIENT_SETUP (protocol/README.md §2.5), and the
 // parameters of its SUBSCRIBE / TRACK_STATUS: FORWARD 1, SUBSCRIBER_PRIORITY 7, filter Largest
 // Object (2), GROUP_ORDER 2 (d16 delta-codes the types, d15 writes them absolute). The FETCH,
@@ -33,16 +32,6 @@ const DRAFTS = [
   { name: "moq-transport-15", protocol: "qmux-00.moqt-15", setup: hex(`2000130202 8000a455 070b${IMPL}`), params: hex("04 1001 2007 210102 2202") },
 ];
 
-function msg(type, ...body) {
-  const b = Buffer.concat(body);
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(b.length);
-  return Buffer.concat([varint(type), len, b]);
-}
-const tuple = (path) => {
-  const fields = path.split("/");
-  return Buffer.concat([varint(fields.length), ...fields.map((f) => str(f))]);
-};
 const u8 = (v) => Buffer.from([v]);
 const subscribe = (d, id, path, track) => msg(0x03, varint(id), tuple(path), str(track), d.params);
 const PRIORITY_128 = Buffer.from("01204080", "hex"); // one parameter: SUBSCRIBER_PRIORITY 128
@@ -50,20 +39,6 @@ const fetchStandalone = (id, path, track, [sg, so], [eg, eo]) =>
   msg(0x16, varint(id), varint(1), tuple(path), str(track), varint(sg), varint(so), varint(eg), varint(eo), PRIORITY_128);
 const fetchJoining = (id, type, joined, start) => msg(0x16, varint(id), varint(type), varint(joined), varint(start), PRIORITY_128);
 
-// Control messages as {type, body} from the bytes after SERVER_SETUP.
-function controlMessages(buf) {
-  const out = [];
-  let at = 0;
-  for (;;) {
-    const t = readVarint(buf, at);
-    if (!t || t.next + 2 > buf.length) break;
-    const len = buf.readUInt16BE(t.next);
-    if (t.next + 2 + len > buf.length) break;
-    out.push({ type: t.value, body: buf.subarray(t.next + 2, t.next + 2 + len) });
-    at = t.next + 2 + len;
-  }
-  return out;
-}
 const varints = (body, n) => {
   const v = [];
   let at = 0;
@@ -146,14 +121,7 @@ for (const d of DRAFTS) test(`${d.name} through moqd: FETCH and joining FETCH re
   const p = `${H.uniquePrefix(d.name)}/alice`;
 
   // The raw client: control stream, CLIENT_SETUP, SERVER_SETUP back.
-  const ws = await RawWs.connect(m, { protocols: [d.protocol] });
-  const mux = new RawMux(ws, "qmux-00");
-  mux.sendRaw(qmux.params(BIG_PARAMS));
-  const control = mux.open();
-  mux.write(control, d.setup);
-  await mux.waitStream(control, (s) => s.data().length >= 7, 5_000, "SERVER_SETUP");
-  const setupLen = 3 + mux.stream(control).data().readUInt16BE(1);
-  const messages = () => controlMessages(mux.stream(control).data().subarray(setupLen));
+  const { mux, control, messages } = await controlSession16(m, d.protocol, d.setup);
   const answer = (type, id) => mux.waitUntil(() => messages().find((x) => x.type === type && readVarint(x.body, 0).value === id), 10_000, `message 0x${type.toString(16)} for request ${id}`);
   const uni = () => [...mux.streams.values()].filter((s) => isServerStream(s.id) && isUniStream(s.id));
 

@@ -8,7 +8,8 @@
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
-import { RawWs, RawMux, qmux, BIG_PARAMS, varint, readVarint, str } from "./raw.mjs";
+import { RawWs, RawMux, qmux, BIG_PARAMS, varint, str } from "./raw.mjs";
+import { IMPL, controlMessages16 as controlMessages, hex, msg16 as msg, tuple16 as tuple } from "./raw_ietf.mjs";
 import { closeNetConnections, netConnect, netWaitActive, netSubscribe, flat, count } from "./net_client.mjs";
 
 const started = [];
@@ -17,36 +18,11 @@ after(async () => {
   for (const m of started) await m.stop().catch(() => {});
 });
 
-const IMPL = Buffer.from("moq-lite-js").toString("hex");
-const hex = (h) => Buffer.from(h.replace(/\s/g, ""), "hex");
 const DRAFTS = [
   { name: "moq-transport-16", protocol: "qmux-00.moqt-16", setup: hex(`2000130202 8000a455 050b${IMPL}`) },
   { name: "moq-transport-15", protocol: "qmux-00.moqt-15", setup: hex(`2000130202 8000a455 070b${IMPL}`) },
 ];
 
-function msg(type, ...body) {
-  const b = Buffer.concat(body);
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(b.length);
-  return Buffer.concat([varint(type), len, b]);
-}
-const tuple = (path) => {
-  const fields = path.split("/");
-  return Buffer.concat([varint(fields.length), ...fields.map((f) => str(f))]);
-};
-function controlMessages(buf) {
-  const out = [];
-  let at = 0;
-  for (;;) {
-    const t = readVarint(buf, at);
-    if (!t || t.next + 2 > buf.length) break;
-    const len = buf.readUInt16BE(t.next);
-    if (t.next + 2 + len > buf.length) break;
-    out.push({ type: t.value, body: buf.subarray(t.next + 2, t.next + 2 + len) });
-    at = t.next + 2 + len;
-  }
-  return out;
-}
 // A SUBGROUP stream, type 0x18 (subgroup 0, end of group, with Publisher Priority): alias, group,
 // priority, then each frame as {object id delta 0, length, payload}; an empty frame carries
 // Object Status 0 after its zero length.

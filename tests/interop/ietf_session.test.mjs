@@ -10,7 +10,8 @@ import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
 import { GROUPS, before, closeNetConnections, count, flat, netConnect, netPublish, netSubscribe, netWaitActive } from "./net_client.mjs";
-import { RawWs, RawMux, qmux, BIG_PARAMS, varint, str, waitLog } from "./raw.mjs";
+import { varint, str, waitLog } from "./raw.mjs";
+import { IMPL, controlSession16, hex, msg16 } from "./raw_ietf.mjs";
 
 const started = [];
 after(async () => {
@@ -211,7 +212,6 @@ test("cross-protocol: `moq pub` (moq-lite over WebSocket) to a @moq/net 0.3.4 su
 // Per draft: how the raw client reaches it (subprotocol, moqd's --versions), its CLIENT_SETUP
 // (protocol/README.md §2.4, §2.5: @moq/lite's bytes), and the SERVER_SETUP moqd must answer
 // (MaxRequestId 1024; d14 also selects 0xff00000e; d16 delta-codes the key, which from 0 is 2).
-const IMPL = Buffer.from("moq-lite-js").toString("hex");
 const DRAFTS = [
   {
     name: "moq-transport-16",
@@ -234,22 +234,12 @@ const DRAFTS = [
 ];
 
 async function rawSession(m, d) {
-  const ws = await RawWs.connect(m, { protocols: [d.protocol] });
+  const { ws, mux, control } = await controlSession16(m, d.protocol, hex(d.setup));
   assert.equal(ws.subprotocol, d.protocol);
-  const mux = new RawMux(ws, "qmux-00");
-  mux.sendRaw(qmux.params(BIG_PARAMS));
-  const control = mux.open();
-  mux.write(control, Buffer.from(d.setup.replace(/\s/g, ""), "hex"));
-  await mux.waitStream(control, (s) => s.data().length >= 3 && s.data()[0] === 0x21, 5_000, "SERVER_SETUP");
   return { mux, control };
 }
 
-function msg(type, body) {
-  const b = Buffer.concat(body);
-  const len = Buffer.alloc(2);
-  len.writeUInt16BE(b.length);
-  return Buffer.concat([varint(type), len, b]);
-}
+const msg = (type, body) => msg16(type, ...body);
 
 const ns = (...fields) => Buffer.concat([varint(fields.length), ...fields.map((f) => str(f))]);
 // PUBLISH_NAMESPACE: the same bytes in 14, 15 and 16 when it carries no parameters.
