@@ -61,14 +61,6 @@ void DatagramReceiver::on_datagram(std::span<const uint8_t> bytes) {
   if (s.is_closed() || !s.is_ready()) {
     return;
   }
-  if (s.row().request_streams) {
-    if (dropped_ == 0) {
-      MOQD_LOG(kInfo, "session %llu datagrams on draft %u are not read (no codec for 17+ yet)",
-               static_cast<unsigned long long>(s.id()), static_cast<unsigned>(s.row().number));
-    }
-    drop("no OBJECT_DATAGRAM codec for drafts 17+");
-    return;
-  }
   auto r = wi::decode_datagram(s.draft(), bytes, s.limits());
   if (!r) {
     s.fail(r.error());

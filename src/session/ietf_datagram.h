@@ -1,5 +1,5 @@
 #pragma once
-// OBJECT_DATAGRAM receive for an IetfSession (drafts 14..16): objects a publisher sends in QUIC /
+// OBJECT_DATAGRAM receive for an IetfSession (drafts 14..20): objects a publisher sends in QUIC /
 // WebTransport datagrams enter the upstream track of their alias (a SUBSCRIBE moqd sent, or the
 // publisher's PUBLISH), as the SubgroupReader's objects do.
 //
@@ -13,8 +13,8 @@
 // reordered), a group older than the track's cache allows, extensions other than a timestamp, an
 // object over --max-frame-size, status DOES_NOT_EXIST. A datagram that does not decode closes the
 // session with the draft's code (PROTOCOL_VIOLATION). Payload bytes count against
-// --max-publisher-rate. Drafts 17+ have no datagram codec yet: their datagrams are dropped and
-// counted (the first one logged). Sending: moqd writes every object to IETF subscribers on SUBGROUP streams,
+// --max-publisher-rate. Drafts 14..20 alike (wire/ietf_datagram.h holds their differences).
+// Sending: moqd writes every object to IETF subscribers on SUBGROUP streams,
 // whatever it arrived on (the model keeps no forwarding preference). One worker thread.
 #include <cstdint>
 #include <map>

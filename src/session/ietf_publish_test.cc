@@ -315,9 +315,10 @@ TEST(IetfPublishSession, Draft16DatagramsOfASubscribedTrack) {
 namespace moqd::session {
 namespace publish_test {
 
-TEST(IetfPublishSession, Draft17DatagramsAreDroppedNotRead) {
-  // No OBJECT_DATAGRAM codec for drafts 17+ yet: a datagram is counted as dropped, the session
-  // stays (a datagram is no protocol error).
+TEST(IetfPublishSession, Draft17DatagramForNoSubscriptionIsDropped) {
+  // d17: a datagram whose alias has no live subscription is dropped and counted, the session
+  // stays (a datagram is no protocol error). Datagrams of a live alias on 17..20:
+  // RequestStreamsTest.DatagramsOfAnUpstreamSubscribeBecomeGroups (ietf_session_test.cc).
   Fixture f("moqt-17");
   transport::Stream* u = f.client_->open_uni();
   ASSERT_NE(u, nullptr);

@@ -671,6 +671,47 @@ TEST_P(RequestStreamsTest, PublishNamespaceOnItsStreamFeedsTheOriginAndUpstreamS
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
+TEST_P(RequestStreamsTest, DatagramsOfAnUpstreamSubscribeBecomeGroups) {
+  // OBJECT_DATAGRAMs (d17 §10.3.1, d18+ §11.3.1) for the alias of moqd's upstream SUBSCRIBE, handed
+  // to the session as the QUIC / WebTransport transport would.
+  IetfFixture f(GetParam().alpn);
+  setup(f);
+  f.raw_->open_bidi(publish_namespace(0, "alice"));
+  f.pump();
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 2u);
+  f.raw_->incoming[1]->write(msg(0x04, "09 00"));  // SUBSCRIBE_OK alias 9
+  f.pump();
+  auto* s = dynamic_cast<IetfSession*>(f.session_.get());
+  ASSERT_NE(s, nullptr);
+  auto datagram = [&](std::string_view h) {
+    const auto bytes = hex(h);
+    s->on_datagram(std::span<const uint8_t>(bytes));
+    f.pump();
+  };
+  // 0x0C (Object ID 0, default priority), group 100 in one leading-ones byte; then a status
+  // datagram 0x20 at Object ID 1, priority 0x80: End of Group (3).
+  datagram("0c 09 64 6869");
+  ASSERT_NE(viewer.group(100), nullptr);
+  EXPECT_FALSE(viewer.group(100)->finished);
+  datagram("20 09 64 01 80 03");
+  EXPECT_EQ(viewer.group(100)->frames, (std::vector<std::string>{"hi"}));
+  EXPECT_TRUE(viewer.group(100)->finished);
+  // 0x0F: PROPERTIES (a timestamp 0x10 = 5), END_OF_GROUP, Object ID 0, default priority.
+  datagram("0f 09 65 02 10 05 7a");
+  ASSERT_NE(viewer.group(101), nullptr);
+  EXPECT_EQ(viewer.group(101)->frames, (std::vector<std::string>{"z"}));
+  EXPECT_TRUE(viewer.group(101)->finished);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+  // Properties on an End of Group status: "only Normal Objects can have Properties",
+  // PROTOCOL_VIOLATION (0x3).
+  datagram("25 09 66 80 02 10 05 03");
+  ASSERT_TRUE(f.raw_->closed_code.has_value());
+  EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+}
+
 TEST_P(RequestStreamsTest, RequestIdsAreEvenNeverReusedAndMayArriveOutOfOrder) {
   {
     IetfFixture f(GetParam().alpn);

@@ -1,4 +1,4 @@
-// OBJECT_DATAGRAM codec, drafts 14..16. See ietf_datagram.h.
+// OBJECT_DATAGRAM codec, drafts 14..20. See ietf_datagram.h.
 #include "wire/ietf_datagram.h"
 
 namespace moqd::wire::ietf {
@@ -61,17 +61,24 @@ class DatagramReader {
   size_t at_ = 0;
   std::optional<Error> error_;
 };
+bool status_known(const Draft& d, uint64_t status) {
+  if (status == 1) {
+    return !d.request_streams;
+  }
+  return status == 0 || status == 3 || status == 4;
+}
 }  // namespace
 
 bool is_datagram_type(Version v, uint64_t type) {
   const Draft* d = draft(v);
-  if (d == nullptr || d->request_streams) {
+  if (d == nullptr) {
     return false;
   }
   if (d->number == 14) {
     return type <= 0x07 || type == 0x20 || type == 0x21;
   }
-  // d15/16: 0b00X0XXXX, and a status cannot end the group.
+  // d15..19: 0b00X0XXXX, and a status cannot end the group (d17 §10.3.1, d18/d19 §11.3.1). d20
+  // §11.3.1 words it as flags (bit 4 reserved, no unspecified bit): the same set.
   if ((type & ~uint64_t{0x2f}) != 0) {
     return false;
   }
@@ -88,7 +95,7 @@ uint64_t datagram_type(bool extensions, bool end_of_group, bool zero_object_id,
 ParseResult<ObjectDatagram> decode_datagram(Version v, std::span<const uint8_t> in,
                                             const Limits& limits) {
   const Draft* d = draft(v);
-  if (d == nullptr || d->request_streams) {
+  if (d == nullptr) {
     return fail(ErrorCode::kVersion, "no OBJECT_DATAGRAM codec for this draft");
   }
   DatagramReader r(in, d->varint_form);
@@ -119,9 +126,14 @@ ParseResult<ObjectDatagram> decode_datagram(Version v, std::span<const uint8_t> 
     if (!r.error() && r.at() != in.size()) {
       r.fail(ErrorCode::kDecode, "bytes after the Object Status");
     }
-    // §10.2.1.1 Object Status: 0 normal, 1 does not exist, 3 end of group, 4 end of track.
-    if (!r.error() && (*o.status == 2 || *o.status > 4)) {
+    // §10.2.1.1 Object Status: 0 normal, 1 does not exist, 3 end of group, 4 end of track; d17
+    // §10.2.1.1 (d18+ §11.2.1.1) drops 1.
+    if (!r.error() && !status_known(*d, *o.status)) {
       r.fail(ErrorCode::kProtocolViolation, "unknown object status");
+    }
+    // d17 §10.3.1, d18+ §11.3.1: "only Normal Objects can have Properties".
+    if (!r.error() && d->request_streams && !o.extensions.empty() && *o.status != 0) {
+      r.fail(ErrorCode::kProtocolViolation, "properties on an object that is not Normal");
     }
   }
   if (r.error()) {
@@ -137,7 +149,8 @@ bool encode_datagram(Version v, const ObjectDatagram& o, std::span<const uint8_t
       ((o.type & kZeroObjectId) != 0 && o.object != 0) ||
       ((o.type & kDefaultPriority) == 0) != o.publisher_priority.has_value() ||
       ((o.type & kExtensions) != 0) == o.extensions.empty() ||
-      ((o.type & kStatus) != 0) != o.status.has_value()) {
+      ((o.type & kStatus) != 0) != o.status.has_value() ||
+      (d->request_streams && o.status && *o.status != 0 && !o.extensions.empty())) {
     return false;
   }
   const VarintForm f = d->varint_form;

@@ -1,11 +1,13 @@
 #pragma once
-// OBJECT_DATAGRAM (d14 §10.3.1, d15 §10.3.1, d16 §10.3.1): one object, or with the STATUS bit one
-// Object Status, in a QUIC / WebTransport datagram. Drafts 14..16 (17+ not yet). Pure: no I/O.
+// OBJECT_DATAGRAM (d14..d17 §10.3.1, d18..d20 §11.3.1): one object, or with the STATUS bit one
+// Object Status, in a QUIC / WebTransport datagram. Pure: no I/O. Varints in the draft's form
+// (d17 leading ones, d18+ with the 7-byte form); d17+ call the extensions Properties (same
+// length-prefixed block, §10.2.1.2 / §11.2.1.2) and forbid them on a status that is not Normal.
 //
 // Type bits (d16 §10.3.1; d15's table is the same set): 0x01 EXTENSIONS, 0x02 END_OF_GROUP,
 // 0x04 ZERO_OBJECT_ID (no Object ID field, the id is 0), 0x08 DEFAULT_PRIORITY (no Publisher
 // Priority field; d15+), 0x20 STATUS (an Object Status instead of a payload). d14 knows only
-// 0x00..0x07, 0x20 and 0x21; d15/16 0x00..0x0F and 0x20..0x2F except STATUS with END_OF_GROUP.
+// 0x00..0x07, 0x20 and 0x21; d15..d20 0x00..0x0F and 0x20..0x2F except STATUS with END_OF_GROUP.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -40,12 +42,14 @@ uint64_t datagram_type(bool extensions, bool end_of_group, bool zero_object_id,
 // need-more; the result always has a value. `consumed`: the header's bytes; the payload is the
 // rest of the datagram (empty for a STATUS type, whose bytes must end with the status). Errors:
 // an unknown type for the draft, EXTENSIONS with a zero length (kProtocolViolation, §10.3.1),
-// extensions over Limits::max_extensions (kBoundsExceeded), an unknown Object Status
-// (kProtocolViolation).
+// extensions over Limits::max_extensions (kBoundsExceeded), an unknown Object Status for the
+// draft (kProtocolViolation; 1 DOES_NOT_EXIST is gone from d17 on), Properties with a status
+// other than Normal on d17+ (kProtocolViolation).
 ParseResult<ObjectDatagram> decode_datagram(Version v, std::span<const uint8_t> in,
                                             const Limits& limits);
 // Appends the header, then `payload` (ignored for a STATUS type). False (nothing written) when the
-// fields do not match the type or the draft lacks it (a caller bug).
+// fields do not match the type or the draft lacks it, or properties ride a non-Normal status on
+// d17+ (a caller bug).
 bool encode_datagram(Version v, const ObjectDatagram& d, std::span<const uint8_t> payload,
                      std::vector<uint8_t>& out);
 

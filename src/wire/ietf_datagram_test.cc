@@ -1,5 +1,6 @@
-// Byte-exact fixtures for OBJECT_DATAGRAM, drafts 14..16, transcribed from the draft text (d14
-// §10.3.1 type table; d15 §10.3.1 table with Priority Present; d16 §10.3.1 type bits). Each
+// Byte-exact fixtures for OBJECT_DATAGRAM, drafts 14..20, transcribed from the draft text (d14
+// §10.3.1 type table; d15 §10.3.1 table with Priority Present; d16/d17 §10.3.1 type bits; d18,
+// d19 §11.3.1; d20, the editor's copy, §11.3.1 "Type Flags"). Each
 // fixture decodes to the expected header and payload offset and encodes back to the same bytes.
 #include "wire/ietf_datagram.h"
 
@@ -12,6 +13,9 @@ constexpr Version k14 = Version::kTransport14;
 constexpr Version k15 = Version::kTransport15;
 constexpr Version k16 = Version::kTransport16;
 constexpr Version k17 = Version::kTransport17;
+constexpr Version k18 = Version::kTransport18;
+constexpr Version k19 = Version::kTransport19;
+constexpr Version k20 = Version::kTransport20;
 
 // Decodes `hex`, expects `want` and `payload` after the header, and encodes both back to `hex`.
 void round_trip(Version v, std::string_view hex, const ObjectDatagram& want, std::string payload) {
@@ -101,8 +105,6 @@ TEST(IetfDatagram, BadDatagrams) {
   auto r = decode_datagram(k16, std::span<const uint8_t>(bytes), small);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::kBoundsExceeded);
-  // Drafts 17+: no datagram codec yet.
-  decode_fails(k17, "00 05 04 01 80 61", ErrorCode::kVersion);
   // Fields that do not match the type are not encoded.
   std::vector<uint8_t> out;
   EXPECT_FALSE(encode_datagram(k16, dg(0x04, 3, 0x80), {}, out));
@@ -110,6 +112,57 @@ TEST(IetfDatagram, BadDatagrams) {
   EXPECT_FALSE(encode_datagram(k16, dg(0x01, 0, 0x80), {}, out));
   EXPECT_FALSE(encode_datagram(k14, dg(0x0c, 0, std::nullopt), {}, out));
   EXPECT_TRUE(out.empty());
+}
+
+TEST(IetfDatagram, Draft17To20) {
+  for (Version v : {k17, k18, k19, k20}) {
+    // 0x0C: Object ID 0, default priority; group 100 is one byte in the leading-ones varint of
+    // d17 (§1.4.1) and d18+ (the QUIC form would need 40 64).
+    ObjectDatagram g100 = dg(0x0c, 0, std::nullopt);
+    g100.group = 100;
+    round_trip(v, "0c 05 64 6869", g100, "hi");
+    // 0x03: PROPERTIES and END_OF_GROUP, Object ID 2, priority 7, Properties Length 2 then the
+    // Key-Value-Pairs kept raw (d17 §10.2.1.2, d18+ §11.2.1.2): 0x10 = 5.
+    round_trip(v, "03 05 04 02 07 02 1005 6869", dg(0x03, 2, 0x07, std::string("\x10\x05", 2)),
+               "hi");
+    // 0x2C: STATUS, Object ID 0, default priority: End of Track (4); 0x20 status End of Group
+    // (3) at Object ID 9.
+    round_trip(v, "2c 05 04 04", dg(0x2c, 0, std::nullopt, {}, 4), "");
+    round_trip(v, "20 05 04 09 80 03", dg(0x20, 9, 0x80, {}, 3), "");
+    // STATUS with PROPERTIES on a Normal object is allowed (§10.3.1 / §11.3.1 forbid it only
+    // for a status that is not Normal).
+    round_trip(v, "25 05 04 80 02 1005 00", dg(0x25, 0, 0x80, std::string("\x10\x05", 2), 0),
+               "");
+    // Invalid types: STATUS with END_OF_GROUP (0x22), bit 4 (0x10), outside 0b00X0XXXX (0x40,
+    // one byte in the leading-ones form).
+    decode_fails(v, "22 05 04 01 80 03", ErrorCode::kProtocolViolation);
+    decode_fails(v, "10 05 04 01 80 61", ErrorCode::kProtocolViolation);
+    decode_fails(v, "40 05 04 01 80 61", ErrorCode::kProtocolViolation);
+    // PROPERTIES with a zero Properties Length: PROTOCOL_VIOLATION.
+    decode_fails(v, "01 05 04 01 80 00 61", ErrorCode::kProtocolViolation);
+    // "only Normal Objects can have Properties": End of Group (3) with properties.
+    decode_fails(v, "25 05 04 80 02 1005 03", ErrorCode::kProtocolViolation);
+    // Status 1 (DOES_NOT_EXIST) is gone from d17 §10.2.1.1 / d18+ §11.2.1.1.
+    decode_fails(v, "2c 05 04 01", ErrorCode::kProtocolViolation);
+    std::vector<uint8_t> out;
+    EXPECT_FALSE(
+        encode_datagram(v, dg(0x25, 0, 0x80, std::string("\x10\x05", 2), 3), {}, out));
+    EXPECT_TRUE(out.empty());
+  }
+  // The same two datagrams are valid on d16, where status 1 exists and a status may carry
+  // extensions.
+  round_trip(k16, "2c 05 04 01", dg(0x2c, 0, std::nullopt, {}, 1), "");
+  round_trip(k16, "25 05 04 80 02 1005 03", dg(0x25, 0, 0x80, std::string("\x10\x05", 2), 3), "");
+  // Group 200: 80 c8 in d17's leading-ones form (10xxxxxx), 40 c8 in d16's QUIC form.
+  ObjectDatagram g200 = dg(0x0c, 0, std::nullopt);
+  g200.group = 200;
+  round_trip(k17, "0c 05 80c8 61", g200, "a");
+  round_trip(k16, "0c 05 40c8 61", g200, "a");
+  // d18 §1.4.1: the 7-byte form (1111110x) for group 2^42.
+  ObjectDatagram big = dg(0x0c, 0, std::nullopt);
+  big.group = uint64_t{1} << 42;
+  round_trip(k18, "0c 05 fc0400000000 00 61", big, "a");
+  round_trip(k20, "0c 05 fc0400000000 00 61", big, "a");
 }
 
 }  // namespace moqd::wire::ietf::datagram_test
