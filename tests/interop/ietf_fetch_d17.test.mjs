@@ -43,7 +43,8 @@ function fetchJoining(v, id, joined, back) {
   return msg17(0x16, reqId(v, id), lo(2), lo(joined), lo(back), lo(0));
 }
 
-// A SUBGROUP stream moqd wrote: {group, frames}.
+// A SUBGROUP stream moqd wrote: {group, frames} (a type with 0x01 carries a Properties block per
+// object, skipped).
 function parseSubgroup(b) {
   const type = readLo(b, 0);
   const alias = readLo(b, type.next);
@@ -52,7 +53,13 @@ function parseSubgroup(b) {
   const frames = [];
   while (pos < b.length) {
     const delta = readLo(b, pos);
-    const len = readLo(b, delta.next);
+    let at = delta.next;
+    if (type.value & 0x01) {
+      // Properties: moqd stamps a moq-lite publisher's objects on 17+ ({Timestamp: ms}).
+      const ext = readLo(b, at);
+      at = ext.next + ext.value;
+    }
+    const len = readLo(b, at);
     pos = len.next;
     if (len.value === 0) pos = readLo(b, pos).next; // Object Status
     frames.push(Buffer.from(b.subarray(pos, pos + len.value)));
@@ -89,7 +96,12 @@ function parseFetch(b, v) {
       object = deltas && prev && !(f & 0x08) ? prev.object + o : o;
     }
     if (f & 0x10) at += 1;
-    if (f & 0x20) at += take();
+    if (f & 0x20) {
+      // The object's extension block (FETCH carries the publisher's blocks): its length, then
+      // skipped. (`at += take()` would add to the `at` read before take() moved it.)
+      const n = Number(take());
+      at += n;
+    }
     const len = take();
     objects.push({ group, object, payload: Buffer.from(b.subarray(at, at + len)) });
     at += len;
