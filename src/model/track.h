@@ -30,6 +30,10 @@ struct TrackProperties {
   bool ordered = false;
   uint64_t max_latency_ms = 0;
   uint64_t timescale = kMillis;  // units per second, never 0
+  // False when Object::timestamp may be in units moqd never learns: an IETF publisher's Timestamp
+  // property is in the TIMESCALE of its SUBSCRIBE_OK, which moqd does not read. An IETF subscriber
+  // is then told no TIMESCALE (it times objects by arrival, as before), rather than a wrong one.
+  bool timescale_known = true;
   friend bool operator==(const TrackProperties&, const TrackProperties&) = default;
 };
 

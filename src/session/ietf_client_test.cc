@@ -315,9 +315,63 @@ TEST(IetfClientTest, AWithdrawnNamespaceOutlivesItsSubscriptionUntilPublishDone)
   EXPECT_TRUE(f.origin_.is_active("room/alice"));
   EXPECT_FALSE(holder.ended);
   f.send(f.control(), wi::PublishDone{sub->request_id, 2, 0, "done"});
-  f.advance(std::chrono::milliseconds(300));  // PUBLISH_DONE's grace for streams in flight
+  f.advance(std::chrono::milliseconds(800));  // PUBLISH_DONE's grace for streams in flight
   EXPECT_TRUE(holder.ended);
   EXPECT_FALSE(f.origin_.is_active("room/alice"));
+  EXPECT_FALSE(f.handler_.is_closed());
+}
+
+// PUBLISH_DONE with Stream Count 0 (what @moq/net writes) right after its last groups: streams
+// that arrive after it, 400 ms apart, still reach the track (the quiet grace restarts with each);
+// the track ends once none has come for the grace.
+TEST(IetfClientTest, PublishDoneWithoutStreamCountWaitsWhileStreamsArrive) {
+  ClientFixture f("moqt-16", wire::Version::kTransport16, std::string("room"));
+  f.start();
+  f.server_setup();
+  RawStream& ns = *f.relay_->incoming.at(1);
+  ns.write(encoded(f.draft_, wi::Namespace{false, {"alice"}}));
+  f.pump();
+  model::Track* t = f.origin_.track("room/alice", "video");
+  ASSERT_NE(t, nullptr);
+  Holder holder;
+  t->add_listener(&holder);
+  f.control().data.clear();
+  f.pump();
+  auto out = messages(f.draft_, f.control().data);
+  ASSERT_EQ(out.size(), 1u);
+  const auto* sub = std::get_if<wi::Subscribe>(&out[0]);
+  ASSERT_NE(sub, nullptr);
+  const uint64_t rid = sub->request_id;
+  wi::SubscribeOk ok;
+  ok.request_id = rid;
+  ok.track_alias = 9;
+  f.send(f.control(), ok);
+  f.send(f.control(), wi::PublishDone{rid, 2, 0, "done"});
+  for (uint64_t group = 1; group <= 3; ++group) {
+    f.advance(std::chrono::milliseconds(400));
+    ASSERT_FALSE(holder.ended) << "before group " << group;
+    wi::SubgroupHeader h;
+    h.type = wi::subgroup_type(false, false, true, true);
+    h.track_alias = 9;
+    h.group = group;
+    h.publisher_priority = 1;
+    wi::ObjectHeader oh;
+    oh.payload_length = 3;
+    std::vector<uint8_t> bytes;
+    wi::encode(f.draft_, h, bytes);
+    wi::encode_object(f.draft_, h, oh, bytes);
+    bytes.insert(bytes.end(), {'a', 'b', 'c'});
+    transport::Stream* u = f.relay_mux_->open_uni();
+    ASSERT_NE(u, nullptr);
+    u->write(Bytes::from(bytes));
+    u->finish();
+    f.pump();
+    ASSERT_EQ(t->largest_sequence(), std::optional<uint64_t>(group));
+  }
+  f.advance(std::chrono::milliseconds(400));
+  EXPECT_FALSE(holder.ended);
+  f.advance(std::chrono::milliseconds(500));
+  EXPECT_TRUE(holder.ended);
   EXPECT_FALSE(f.handler_.is_closed());
 }
 
@@ -415,15 +469,17 @@ TEST_P(ClientRequestStreamsTest, PublishNamespaceOnItsStreamServesTheRelaysSubsc
   RawStream* r = f.relay_->open_bidi(subscribe(1));
   ASSERT_NE(r, nullptr);
   f.pump();
-  // SUBSCRIBE_OK (no request id in 17+): alias 1 (the request id), no params, no properties.
-  EXPECT_EQ(hex_of(r->data), "04 00 02 01 00");
+  // SUBSCRIBE_OK (no request id in 17+): alias 1 (the request id), no params, Track Properties
+  // {TIMESCALE: 1000}.
+  EXPECT_EQ(hex_of(r->data), "04 00 05 01 00 08 83 e8");
   ASSERT_NE(b.feed("video").track(), nullptr);
   b.write_group("video", 0, {"hi"});
   f.pump();
   ASSERT_EQ(f.relay_->incoming.size(), 3u);
   const RawStream& g = *f.relay_->incoming[2];
-  // SUBGROUP: 17 type 0x18, 18+ with FIRST_OBJECT 0x58; alias 1, group 0, priority 7, "hi".
-  EXPECT_EQ(hex_of(g.data), std::string(d17() ? "18" : "58") + " 01 00 07 00 02 68 69");
+  // SUBGROUP: 17 type 0x19, 18+ with FIRST_OBJECT 0x59; alias 1, group 0, priority 7, "hi"
+  // with {Timestamp: 1000000}, its arrival millisecond.
+  EXPECT_EQ(hex_of(g.data), std::string(d17() ? "19" : "59") + " 01 00 07 00 04 10 cf 42 40 02 68 69");
   EXPECT_TRUE(g.fin);
   // The track ends: PUBLISH_DONE on the request's stream, which stays open (the relay closing it
   // is its UNSUBSCRIBE), and the subscription counts until then.

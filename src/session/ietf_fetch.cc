@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "session/ietf_session.h"
 #include "wire/ietf_namespace.h"
+#include "wire/ietf_properties.h"
 
 namespace moqd::session::ietf_detail {
 
@@ -206,6 +207,29 @@ void FetchResponder::pump() {
       fo.object = o.id;
       fo.publisher_priority = priority_;
       fo.payload_length = o.size;
+      if (!o.extensions.empty()) {
+        // The producer's block as the SUBGROUP writer sends it: its bytes when both drafts write
+        // it alike, else the same pairs in this draft's form. One this draft cannot write ends
+        // the FETCH stream (a reset), as the SUBGROUP writer resets the group.
+        const wi::Draft& to = svc_.session().row();
+        const wi::Draft* from = wi::draft(static_cast<wire::Version>(0xff000000u + o.extensions_draft));
+        std::span<const uint8_t> raw(o.extensions.data(), o.extensions.size());
+        if (from != nullptr && wi::same_property_encoding(*from, to)) {
+          fo.extensions.assign(reinterpret_cast<const char*>(raw.data()), raw.size());
+        } else {
+          std::vector<uint8_t> block;
+          if (from == nullptr || !wi::transcode_properties(*from, to, raw, block)) {
+            MOQD_LOG(kInfo, "fetch %llu: object %llu/%llu's extensions cannot be written in draft %u; "
+                     "the stream is reset", static_cast<unsigned long long>(request_id_),
+                     static_cast<unsigned long long>(fo.group), static_cast<unsigned long long>(o.id),
+                     to.number);
+            close_stream(kResetInternal);
+            finish();
+            return;
+          }
+          fo.extensions.assign(block.begin(), block.end());
+        }
+      }
       std::vector<uint8_t> out;
       wi::encode_fetch_object(svc_.session().draft(), fo, previous_ ? &*previous_ : nullptr,
                               descending_, out);
@@ -511,9 +535,14 @@ void FetchService::collect(Range& r, const wi::Location& start, const wi::Locati
       }
     }
   });
-  std::sort(r.parts.begin(), r.parts.end(), [&](const auto& a, const auto& b) {
-    return r.descending ? a.group->sequence() > b.group->sequence()
-                        : a.group->sequence() < b.group->sequence();
+  // Groups in the fetch's order; the subgroups of a group ascending, whichever arrived first, so
+  // the objects of a group come in a fixed order (each subgroup's ids ascending).
+  std::stable_sort(r.parts.begin(), r.parts.end(), [&](const auto& a, const auto& b) {
+    if (a.group->sequence() != b.group->sequence()) {
+      return r.descending ? a.group->sequence() > b.group->sequence()
+                          : a.group->sequence() < b.group->sequence();
+    }
+    return a.group->subgroup() < b.group->subgroup();
   });
 }
 

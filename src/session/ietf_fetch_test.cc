@@ -133,6 +133,69 @@ std::string fetch_stream16(int id, std::vector<std::tuple<int, int, char>> objec
   return to_hex(out);
 }
 
+// Group 4 of room/alice "video" as an IETF producer at draft 16 left it in the cache: subgroup 3
+// (arrived first) with ids 5 {0x0d: aa bb} "abc" and 8 {0x10: 5, 0x1d: cc} "z", then subgroup 0
+// with id 0 {0x10: 7} "q" (blocks delta-coded, every varint below 0x40).
+void publish_ietf_group(TestBroadcast& b, Fixture& f) {
+  model::Track* t = b.feed("video").track();
+  ASSERT_NE(t, nullptr);
+  auto put = [&](model::Group& g, uint64_t id, const char* block, std::string_view payload) {
+    model::Track::IetfObject o;
+    o.id = id;
+    o.size = payload.size();
+    o.extensions = Bytes::from(hex(block));
+    o.extensions_draft = 16;
+    t->begin_ietf_object(g, std::move(o));
+    t->append_chunk(g, Bytes::copy(payload));
+  };
+  model::Group* g3 = t->begin_group(4, 3, true);
+  ASSERT_NE(g3, nullptr);
+  put(*g3, 5, "0d 02 aa bb", "abc");
+  put(*g3, 8, "10 05 0d 01 cc", "z");
+  t->finish_group(*g3);
+  model::Group* g0 = t->begin_group(4, 0, true);
+  ASSERT_NE(g0, nullptr);
+  put(*g0, 0, "10 07", "q");
+  t->finish_group(*g0);
+  f.pump();
+}
+
+TEST(IetfFetchTest, Draft16FetchCarriesTheExtensionBlocks) {
+  Fixture f("moqt-16");
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(kD16Setup);
+  f.send(c, subscribe16("00"));
+  publish_ietf_group(b, f);
+  ASSERT_FALSE(HasFatalFailure());
+  // FETCH id 2 of all of group 4: subgroup 0 first, then 3; flags 0x20 (extensions) and 0x03 (an
+  // explicit subgroup); the blocks as the producer wrote them (same encoding).
+  f.send(c, std::string("16 00 19 02 01 ") + kRoomAliceVideo + " 04 00 04 00 00");
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
+            canon("05 02 3c 04 00 80 02 10 07 01 71 3f 04 03 05 80 04 0d 02 aa bb 03 61 62 63 "
+                  "3f 04 03 08 80 05 10 05 0d 01 cc 01 7a"));
+  EXPECT_TRUE(f.raw_->incoming.back()->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST(IetfFetchTest, Draft14FetchCarriesTheExtensionBlocksWithAbsoluteTypes) {
+  wire::VersionSet only14 = wire::VersionSet::none();
+  only14.add(wire::Version::kTransport14);
+  Fixture f("", only14);
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.control(kD14Setup);
+  f.send(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE
+  publish_ietf_group(b, f);
+  ASSERT_FALSE(HasFatalFailure());
+  // d14 objects: group, subgroup, object, priority, extensions length (always), block, length;
+  // d14 types are absolute: {0x10: 5, 0x1d: cc} is rewritten 10 05 1d 01 cc.
+  f.send(c, std::string("16 00 1b 02 80 01 01 ") + kRoomAliceVideo + " 04 00 04 00 00");
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
+            canon("05 02 04 00 00 80 02 10 07 01 71 04 03 05 80 04 0d 02 aa bb 03 61 62 63 "
+                  "04 03 08 80 05 10 05 1d 01 cc 01 7a"));
+  EXPECT_TRUE(f.raw_->incoming.back()->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
 TEST(IetfFetchTest, StandaloneFetchReturnsExactlyTheCachedRange) {
   Fixture f("moqt-16");
   TestBroadcast b(f.origin_, "room/alice");
@@ -542,6 +605,72 @@ TEST_P(FetchRequestStreamsTest, StandaloneFetchReturnsExactlyTheCachedRange) {
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
+TEST_P(FetchRequestStreamsTest, FetchCarriesTheExtensionBlocks) {
+  Fixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  ASSERT_NE(f.raw_->open_bidi(subscribe(0)), nullptr);
+  f.pump();
+  publish_ietf_group(b, f);
+  ASSERT_FALSE(HasFatalFailure());
+  // All of group 4: 17..19 Start {4, 0} End {4, 0}; 20 StartGroup 4, StartObject 0, EndGroupDelta 0.
+  RawStream* r = f.raw_->open_bidi(fetch(2, "04 00 04 00", "04 00 00"));
+  ASSERT_NE(r, nullptr);
+  f.pump();
+  // Subgroup 0 first, then 3; the blocks' bytes are the same in every delta-coded draft here.
+  // 17: every field (flags 0x3c, 0x3f with the subgroup); 18+: the same group writes no Group ID
+  // and an Object ID delta (flags 0x37).
+  const std::string want =
+      GetParam().number == 17
+          ? "05 02 3c 04 00 80 02 10 07 01 71 3f 04 03 05 80 04 0d 02 aa bb 03 61 62 63 "
+            "3f 04 03 08 80 05 10 05 0d 01 cc 01 7a"
+          : "05 02 3c 04 00 80 02 10 07 01 71 37 03 05 80 04 0d 02 aa bb 03 61 62 63 "
+            "37 03 03 80 05 10 05 0d 01 cc 01 7a";
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data), canon(want));
+  EXPECT_TRUE(f.raw_->incoming.back()->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+// A track whose timestamps moqd knows the units of (a moq-lite-05 source here: 90 kHz, its
+// properties asked for first): SUBSCRIBE_OK waits for them and ends with the Track Properties
+// {TIMESCALE (0x08): 90000}, and each object carries {Timestamp (0x10): its timestamp}.
+TEST_P(FetchRequestStreamsTest, SubscribeOkDeclaresTheTimescaleAndObjectsCarryTimestamps) {
+  Fixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  model::Track* t = f.origin_.track("room/alice", "video");
+  ASSERT_NE(t, nullptr);
+  t->expect_properties();
+  RawStream* s = f.raw_->open_bidi(subscribe(0));
+  ASSERT_NE(s, nullptr);
+  f.pump();
+  EXPECT_TRUE(s->data.empty()) << hex_of(s->data);  // the properties are not known yet
+  model::TrackProperties props;
+  props.timescale = 90'000;
+  t->set_properties(props);
+  f.pump();
+  // 90000 in the leading-ones forms (17, 18+): c1 5f 90.
+  const std::string ok = hex_of(s->data);
+  const std::string declared = canon("08 c1 5f 90");
+  ASSERT_GE(ok.size(), declared.size());
+  EXPECT_EQ(ok.substr(0, 2), "04") << ok;
+  EXPECT_EQ(ok.substr(ok.size() - declared.size()), declared) << ok;
+  model::Group* g = t->begin_group(3);
+  ASSERT_NE(g, nullptr);
+  t->begin_timed_object(*g, 1, 300);
+  t->append_chunk(*g, Bytes::copy(std::string_view("x")));
+  t->finish_group(*g);
+  f.pump();
+  // SUBGROUP_HEADER with extensions (0x19; 0x59 on 18+), then object 0: block {0x10: 300}
+  // (81 2c), payload "x".
+  const std::string data = hex_of(f.raw_->incoming.back()->data);
+  EXPECT_EQ(data.substr(0, 2), d17() ? "19" : "59") << data;
+  const std::string tail = canon("00 03 10 81 2c 01 78");
+  ASSERT_GE(data.size(), tail.size());
+  EXPECT_EQ(data.substr(data.size() - tail.size()), tail) << data;
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
 TEST_P(FetchRequestStreamsTest, JoiningFetchRelativeAndAbsolute) {
   Fixture f(GetParam().alpn);
   TestBroadcast b(f.origin_, "room/alice");
@@ -655,7 +784,7 @@ TEST_P(FetchRequestStreamsTest, RequestUpdateNarrowsALiveSubscription) {
   // Group 2 carries the new priority (9); it is the end group: PUBLISH_DONE SUBSCRIPTION_ENDED
   // (0x3), then FIN.
   EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
-            canon(std::string(d17() ? "18" : "58") + " 00 02 09 00 01 62"));
+            canon(std::string(d17() ? "19" : "59") + " 00 02 09 00 04 10 cf 42 40 01 62"));
   ASSERT_GE(r->data.size(), 4u);
   EXPECT_EQ(static_cast<uint8_t>(r->data[0]), 0x0b);
   EXPECT_EQ(static_cast<uint8_t>(r->data[3]), 0x03);

@@ -226,7 +226,11 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
   uint64_t request_id() const { return request_id_; }
   uint64_t alias() const { return request_id_; }
 
-  void begin() {
+  // `ok` goes out from pump() once the track's properties are known (a moq-lite-05 source asks
+  // its publisher for them first), with a TIMESCALE track property on 17+ when moqd knows the
+  // units of the track's timestamps.
+  void begin(wi::SubscribeOk ok) {
+    ok_ = std::move(ok);
     track_->add_listener(this);
     pump();
   }
@@ -265,6 +269,9 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
   }
 
   void pump();
+  // Sends the held SUBSCRIBE_OK once the track's properties are known (or the track is gone);
+  // false while it waits.
+  bool send_ok();
   // For FETCH and SUBSCRIBE_UPDATE (ietf_fetch.h).
   model::Track* track() const { return track_; }
   const std::optional<wi::Location>& largest_at_start() const { return largest_at_start_; }
@@ -337,6 +344,10 @@ class DownstreamSubscription final : public Handler, public model::TrackListener
   // stops granting credit then gets PUBLISH_DONE anyway); false once that bound is spent.
   bool wait_drain();
   static constexpr uint32_t kSettlePolls = 5;
+  std::optional<wi::SubscribeOk> ok_;  // held until the track's properties are known
+  // TIMESCALE was declared: objects without an extension block get a Timestamp property.
+  bool stamp_ = false;
+  std::vector<uint8_t> stamp_scratch_;
 
   uint64_t request_id_;
   model::Track* track_;
@@ -377,6 +388,9 @@ class UpstreamSubscription final : public model::TrackSource {
   void start_track(model::Track& track) override {
     track_ = &track;
     if (published_) {
+      model::TrackProperties props;
+      props.timescale_known = false;  // PUBLISH's Track Properties are not read here
+      track.set_properties(props);
       // The peer's PUBLISH already made the subscription: its request id and alias stay.
       done_count_.reset();
       open_readers_ = 0;
@@ -390,6 +404,7 @@ class UpstreamSubscription final : public model::TrackSource {
     open_readers_ = 0;
     streams_seen_ = 0;
     grace_over_ = false;
+    track.expect_properties();  // until SUBSCRIBE_OK (on_ok): its TIMESCALE, if any
     session_.request_upstream(this);
   }
   void stop_track(model::Track&) override {
@@ -448,7 +463,24 @@ class UpstreamSubscription final : public model::TrackSource {
     return true;
   }
 
-  void on_ok(uint64_t alias) { alias_ = alias; }
+  // SUBSCRIBE_OK: the alias, and the Track Properties (17+): a TIMESCALE (0x08) gives the units
+  // of the publisher's object Timestamps, which moqd then knows and passes on (to IETF
+  // subscribers as TIMESCALE, to moq-lite-05 ones in TRACK_INFO); without one they are unknown.
+  void on_ok(uint64_t alias, const std::string& properties) {
+    alias_ = alias;
+    if (track_ == nullptr) {
+      return;
+    }
+    model::TrackProperties props;
+    props.timescale_known = false;
+    if (session_.row().number >= 17) {
+      if (auto ts = track_timescale(properties)) {
+        props.timescale = *ts;
+        props.timescale_known = true;
+      }
+    }
+    track_->set_properties(props);
+  }
   void on_error(const wi::RequestError& e) {
     if (track_ != nullptr) {
       MOQD_LOG(kInfo, "session %llu upstream subscribe path=%s track=%s refused code=%llu reason=%s",
@@ -459,35 +491,26 @@ class UpstreamSubscription final : public model::TrackSource {
   }
   void on_publish_done(const wi::PublishDone& d) {
     // PUBLISH_DONE's Stream Count says how many SUBGROUP streams the publisher opened; @moq/net
-    // writes 0 ("not counted"). The track ends once that many arrived and none is still being
-    // read, or, for 0, once a short grace for streams still in flight is over and none is read;
-    // at the latest after 2 s (a stream reset before its header arrived never shows up).
+    // writes 0 ("not counted"), and may write PUBLISH_DONE right after its last group, before
+    // the streams of its last groups have arrived (they travel apart from the control stream).
+    // The track ends once that many arrived and none is still being read, or, for 0, once no
+    // stream for the track has started or ended for kQuiet and none is read; at the latest when
+    // no stream activity has been seen for kLatest (a stream reset before its header arrived
+    // never shows up). Both timers restart on every stream of the track (arm_done_timers).
     done_count_ = d.stream_count;
-    if (d.stream_count == 0 && grace_timer_ == 0) {
-      grace_timer_ = session_.timers().schedule(std::chrono::milliseconds(200), [this] {
-        grace_timer_ = 0;
-        grace_over_ = true;
-        maybe_end();
-      });
-    }
+    arm_done_timers();
     maybe_end();
-    if (track_ != nullptr && done_timer_ == 0) {
-      done_timer_ = session_.timers().schedule(std::chrono::seconds(2), [this] {
-        done_timer_ = 0;
-        if (track_ != nullptr) {
-          track_->end(make_error(ErrorCode::kCancel, "publisher ended the track"));
-        }
-      });
-    }
   }
   void on_reader_started() {
     ++open_readers_;
     ++streams_seen_;
+    arm_done_timers();
   }
   void on_reader_done() {
     if (open_readers_ > 0) {
       --open_readers_;
     }
+    arm_done_timers();
     maybe_end();
   }
   std::optional<uint64_t> alias() const { return alias_; }
@@ -499,6 +522,62 @@ class UpstreamSubscription final : public model::TrackSource {
   }
 
  private:
+  // After PUBLISH_DONE: (re)starts the quiet grace (Stream Count 0) and the latest end. An
+  // @moq/net d16 publisher that ended right after several large groups lost frames in 2 runs of
+  // 8 when the grace was a fixed 200 ms from PUBLISH_DONE (docs/ARCHITECTURE.md).
+  static constexpr std::chrono::milliseconds kQuiet{750};
+  static constexpr std::chrono::seconds kLatest{5};
+  void arm_done_timers() {
+    if (track_ == nullptr || !done_count_) {
+      return;
+    }
+    if (*done_count_ == 0) {
+      grace_over_ = false;
+      session_.timers().cancel(grace_timer_);
+      grace_timer_ = session_.timers().schedule(kQuiet, [this] {
+        grace_timer_ = 0;
+        grace_over_ = true;
+        maybe_end();
+      });
+    }
+    session_.timers().cancel(done_timer_);
+    done_timer_ = session_.timers().schedule(kLatest, [this] {
+      done_timer_ = 0;
+      if (track_ != nullptr) {
+        track_->end(make_error(ErrorCode::kCancel, "publisher ended the track"));
+      }
+    });
+  }
+  // TIMESCALE (0x08) in a Track Properties block (delta-coded Key-Value-Pairs to the end);
+  // nullopt when absent, 0, or the block does not parse.
+  std::optional<uint64_t> track_timescale(const std::string& block) const {
+    const wi::VarintForm f = session_.row().varint_form;
+    std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(block.data()), block.size());
+    uint64_t type = 0;
+    std::optional<uint64_t> found;
+    while (!in.empty()) {
+      auto t = wi::read_varint(f, in);
+      if (!t || !t->has_value() || (*t)->value > (uint64_t{1} << 62) - 1 - type) {
+        return std::nullopt;
+      }
+      in = in.subspan((*t)->consumed);
+      type += (*t)->value;
+      auto v = wi::read_varint(f, in);
+      if (!v || !v->has_value()) {
+        return std::nullopt;
+      }
+      in = in.subspan((*v)->consumed);
+      if ((type & 1) != 0) {
+        if ((*v)->value > in.size()) {
+          return std::nullopt;
+        }
+        in = in.subspan(static_cast<size_t>((*v)->value));
+      } else if (type == 0x08 && (*v)->value != 0) {
+        found = (*v)->value;
+      }
+    }
+    return found;
+  }
   void maybe_end() {
     if (track_ != nullptr && done_count_ && open_readers_ == 0 &&
         (*done_count_ == 0 ? grace_over_ : streams_seen_ >= *done_count_)) {
@@ -688,8 +767,37 @@ void PendingStream::on_readable() {
 
 // ---------------------------------------------------------------------------------------------
 
+bool DownstreamSubscription::send_ok() {
+  if (!ok_) {
+    return true;
+  }
+  std::optional<model::TrackProperties> p;
+  if (track_ != nullptr) {
+    p = track_->properties();
+    if (!p) {
+      return false;  // on_track_data calls pump() again when they are set
+    }
+  }
+  // d17+ (LOC TIMESCALE 0x08 in the Properties registry): a declared TIMESCALE is what makes
+  // @moq/net 0.3.4 read object Timestamps at all; every object then carries one (write_group).
+  // A block of one pair, type 0x08 first, so its delta from 0 is the type itself.
+  if (p && p->timescale_known && session_.row().number >= 17) {
+    std::vector<uint8_t> block;
+    wi::write_varint(session_.row().varint_form, 0x08, block);
+    wi::write_varint(session_.row().varint_form, p->timescale, block);
+    ok_->track_extensions.assign(block.begin(), block.end());
+    stamp_ = true;
+  }
+  session_.send_control(*ok_);
+  ok_.reset();
+  return true;
+}
+
 void DownstreamSubscription::pump() {
   if (session_.is_closed() || done_sent_) {
+    return;
+  }
+  if (!send_ok()) {
     return;
   }
   finished_in_pump_ = false;
@@ -823,7 +931,7 @@ wi::SubgroupHeader DownstreamSubscription::subgroup_header(const model::Group& g
   // a d18+ subgroup stream without it as one that starts partway through). The subgroup field
   // only when it is not 0; extension blocks when the producer's stream had them.
   wi::SubgroupHeader h;
-  h.type = wi::subgroup_type(g.has_extensions(), g.subgroup() != 0, true, true,
+  h.type = wi::subgroup_type(g.has_extensions() || stamp_, g.subgroup() != 0, true, true,
                              session_.row().first_object_bit);
   return h;
 }
@@ -898,6 +1006,14 @@ bool DownstreamSubscription::write_group(Writer& w) {
             }
             oh.extensions.assign(block.begin(), block.end());
           }
+        } else if (stamp_) {
+          // LOC Timestamp (0x10), in the TIMESCALE declared: at most 10 bytes, written into the
+          // subscription's scratch and held inline by the string (no allocation per object).
+          stamp_scratch_.clear();
+          wi::write_varint(session_.row().varint_form, 0x10, stamp_scratch_);
+          wi::write_varint(session_.row().varint_form, o.timestamp, stamp_scratch_);
+          oh.extensions.assign(reinterpret_cast<const char*>(stamp_scratch_.data()),
+                               stamp_scratch_.size());
         }
         std::vector<uint8_t> out;
         wi::encode_object(session_.draft(), h, oh, out);
@@ -2051,8 +2167,7 @@ void IetfSession::handle_subscribe(const wi::Subscribe& m) {
   ok.track_alias = s->alias();
   ok.expires = 0;
   ok.group_order = 1;  // ascending: groups go out in arrival order
-  send_control(ok);
-  s->begin();
+  s->begin(std::move(ok));
 }
 
 void IetfSession::handle_unsubscribe(const wi::Unsubscribe& m) {
@@ -2225,7 +2340,7 @@ void IetfSession::handle_subscribe_ok(const wi::SubscribeOk& m) {
     return;
   }
   upstream_by_alias_[m.track_alias] = u;
-  u->on_ok(m.track_alias);
+  u->on_ok(m.track_alias, m.track_extensions);
   retry_held_subgroups();
 }
 

@@ -590,15 +590,18 @@ TEST_P(RequestStreamsTest, SubscribeIsServedOnItsStreamAndItsFinUnsubscribes) {
   RawStream* r = f.raw_->open_bidi(subscribe(0));
   ASSERT_NE(r, nullptr);
   f.pump();
-  // SUBSCRIBE_OK on the request's stream, no request id: alias 0, no params, no properties.
-  EXPECT_EQ(hex_of(r->data), "04 00 02 00 00");
+  // SUBSCRIBE_OK on the request's stream, no request id: alias 0, no params, Track Properties
+  // {TIMESCALE (0x08): 1000} (a track whose objects carry their arrival millisecond).
+  EXPECT_EQ(hex_of(r->data), "04 00 05 00 00 08 83 e8");
   ASSERT_NE(b.feed("video").track(), nullptr);
   b.write_group("video", 5, {"hi", ""});
   f.pump();
   ASSERT_EQ(f.raw_->incoming.size(), 2u);  // SETUP, then the group
   const RawStream& g = *f.raw_->incoming[1];
-  // 17: type 0x18; 18+: with FIRST_OBJECT, 0x58. Alias 0, group 5, priority 7, "hi", empty.
-  EXPECT_EQ(hex_of(g.data), std::string(d17() ? "18" : "58") + " 00 05 07 00 02 68 69 00 00 00");
+  // 17: type 0x19 (with extensions); 18+: with FIRST_OBJECT, 0x59. Alias 0, group 5, priority
+  // 7, "hi", empty; each object with {Timestamp (0x10): 1000000}, the fixture clock's millisecond.
+  EXPECT_EQ(hex_of(g.data), std::string(d17() ? "19" : "59") +
+                                " 00 05 07 00 04 10 cf 42 40 02 68 69 00 04 10 cf 42 40 00 00");
   EXPECT_TRUE(g.fin);
   EXPECT_EQ(f.session_->subscription_count(), 1u);
   // The subscriber closes the stream (17+ have no UNSUBSCRIBE): PUBLISH_DONE status 3
@@ -623,7 +626,7 @@ TEST_P(RequestStreamsTest, TheTracksEndIsPublishDoneThenFin) {
   f.pump();
   ASSERT_GE(r->data.size(), 9u);
   // PUBLISH_DONE TRACK_ENDED (0x2), one stream, reason "cancel", then FIN.
-  EXPECT_EQ(hex_of(r->data.substr(5, 5)), "0b 00 09 02 01");
+  EXPECT_EQ(hex_of(r->data.substr(8, 5)), "0b 00 09 02 01");  // after SUBSCRIBE_OK's TIMESCALE
   EXPECT_TRUE(r->fin);
 }
 
@@ -661,7 +664,7 @@ TEST_P(RequestStreamsTest, PublishNamespaceOnItsStreamFeedsTheOriginAndUpstreamS
   // PUBLISH_DONE (as @moq/net writes it: status 200, count 0, "OK") and FIN: the track ends.
   up.write(hex("0b 00 06 80 c8 00 02 4f 4b"));
   up.stream->finish();
-  f.advance(std::chrono::milliseconds(300));
+  f.advance(std::chrono::milliseconds(800));  // the quiet grace after PUBLISH_DONE with count 0
   EXPECT_TRUE(viewer.ended);
   // Closing the PUBLISH_NAMESPACE stream withdraws the namespace (17 has no _DONE); FIN back.
   pn->stream->finish();

@@ -96,7 +96,12 @@ function parseFetch(buf, draft) {
     if ((f & 0x03) === 0x03) take();
     const object = f & 0x04 ? take() : prev.object + 1;
     if (f & 0x10) at += 1;
-    if (f & 0x20) at += take();
+    if (f & 0x20) {
+      // The object's extension block (FETCH carries the publisher's blocks): its length, then
+      // skipped. (`at += take()` would add to the `at` read before take() moved it.)
+      const n = Number(take());
+      at += n;
+    }
     const len = take();
     if (len === 0 && draft === "moq-transport-15") take();
     objects.push({ group, object, payload: Buffer.from(buf.subarray(at, at + len)) });

@@ -71,7 +71,12 @@ function parseFetch(b, v) {
       object = deltas && prev && !(f & 0x08) ? prev.object + o : o;
     }
     if (f & 0x10) at += 1;
-    if (f & 0x20) at += take();
+    if (f & 0x20) {
+      // The object's extension block (FETCH carries the publisher's blocks): its length, then
+      // skipped. (`at += take()` would add to the `at` read before take() moved it.)
+      const n = Number(take());
+      at += n;
+    }
     const len = take();
     objects.push({ group, object, payload: Buffer.from(b.subarray(at, at + len)) });
     at += len;
