@@ -29,6 +29,8 @@ const RAW_PROTOCOL = { "moq-transport-17": "qmux-00.moqt-17", "moq-transport-18"
 // with origin R = 0x0a5a2adb5a87d4, SOLICIT 1.
 const R = 0x0a5a2adb5a87d4;
 const CLIENT_SETUP = Buffer.from("af00001b070b6d6f712d6c6974652d6a73c40b4e08fe0a5a2adb5a87d40501", "hex");
+// The same with RELAY_COST 3 (0x40b56, type delta 1) after RELAY_HOPS: SOLICIT's delta becomes 4.
+const CLIENT_SETUP_COST3 = Buffer.from("af00001d070b6d6f712d6c6974652d6a73c40b4e08fe0a5a2adb5a87d401030401", "hex");
 const HOP_PATH = 0x40b57;
 const ROUTE_COST = 0x40b58;
 
@@ -171,14 +173,14 @@ class RawMux01 extends RawMux {
 }
 
 // A raw session declaring origin R; resolves with moqd's SETUP bytes once complete.
-async function rawSession(m, version) {
+async function rawSession(m, version, setup = CLIENT_SETUP) {
   const protocol = RAW_PROTOCOL[version];
   const ws = await RawWs.connect(m, { protocols: [protocol] });
   assert.equal(ws.subprotocol, protocol);
   const framing = protocol.split(".")[0];
   const mux = framing === "qmux-00" ? new RawMux(ws, framing) : new RawMux01(ws, framing);
   mux.sendRaw(qmux.params(BIG_PARAMS));
-  mux.write(mux.open({ uni: true }), CLIENT_SETUP);
+  mux.write(mux.open({ uni: true }), setup);
   const theirs = await mux.waitStream(3, (x) => x.data().length >= 4 && x.data().length >= 4 + x.data().readUInt16BE(2), 5_000, "moqd's SETUP");
   return { mux, setup: theirs.data().toString("hex") };
 }
@@ -274,6 +276,17 @@ for (const version of DRAFTS) {
     const js = await a.mux.waitUntil(() => nsOf().find((x) => x.suffix === "js"), 5_000, "NAMESPACE js");
     assert.deepEqual(js.hops, [jsHops[0], self]);
     assert.equal(js.cost, 1);
+
+    // A route's cost is its ROUTE_COST plus the sender's RELAY_COST: B's relayed (ROUTE_COST 5,
+    // no RELAY_COST) costs 5; C (RELAY_COST 3) announcing it over as many hops, ROUTE_COST 0,
+    // costs 3 and is used instead (without costs, B's smaller hop list would win the tie).
+    assert.equal((await routeOf(m, `${prefix}/relayed`)).cost, 5);
+    const c = await rawSession(m, version, CLIENT_SETUP_COST3);
+    const cheaper = c.mux.open();
+    c.mux.write(cheaper, publishNamespace(version, 0, `${prefix}/relayed`, clusterParams({ hops: [777, 889] })));
+    await c.mux.waitStream(cheaper, (x) => x.data().length > 0 && x.data()[0] === 0x07, 5_000, "REQUEST_OK cheaper relayed");
+    await H.waitFor(async () => (await routeOf(m, `${prefix}/relayed`))?.cost === 3, 5_000, "/cluster uses the cheaper route");
+    assert.deepEqual((await routeOf(m, `${prefix}/relayed`)).hops, [777, 889]);
     watcher.close();
     H.closeConnection(lite);
   });
