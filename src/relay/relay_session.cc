@@ -230,6 +230,16 @@ void RelaySession::on_peer_announce(const std::string& path, bool active, const 
   worker_.on_peer_announce(path, active, is_relay_link() ? hops : kNone, 0, source);
 }
 
+void RelaySession::on_peer_route(const std::string& path, const model::Hops& hops, uint64_t cost,
+                                 model::BroadcastSource& source) {
+  // Hops and cost alike steer route choice: trusted from relay links only.
+  if (!is_relay_link()) {
+    on_peer_announce(path, true, hops, source);
+    return;
+  }
+  worker_.on_peer_announce(path, true, hops, cost, source);
+}
+
 void RelaySession::on_session_closed(Error reason) {
   closed_ = true;
   worker_.loop().cancel(expiry_timer_);

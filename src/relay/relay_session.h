@@ -40,6 +40,8 @@ class RelaySession final : public session::SessionHandler {
   void on_session_ready(wire::Version version) override;
   void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                         model::BroadcastSource& source) override;
+  void on_peer_route(const std::string& path, const model::Hops& hops, uint64_t cost,
+                     model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
   bool is_admission_pending() override { return service_call_ != nullptr; }
   // A token with the cluster claim (or an open relay) makes the peer a relay.

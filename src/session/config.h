@@ -125,6 +125,13 @@ class SessionHandler {
   // also tells its other workers.
   virtual void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                                 model::BroadcastSource& source) = 0;
+  // A route the peer announced with a price beyond its hops (`cost`: the IETF cluster extension's
+  // ROUTE_COST + RELAY_COST, session/ietf_cluster.h), to be added to its score as a moq-lite
+  // link's ?cost=N is. The default drops the cost (on_peer_announce, active).
+  virtual void on_peer_route(const std::string& path, const model::Hops& hops, uint64_t /*cost*/,
+                             model::BroadcastSource& source) {
+    on_peer_announce(path, true, hops, source);
+  }
   // True when the peer is another relay (a cluster link): it is sent hop-list updates (a warm
   // copy here, model::kWarmHop) and its own are applied. The default: a client.
   virtual bool is_relay_link() const { return false; }

@@ -40,6 +40,8 @@ std::optional<wi::Advert> advert_for(const model::Hops& hops, uint64_t self, uin
   return a;
 }
 
+uint64_t route_cost(const Inbound& in, uint64_t peer_relay_cost) { return in.cost + peer_relay_cost; }
+
 Result<Inbound> read_inbound(wire::Version v, const wi::Parameters& params, uint64_t self) {
   auto advert = wi::read_advert(v, params);
   if (!advert) {

@@ -16,7 +16,11 @@
 // plus moqd's own id last, and ROUTE_COST = the count of those upstream hops (the draft's
 // accumulated cost when every hop declares the default RELAY_COST 1; moqd's model keeps hop lists,
 // not costs); a received PUBLISH_NAMESPACE's HOP_PATH becomes the route's hop list, as a moq-lite
-// link's ANNOUNCE hops do.
+// link's ANNOUNCE hops do, and its ROUTE_COST plus the peer's RELAY_COST (its SETUP option, the
+// cost of the link to that peer; absent = 0) becomes the route's cost (route_cost), added to the
+// hop distance in its score exactly as a --cluster-connect ?cost=N link's cost is. moqd sends no
+// RELAY_COST: the only per-link cost it is configured with (?cost=N) is its own price for its
+// outbound moq-lite links, not a cost it declares to IETF peers.
 #include <cstdint>
 #include <optional>
 
@@ -48,6 +52,10 @@ struct Inbound {
   uint64_t cost = 0;  // ROUTE_COST (0 when absent)
   bool loop = false;  // HOP_PATH already holds moqd's own id: dropped, like a moq-lite loop
 };
+// The cost a route learned from a peer adds to its score: the advertisement's ROUTE_COST plus the
+// peer's RELAY_COST. Both are below 2^62, so the sum (and the score's hop distance on top) does
+// not overflow.
+uint64_t route_cost(const Inbound& in, uint64_t peer_relay_cost);
 // Errors (kProtocolViolation, the draft's PROTOCOL_VIOLATION): no HOP_PATH, or a malformed one
 // (wire::ietf::read_advert).
 Result<Inbound> read_inbound(wire::Version v, const wire::ietf::Parameters& params, uint64_t self);

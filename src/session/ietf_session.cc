@@ -2197,6 +2197,7 @@ void IetfSession::handle_publish_namespace(const wi::PublishNamespace& m) {
   }
   const auto type = row_->request_ok ? wi::MessageType::kRequestError : wi::MessageType::kNamespace;
   model::Hops hops;
+  uint64_t cost = 0;
   if (cluster_negotiated()) {
     auto in = ietf_cluster::read_inbound(version_, m.params, config_.ietf_relay_hops);
     if (!in) {
@@ -2210,6 +2211,7 @@ void IetfSession::handle_publish_namespace(const wi::PublishNamespace& m) {
       send_request_error(m.request_id, type, kErrNotSupported, "HOP_PATH holds this relay (a loop)");
       return;
     }
+    cost = ietf_cluster::route_cost(*in, peer_relay_cost_);
     hops = std::move(in->hops);
   }
   auto peer_path = wi::to_path(m.ns);
@@ -2240,7 +2242,7 @@ void IetfSession::handle_publish_namespace(const wi::PublishNamespace& m) {
   }
   MOQD_LOG(kDebug, "session %llu publish_namespace path=%s hops=%zu", static_cast<unsigned long long>(id_),
            full.c_str(), hops.size());
-  handler_.on_peer_announce(full, true, hops, *this);
+  handler_.on_peer_route(full, hops, cost, *this);
 }
 
 void IetfSession::handle_publish_namespace_done(const wi::PublishNamespaceDone& m) {
@@ -2544,6 +2546,7 @@ void IetfSession::on_peer_setup(const wi::Setup& setup) {
     peer_form_ = wi::Peer::kMoqNetJs;
   }
   peer_relay_hops_ = wi::relay_hops_origin(version_, setup.options);
+  peer_relay_cost_ = wi::relay_cost(setup.options);
   // 17+ have no MAX_REQUEST_ID: our requests are bounded by the peer's stream credit.
   our_max_request_id_ = (uint64_t{1} << 62) - 1;
   on_setup_done();

@@ -316,6 +316,7 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   bool peer_setup_stream_ = false;
   wire::ietf::Peer peer_form_ = wire::ietf::Peer::kDraftText;
   std::optional<uint64_t> peer_relay_hops_;  // RELAY_HOPS origin from the peer's SETUP, kept
+  uint64_t peer_relay_cost_ = 0;  // RELAY_COST from the peer's SETUP (0: none declared)
   std::map<uint64_t, ietf_detail::RequestStream*> requests_;
   std::deque<wire::ietf::ControlMessage> our_requests_waiting_;  // SUBSCRIBE, PUBLISH_NAMESPACE
   std::set<uint64_t> peer_skipped_ids_;

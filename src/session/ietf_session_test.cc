@@ -15,6 +15,7 @@
 #include "session/session.h"
 #include "testing/session_fixture.h"
 #include "wire/ietf.h"
+#include "wire/ietf_cluster.h"
 
 namespace moqd::session {
 namespace {
@@ -844,6 +845,124 @@ INSTANTIATE_TEST_SUITE_P(
                       Draft{19, "moqt-19", wire::Version::kTransport19},
                       Draft{20, "moqt-20", wire::Version::kTransport20}),
     [](const ::testing::TestParamInfo<Draft>& i) { return "D" + std::to_string(i.param.number); });
+
+// One @moq/net-like relay peer of a cluster-node moqd (relay hop id kRelay), on its own fake
+// wire, its server-side session feeding `origin` (shared by every peer of the test).
+class ClusterPeer {
+ public:
+  static constexpr uint64_t kRelay = 0x7777;
+  ClusterPeer(ManualClock& clock, model::Origin& origin, const char* alpn) : handler_(origin) {
+    server_mux_ = std::make_unique<MuxSession>(channels_.a(), clock, transport::websocket::Framing::kQmux00,
+                                               transport::websocket::Role::kServer, alpn, "/", "client",
+                                               transport::websocket::MuxConfig{});
+    client_mux_ = std::make_unique<MuxSession>(channels_.b(), clock, transport::websocket::Framing::kQmux00,
+                                               transport::websocket::Role::kClient, alpn, "/", "server",
+                                               transport::websocket::MuxConfig{});
+    channels_.a().set_handler(server_mux_.get());
+    channels_.b().set_handler(client_mux_.get());
+    raw_ = std::make_unique<RawPeer>(*client_mux_);
+    client_mux_->set_visitor(raw_.get());
+    SessionConfig sc;
+    sc.role = Role::kServer;
+    sc.ietf_relay_hops = kRelay;
+    session_ = make_session(*server_mux_, sc, origin, handler_, clock, clock);
+    session_->start();
+  }
+  ~ClusterPeer() {
+    session_.reset();
+    server_mux_->set_visitor(nullptr);
+    client_mux_->set_visitor(nullptr);
+    channels_.a().set_handler(nullptr);
+    channels_.b().set_handler(nullptr);
+    client_mux_.reset();
+    server_mux_.reset();
+    raw_.reset();
+  }
+  size_t deliver() { return channels_.deliver(); }
+  // SETUP declaring hop id `self` and, unless 0, RELAY_COST `relay_cost`.
+  void setup(wire::Version v, uint64_t self, uint64_t relay_cost) {
+    wi::Setup setup;
+    std::vector<uint8_t> id;
+    wi::write_varint(wi::VarintForm::kLeadingOnes, self, id);
+    setup.options.push_back(wi::Parameter{wi::kSetupRelayHops, 0, std::string(id.begin(), id.end())});
+    if (relay_cost != 0) {
+      setup.options.push_back(wi::Parameter{wi::kSetupRelayCost, relay_cost, {}});
+    }
+    std::vector<uint8_t> out;
+    ASSERT_TRUE(wi::encode(v, setup, out));
+    transport::Stream* u = client_mux_->open_uni();
+    ASSERT_NE(u, nullptr);
+    u->write(Bytes::from(out));
+  }
+  // PUBLISH_NAMESPACE room/`name` with HOP_PATH {self} and ROUTE_COST `route_cost`.
+  void publish(wire::Version v, const std::string& name, uint64_t self, uint64_t route_cost) {
+    wi::PublishNamespace pn;
+    pn.ns = {"room", name};
+    ASSERT_TRUE(wi::append_advert(wi::Advert{{self}, route_cost}, pn.params));
+    std::vector<uint8_t> out;
+    ASSERT_TRUE(wi::encode(v, pn, out));
+    ASSERT_NE(raw_->open_bidi(std::move(out)), nullptr);
+  }
+  bool closed() const { return raw_->closed_code.has_value(); }
+
+ private:
+  testing::FakeChannelPair channels_;
+  RecordingHandler handler_;
+  std::unique_ptr<MuxSession> server_mux_;
+  std::unique_ptr<MuxSession> client_mux_;
+  std::unique_ptr<RawPeer> raw_;
+  std::unique_ptr<MoqSession> session_;
+};
+
+// Two relay peers announce room/x over one hop each (equal hop counts): the route with the lower
+// ROUTE_COST + RELAY_COST is active, whichever of the two costs makes the difference, and the
+// other way round when the costs swap. Peer A's hop id is the smaller, so A wins every tie.
+TEST_P(RequestStreamsTest, ClusterRoutesAreScoredWithRouteCostPlusRelayCost) {
+  constexpr uint64_t kA = 0xa1;
+  constexpr uint64_t kB = 0xb1;
+  struct Case {
+    uint64_t a_relay, a_route, b_relay, b_route;
+    uint64_t winner;
+  };
+  const Case cases[] = {
+      {5, 0, 0, 2, kB},  // B by RELAY_COST alone: 1 + 5 > 1 + 2
+      {0, 2, 5, 0, kA},  // the same costs swapped
+      {0, 4, 2, 0, kB},  // B by ROUTE_COST alone: 1 + 4 > 1 + 2
+      {2, 0, 0, 4, kA},  // swapped
+  };
+  const wire::Version v = GetParam().version;
+  for (const Case& c : cases) {
+    ManualClock clock;
+    model::Origin origin(model::OriginConfig{}, clock, clock);
+    ClusterPeer a(clock, origin, GetParam().alpn);
+    ClusterPeer b(clock, origin, GetParam().alpn);
+    auto pump = [&] {
+      int quiet = 0;
+      for (int i = 0; i < 100000 && quiet < 2; ++i) {
+        clock.advance(Duration::zero());
+        quiet = a.deliver() + b.deliver() == 0 ? quiet + 1 : 0;
+      }
+    };
+    pump();
+    a.setup(v, kA, c.a_relay);
+    b.setup(v, kB, c.b_relay);
+    pump();
+    a.publish(v, "x", kA, c.a_route);
+    pump();
+    b.publish(v, "x", kB, c.b_route);
+    pump();
+    ASSERT_FALSE(a.closed());
+    ASSERT_FALSE(b.closed());
+    auto routes = origin.routes("room/x");
+    ASSERT_EQ(routes.size(), 2u);
+    EXPECT_TRUE(routes[0].active);
+    EXPECT_EQ(routes[0].hops, model::Hops{c.winner})
+        << "A " << c.a_relay << "+" << c.a_route << ", B " << c.b_relay << "+" << c.b_route;
+    const bool a_won = c.winner == kA;
+    EXPECT_EQ(routes[0].cost, a_won ? c.a_relay + c.a_route : c.b_relay + c.b_route);
+    EXPECT_EQ(routes[1].cost, a_won ? c.b_relay + c.b_route : c.a_relay + c.a_route);
+  }
+}
 
 }  // namespace d17
 

@@ -1759,6 +1759,11 @@ std::optional<uint64_t> relay_hops_origin(Version v, const Parameters& options) 
   return (*r)->value;
 }
 
+uint64_t relay_cost(const Parameters& options) {
+  const Parameter* p = find(options, kSetupRelayCost);
+  return p == nullptr ? 0 : p->value;
+}
+
 const Parameter* find(const Parameters& params, uint64_t type) {
   for (const auto& p : params) {
     if (p.type == type) {

@@ -164,13 +164,17 @@ inline constexpr uint64_t kSetupAuthority = 0x05;
 inline constexpr uint64_t kSetupImplementation = 0x07;
 // MoQ relay-hops option (@moq/net cluster extension; NET-0.3.md §4.7): odd, bytes.
 inline constexpr uint64_t kSetupRelayHops = 0x40b55;
-// MoQ relay-cost option (cluster extension): even, varint. Defined by @moq/net, not sent.
+// MoQ relay-cost option (cluster extension): even, varint: the cost of the link to the sender.
+// Defined by @moq/net, not sent by it.
 inline constexpr uint64_t kSetupRelayCost = 0x40b56;
 // MoQ solicit option (NET-0.3.md §4.7): even, varint.
 inline constexpr uint64_t kSetupSolicit = 0x40b5a;
 // The sender's origin (hop id) in a RELAY_HOPS option: one varint in the draft's form filling the
 // value. nullopt: absent or malformed (the caller treats the option as not sent).
 std::optional<uint64_t> relay_hops_origin(Version v, const Parameters& options);
+// The RELAY_COST option's value (already a varint once decoded: any value is well formed); 0 when
+// absent (the cluster extension's "no cost declared").
+uint64_t relay_cost(const Parameters& options);
 
 // Message parameter types (draft-15 §9.2.1, draft-16 §9.2.2, draft-17 §9.3).
 inline constexpr uint64_t kParamDeliveryTimeout = 0x02;

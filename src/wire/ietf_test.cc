@@ -789,6 +789,11 @@ TEST(IetfDraft18, ClusterExtension) {
   m.options[0].bytes += '\0';  // a trailing byte: malformed, treated as absent
   EXPECT_EQ(relay_hops_origin(k18, m.options), std::nullopt);
   EXPECT_EQ(relay_hops_origin(k18, {}), std::nullopt);
+  // RELAY_COST (0x40b56, even: a varint) right after RELAY_HOPS: type delta 1. Absent: 0.
+  ietf::Setup cost{{bin(kSetupRelayHops, "\x07"), var(kSetupRelayCost, 300)}};
+  expect_round_trip(k18, "af00 0008 c40b55 01 07 01 812c", cost);
+  EXPECT_EQ(relay_cost(cost.options), 300u);
+  EXPECT_EQ(relay_cost({}), 0u);
   // HOP_PATH (0x40b57, bytes) and ROUTE_COST (+1, varint) in PUBLISH_NAMESPACE.
   expect_round_trip(k18, "06000c 00 01 0161 02 c40b57 01 07 01 05",
                     PublishNamespace{0, 0, {"a"}, {bin(kParamHopPath, "\x07"), var(kParamRouteCost, 5)}});

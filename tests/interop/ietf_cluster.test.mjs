@@ -25,6 +25,9 @@ after(async () => {
 const DRAFTS = ["moq-transport-17", "moq-transport-18", "moq-transport-20"];
 // The origin R that raw_ietf.mjs's CLIENT_SETUP (@moq/net 0.3.4's) declares in RELAY_HOPS.
 const R = 0x0a5a2adb5a87d4;
+// The same as raw_ietf.mjs's CLIENT_SETUP with RELAY_COST 3 (0x40b56, type delta 1) after
+// RELAY_HOPS: SOLICIT's delta becomes 4.
+const CLIENT_SETUP_COST3 = Buffer.from("af00001d070b6d6f712d6c6974652d6a73c40b4e08fe0a5a2adb5a87d401030401", "hex");
 const HOP_PATH = 0x40b57;
 const ROUTE_COST = 0x40b58;
 
@@ -86,9 +89,10 @@ function parseNamespace(body) {
   return out;
 }
 
-// A raw session declaring origin R; `setup` is moqd's SETUP (hex) once complete.
-async function rawSession(m, version) {
-  const { mux, serverSetup } = await rawSession17(m, version, { expectSetup: null });
+// A raw session declaring origin R (and, with `clientSetup`, a RELAY_COST); `setup` is moqd's
+// SETUP (hex) once complete.
+async function rawSession(m, version, clientSetup) {
+  const { mux, serverSetup } = await rawSession17(m, version, { expectSetup: null, clientSetup });
   return { mux, setup: serverSetup };
 }
 
@@ -183,6 +187,17 @@ for (const version of DRAFTS) {
     const js = await a.mux.waitUntil(() => nsOf().find((x) => x.suffix === "js"), 5_000, "NAMESPACE js");
     assert.deepEqual(js.hops, [jsHops[0], self]);
     assert.equal(js.cost, 1);
+
+    // A route's cost is its ROUTE_COST plus the sender's RELAY_COST: B's relayed (ROUTE_COST 5,
+    // no RELAY_COST) costs 5; C (RELAY_COST 3) announcing it over as many hops, ROUTE_COST 0,
+    // costs 3 and is used instead (without costs, B's smaller hop list would win the tie).
+    assert.equal((await routeOf(m, `${prefix}/relayed`)).cost, 5);
+    const c = await rawSession(m, version, CLIENT_SETUP_COST3);
+    const cheaper = c.mux.open();
+    c.mux.write(cheaper, publishNamespace(version, 0, `${prefix}/relayed`, clusterParams({ hops: [777, 889] })));
+    await c.mux.waitStream(cheaper, (x) => x.data().length > 0 && x.data()[0] === 0x07, 5_000, "REQUEST_OK cheaper relayed");
+    await H.waitFor(async () => (await routeOf(m, `${prefix}/relayed`))?.cost === 3, 5_000, "/cluster uses the cheaper route");
+    assert.deepEqual((await routeOf(m, `${prefix}/relayed`)).hops, [777, 889]);
     watcher.close();
     H.closeConnection(lite);
   });

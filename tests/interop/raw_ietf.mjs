@@ -198,7 +198,7 @@ export const SERVER_SETUP = "af000000";
 // A raw session of `version`: CLIENT_SETUP sent on uni stream 2 (`setup`), moqd's whole SETUP read
 // on its first uni stream (3) and returned as hex (`serverSetup`); unless `expectSetup` is null, it
 // must be that hex. `groups()` parses moqd's finished SUBGROUP streams: group id -> payloads.
-export async function rawSession(m, version, { expectSetup = SERVER_SETUP } = {}) {
+export async function rawSession(m, version, { expectSetup = SERVER_SETUP, clientSetup = CLIENT_SETUP } = {}) {
   const protocol = RAW_PROTOCOL[version];
   const ws = await RawWs.connect(m, { protocols: [protocol] });
   assert.equal(ws.subprotocol, protocol);
@@ -206,7 +206,7 @@ export async function rawSession(m, version, { expectSetup = SERVER_SETUP } = {}
   const mux = framing === "qmux-00" ? new RawMux(ws, framing) : new RawMux01(ws, framing);
   mux.sendRaw(qmux.params(BIG_PARAMS));
   const setup = mux.open({ uni: true });
-  mux.write(setup, CLIENT_SETUP);
+  mux.write(setup, clientSetup);
   const theirs = await mux.waitStream(3, (x) => x.data().length >= 4 && x.data().length >= 4 + x.data().readUInt16BE(2), 5_000, "moqd's SETUP");
   const serverSetup = theirs.data().subarray(0, 4 + theirs.data().readUInt16BE(2)).toString("hex");
   if (expectSetup !== null) assert.equal(serverSetup, expectSetup);

@@ -38,6 +38,12 @@ void RecordingHandler::on_peer_announce(const std::string& path, bool active, co
   }
 }
 
+void RecordingHandler::on_peer_route(const std::string& path, const model::Hops& hops, uint64_t cost,
+                                     model::BroadcastSource& source) {
+  announces.push_back({path, true, hops});
+  origin_.announce(path, &source, hops, cost);
+}
+
 void RecordingHandler::on_session_closed(Error reason) {
   closed_reason = reason;
   ++closed_count;

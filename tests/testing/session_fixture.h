@@ -46,6 +46,8 @@ class RecordingHandler final : public session::SessionHandler {
   void on_session_ready(wire::Version version) override { ready_version = version; }
   void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
                         model::BroadcastSource& source) override;
+  void on_peer_route(const std::string& path, const model::Hops& hops, uint64_t cost,
+                     model::BroadcastSource& source) override;
   void on_session_closed(Error reason) override;
   void on_goaway(const std::string& uri) override { goaways.push_back(uri); }
   bool is_admission_pending() override { return admission_pending; }
