@@ -113,12 +113,9 @@ Bytes Bytes::slice(size_t offset, size_t len) const {
   return out;
 }
 
-void Bytes::release() {
-  if (block_ && --block_->refs == 0) {
-    free_block(block_);
-    --g_live_buffers;
-  }
-  block_ = nullptr;
+void Bytes::destroy(Block* b) {
+  free_block(b);
+  --g_live_buffers;
 }
 
 int64_t Bytes::live_buffers() { return g_live_buffers; }

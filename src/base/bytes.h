@@ -103,7 +103,17 @@ class Bytes {
       ++block_->refs;
     }
   }
-  void release();
+  // Inline because the fan-out releases ~15 Bytes per delivered message, most of them moved-from
+  // (null): the null test should cost no call.
+  void release() {
+    if (block_ != nullptr) {
+      if (--block_->refs == 0) {
+        destroy(block_);
+      }
+      block_ = nullptr;
+    }
+  }
+  static void destroy(Block* b);  // the last reference is gone: free it (or recycle it)
   static void* allocate_block(size_t capacity);
   static void free_block(Block* b);
 

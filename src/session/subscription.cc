@@ -388,7 +388,9 @@ void Subscription::write_group(GroupWriter& w) {
           break;
         }
         w.stream_->write(header);
-        count_delivery(step);
+        if (step.completes_object) [[unlikely]] {  // a zero-size object; otherwise no bytes to count
+          count_delivery(step);
+        }
         break;
       }
       case model::GroupCursor::Kind::kChunk:
