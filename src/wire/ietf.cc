@@ -582,6 +582,29 @@ struct Decoder {
     r.bytes(rest.size());
   }
 
+  // SUBSCRIBER_PRIORITY as a parameter (d15+): one byte's worth.
+  void subscriber_priority(uint64_t v, uint8_t& out) {
+    if (v > 255) {
+      fail_with(ErrorCode::kProtocolViolation, "subscriber priority over 255");
+    }
+    out = static_cast<uint8_t>(v);
+  }
+  // SUBSCRIPTION_FILTER / d20 LOCATION_FILTER as a parameter: the draft's filter form, filling the
+  // value exactly (d15 §9.2.1.7, d20 §5.1.2).
+  void filter_param(Span value, std::optional<Filter>& out) {
+    FormReader fr(value, d.varint_form);
+    Filter f;
+    if (d.filter_fields) {
+      filter_fields(fr, f);
+    } else {
+      filter(fr, f);
+    }
+    if (!fr.ok() || !fr.empty()) {
+      fail_with(ErrorCode::kProtocolViolation, "filter does not fill its parameter");
+    }
+    out = f;
+  }
+
   void group_order(uint64_t v, bool zero_ok, uint8_t& out) {
     if (v > 2 || (v == 0 && !zero_ok)) {
       fail_with(ErrorCode::kProtocolViolation, "group order outside 1..2");
@@ -743,6 +766,23 @@ Parameter bytes_param(uint64_t type, std::string bytes) {
   return Parameter{type, 0, std::move(bytes)};
 }
 
+// d15+ SUBSCRIBE, FETCH and PUBLISH_OK: `all` (the fields each writes first) then the message's
+// other parameters, then SUBSCRIPTION_FILTER last, as @moq/net writes them; written with
+// write_kvps. False when the draft cannot write the filter's kind.
+bool write_params_then_filter(FormWriter& w, const Draft& d, Parameters all,
+                              const Parameters& params, const std::optional<Filter>& filter) {
+  all.insert(all.end(), params.begin(), params.end());
+  if (filter) {
+    auto f = filter_bytes(*filter, d);
+    if (!f) {
+      return false;  // a d20 filter kind the draft cannot write, or the reverse
+    }
+    all.push_back(bytes_param(kParamSubscriptionFilter, std::move(*f)));
+  }
+  write_kvps(w, d, all);
+  return true;
+}
+
 // --- Per message: body writers and readers. Each `write` returns the message type, or nullopt
 // when the draft lacks the message.
 
@@ -797,15 +837,9 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Subscribe& m) {
     all.push_back(varint_param(kParamGroupOrder, m.group_order));
   }
   all.push_back(varint_param(kParamForward, m.forward ? 1 : 0));
-  all.insert(all.end(), m.params.begin(), m.params.end());
-  if (m.filter) {
-    const auto f = filter_bytes(*m.filter, d);
-    if (!f) {
-      return std::nullopt;  // a d20 filter kind the draft cannot write
-    }
-    all.push_back(bytes_param(kParamSubscriptionFilter, *f));
+  if (!write_params_then_filter(w, d, std::move(all), m.params, m.filter)) {
+    return std::nullopt;
   }
-  write_kvps(w, d, all);
   return MessageType::kSubscribe;
 }
 
@@ -829,10 +863,7 @@ void read(Decoder& dec, Subscribe& m) {
   for (auto& p : all) {
     switch (p.type) {
       case kParamSubscriberPriority:
-        if (p.value > 255) {
-          dec.fail_with(ErrorCode::kProtocolViolation, "subscriber priority over 255");
-        }
-        m.subscriber_priority = static_cast<uint8_t>(p.value);
+        dec.subscriber_priority(p.value, m.subscriber_priority);
         break;
       case kParamGroupOrder:
         dec.group_order(p.value, false, m.group_order);
@@ -840,21 +871,9 @@ void read(Decoder& dec, Subscribe& m) {
       case kParamForward:
         dec.forward(p.value, m.forward);
         break;
-      case kParamSubscriptionFilter: {
-        // d15 §9.2.1.7: the filter must fill the parameter exactly.
-        FormReader fr(as_span(p.bytes), dec.d.varint_form);
-        Filter f;
-        if (dec.d.filter_fields) {
-          dec.filter_fields(fr, f);
-        } else {
-          dec.filter(fr, f);
-        }
-        if (!fr.ok() || !fr.empty()) {
-          dec.fail_with(ErrorCode::kProtocolViolation, "filter does not fill its parameter");
-        }
-        m.filter = f;
+      case kParamSubscriptionFilter:
+        dec.filter_param(as_span(p.bytes), m.filter);
         break;
-      }
       default:
         m.params.push_back(std::move(p));
     }
@@ -1254,15 +1273,9 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Fetch& m) {
   if (m.group_order != 0) {
     all.push_back(varint_param(kParamGroupOrder, m.group_order));
   }
-  all.insert(all.end(), m.params.begin(), m.params.end());
-  if (m.filter) {
-    const auto f = filter_bytes(*m.filter, d);
-    if (!f) {
-      return std::nullopt;
-    }
-    all.push_back(bytes_param(kParamSubscriptionFilter, *f));
+  if (!write_params_then_filter(w, d, std::move(all), m.params, m.filter)) {
+    return std::nullopt;
   }
-  write_kvps(w, d, all);
   return MessageType::kFetch;
 }
 
@@ -1301,22 +1314,12 @@ void read(Decoder& dec, Fetch& m) {
   dec.message_params(MessageType::kFetch, all);
   for (auto& p : all) {
     if (p.type == kParamSubscriberPriority) {
-      if (p.value > 255) {
-        dec.fail_with(ErrorCode::kProtocolViolation, "subscriber priority over 255");
-      }
-      m.subscriber_priority = static_cast<uint8_t>(p.value);
+      dec.subscriber_priority(p.value, m.subscriber_priority);
     } else if (p.type == kParamGroupOrder) {
       dec.group_order(p.value, false, m.group_order);
     } else if (p.type == kParamSubscriptionFilter) {
-      // d20 §5.1.2: the only draft whose FETCH takes LOCATION_FILTER (kParamRules); it fills the
-      // value exactly.
-      FormReader fr(as_span(p.bytes), dec.d.varint_form);
-      Filter f;
-      dec.filter_fields(fr, f);
-      if (!fr.ok() || !fr.empty()) {
-        dec.fail_with(ErrorCode::kProtocolViolation, "filter does not fill its parameter");
-      }
-      m.filter = f;
+      // d20 §5.1.2: the only draft whose FETCH takes LOCATION_FILTER (kParamRules).
+      dec.filter_param(as_span(p.bytes), m.filter);
     } else {
       m.params.push_back(std::move(p));
     }
@@ -1480,15 +1483,9 @@ TypeOrNone write(FormWriter& w, const Draft& d, const PublishOk& m) {
   if (m.group_order != 0) {
     all.push_back(varint_param(kParamGroupOrder, m.group_order));
   }
-  all.insert(all.end(), m.params.begin(), m.params.end());
-  if (m.filter) {
-    const auto f = filter_bytes(*m.filter, d);
-    if (!f) {
-      return std::nullopt;
-    }
-    all.push_back(bytes_param(kParamSubscriptionFilter, *f));
+  if (!write_params_then_filter(w, d, std::move(all), m.params, m.filter)) {
+    return std::nullopt;
   }
-  write_kvps(w, d, all);
   return MessageType::kPublishOk;
 }
 
@@ -1512,24 +1509,14 @@ void read(Decoder& dec, PublishOk& m) {
         dec.forward(p.value, m.forward);
         break;
       case kParamSubscriberPriority:
-        if (p.value > 255) {
-          dec.fail_with(ErrorCode::kProtocolViolation, "subscriber priority over 255");
-        }
-        m.subscriber_priority = static_cast<uint8_t>(p.value);
+        dec.subscriber_priority(p.value, m.subscriber_priority);
         break;
       case kParamGroupOrder:
         dec.group_order(p.value, false, m.group_order);
         break;
-      case kParamSubscriptionFilter: {
-        FormReader fr(as_span(p.bytes), dec.d.varint_form);
-        Filter f;
-        dec.filter(fr, f);
-        if (!fr.ok() || !fr.empty()) {
-          dec.fail_with(ErrorCode::kProtocolViolation, "filter does not fill its parameter");
-        }
-        m.filter = f;
+      case kParamSubscriptionFilter:
+        dec.filter_param(as_span(p.bytes), m.filter);
         break;
-      }
       default:
         m.params.push_back(std::move(p));
     }
@@ -1710,13 +1697,9 @@ std::optional<Filter> decode_filter(Version v, std::string_view value) {
   const Limits limits;
   Span in(reinterpret_cast<const uint8_t*>(value.data()), value.size());
   Decoder dec{FormReader(in, d->varint_form), *d, limits, std::nullopt};
-  Filter f;
-  if (d->filter_fields) {
-    dec.filter_fields(dec.r, f);
-  } else {
-    dec.filter(dec.r, f);
-  }
-  if (dec.error || !dec.r.ok() || !dec.r.empty()) {
+  std::optional<Filter> f;
+  dec.filter_param(in, f);
+  if (dec.error) {
     return std::nullopt;
   }
   return f;
