@@ -14,6 +14,7 @@
 #include "base/codec.h"
 #include "session/ietf_session.h"
 #include "session/session.h"
+#include "testing/ietf_fixture.h"
 #include "testing/session_fixture.h"
 #include "wire/ietf.h"
 #include "wire/lite.h"
@@ -32,54 +33,10 @@ std::string hex_of(const std::string& bytes) {
   return to_hex(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
-// A server-role IETF session on a fake transport, a RawPeer speaking the wire by hand.
-class Fixture {
+// The shared server fixture (testing/ietf_fixture.h), and the streams moqd opened by their start.
+class Fixture : public moqd::testing::IetfServerFixture {
  public:
-  explicit Fixture(std::string protocol)
-      : origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_) {
-    server_mux_ = std::make_unique<MuxSession>(channels_.a(), clock_,
-                                               transport::websocket::Framing::kQmux00,
-                                               transport::websocket::Role::kServer, protocol, "/",
-                                               "client", transport::websocket::MuxConfig{});
-    client_mux_ = std::make_unique<MuxSession>(channels_.b(), clock_,
-                                               transport::websocket::Framing::kQmux00,
-                                               transport::websocket::Role::kClient, protocol, "/",
-                                               "server", transport::websocket::MuxConfig{});
-    channels_.a().set_handler(server_mux_.get());
-    channels_.b().set_handler(client_mux_.get());
-    raw_ = std::make_unique<RawPeer>(*client_mux_);
-    client_mux_->set_visitor(raw_.get());
-    SessionConfig sc;
-    sc.role = Role::kServer;
-    session_ = make_session(*server_mux_, sc, origin_, handler_, clock_, clock_);
-    session_->start();
-    pump();
-  }
-  ~Fixture() {
-    session_.reset();
-    server_mux_->set_visitor(nullptr);
-    client_mux_->set_visitor(nullptr);
-    channels_.a().set_handler(nullptr);
-    channels_.b().set_handler(nullptr);
-    client_mux_.reset();
-    server_mux_.reset();
-    raw_.reset();
-  }
-  void pump() {
-    int quiet = 0;
-    for (int i = 0; i < 100000 && quiet < 2; ++i) {
-      clock_.advance(Duration::zero());
-      quiet = channels_.deliver() == 0 ? quiet + 1 : 0;
-    }
-  }
-  // A SUBGROUP stream from the peer, finished.
-  void publish(const std::string& stream_hex) {
-    transport::Stream* u = client_mux_->open_uni();
-    ASSERT_NE(u, nullptr);
-    u->write(Bytes::from(hex(stream_hex)));
-    u->finish();
-    pump();
-  }
+  using IetfServerFixture::IetfServerFixture;
   // The streams moqd opened whose bytes start with `prefix` (hex).
   std::vector<const RawStream*> streams_from(const std::string& prefix) const {
     std::vector<const RawStream*> out;
@@ -90,15 +47,6 @@ class Fixture {
     }
     return out;
   }
-
-  ManualClock clock_;
-  moqd::testing::FakeChannelPair channels_;
-  model::Origin origin_;
-  RecordingHandler handler_;
-  std::unique_ptr<MuxSession> server_mux_;
-  std::unique_ptr<MuxSession> client_mux_;
-  std::unique_ptr<RawPeer> raw_;
-  std::unique_ptr<MoqSession> session_;
 };
 
 // One message `type length(16) body` (one-byte varints throughout).
@@ -149,8 +97,8 @@ TEST_P(ControlStreamTest, SubgroupsGapsAndExtensionsComeBackUnchanged) {
   f.pump();
   // Group 4 as two subgroups: 3 (explicit field, type 0x1d: extensions, subgroup, end of group)
   // with ids 5 and 8, and 0 (type 0x19) with id 0.
-  f.publish(std::string("1d 09 04 03 80 ") + kGappedObjects);
-  f.publish(std::string("19 09 04 80 ") + kPlainObjects);
+  f.peer_stream(std::string("1d 09 04 03 80 ") + kGappedObjects);
+  f.peer_stream(std::string("19 09 04 80 ") + kPlainObjects);
   // moqd's streams to the subscriber: its alias is the request id 2, priority 7.
   auto sg3 = f.streams_from("1d 02 04 03 07");
   ASSERT_EQ(sg3.size(), 1u);
@@ -161,7 +109,7 @@ TEST_P(ControlStreamTest, SubgroupsGapsAndExtensionsComeBackUnchanged) {
   EXPECT_EQ(hex_of(sg0[0]->data), std::string("19 02 04 07 ") + kPlainObjects);
   EXPECT_TRUE(sg0[0]->fin);
   // The same subgroup twice is a duplicate (refused, STOP_SENDING), another subgroup is not.
-  f.publish(std::string("1d 09 04 03 80 ") + kGappedObjects);
+  f.peer_stream(std::string("1d 09 04 03 80 ") + kGappedObjects);
   EXPECT_EQ(f.streams_from("1d 02 04 03 07").size(), 1u);
   EXPECT_FALSE(f.raw_->closed_code.has_value());
   // The model holds them as they came.
@@ -240,8 +188,8 @@ TEST_P(RequestStreamTest, SubgroupsGapsAndPropertiesComeBackUnchanged) {
   f.pump();
   ASSERT_FALSE(sub->data.empty());
   EXPECT_EQ(static_cast<uint8_t>(sub->data[0]), 0x04) << hex_of(sub->data);
-  f.publish(type(0x1d) + " 09 04 03 80 " + kGappedObjects);
-  f.publish(type(0x19) + " 09 04 80 " + kPlainObjects);
+  f.peer_stream(type(0x1d) + " 09 04 03 80 " + kGappedObjects);
+  f.peer_stream(type(0x19) + " 09 04 80 " + kPlainObjects);
   auto sg3 = f.streams_from(type(0x1d) + " 02 04 03 07");
   ASSERT_EQ(sg3.size(), 1u);
   EXPECT_EQ(hex_of(sg3[0]->data), type(0x1d) + " 02 04 03 07 " + kGappedObjects);
@@ -269,7 +217,7 @@ TEST(IetfExtensionsTest, D16SubgroupNamedByItsFirstObject) {
   f.pump();
   c->write(hex("04 00 03 01 09 00"));
   f.pump();
-  f.publish("1b 09 04 80 06 00 01 61 00 00 01 62");  // ids 6 and 7, no extensions
+  f.peer_stream("1b 09 04 80 06 00 01 61 00 00 01 62");  // ids 6 and 7, no extensions
   auto sg = f.streams_from("1d 02 04 06 07");
   ASSERT_EQ(sg.size(), 1u);
   EXPECT_EQ(hex_of(sg[0]->data), "1d 02 04 06 07 06 00 01 61 00 00 01 62");

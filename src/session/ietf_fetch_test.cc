@@ -10,6 +10,7 @@
 #include "base/codec.h"
 #include "session/ietf_session.h"
 #include "session/session.h"
+#include "testing/ietf_fixture.h"
 #include "testing/session_fixture.h"
 
 namespace moqd::session {
@@ -27,81 +28,8 @@ std::string hex_of(const std::string& s) {
 }
 std::string canon(std::string_view h) { return to_hex(from_hex(h)); }
 
-class Fixture {
- public:
-  explicit Fixture(std::string protocol, wire::VersionSet versions = wire::VersionSet::all(),
-                   SessionLimits limits = SessionLimits{})
-      : origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_) {
-    namespace ws = transport::websocket;
-    server_ = std::make_unique<MuxSession>(channels_.a(), clock_, ws::Framing::kQmux00,
-                                           ws::Role::kServer, protocol, "/", "client",
-                                           ws::MuxConfig{});
-    client_ = std::make_unique<MuxSession>(channels_.b(), clock_, ws::Framing::kQmux00,
-                                           ws::Role::kClient, protocol, "/", "server",
-                                           ws::MuxConfig{});
-    channels_.a().set_handler(server_.get());
-    channels_.b().set_handler(client_.get());
-    raw_ = std::make_unique<RawPeer>(*client_);
-    client_->set_visitor(raw_.get());
-    SessionConfig sc;
-    sc.role = Role::kServer;
-    sc.versions = versions;
-    sc.limits = limits;
-    session_ = make_session(*server_, sc, origin_, handler_, clock_, clock_);
-    session_->start();
-    pump();
-  }
-  ~Fixture() {
-    session_.reset();
-    server_->set_visitor(nullptr);
-    client_->set_visitor(nullptr);
-    channels_.a().set_handler(nullptr);
-    channels_.b().set_handler(nullptr);
-    client_.reset();
-    server_.reset();
-    raw_.reset();
-  }
-  void pump() {
-    int quiet = 0;
-    for (int i = 0; i < 100000 && quiet < 2; ++i) {
-      clock_.advance(Duration::zero());
-      quiet = channels_.deliver() == 0 ? quiet + 1 : 0;
-    }
-  }
-  RawStream& control(std::string_view setup) {
-    RawStream* s = raw_->open_bidi(hex(setup));
-    EXPECT_NE(s, nullptr);
-    pump();
-    s->data.clear();
-    return *s;
-  }
-  // Sends `h` on `c` and returns {type, request id, error code} of the answer, each one byte on
-  // the wire here (REQUEST_ERROR / FETCH_ERROR: type, length (16), id, code).
-  std::vector<int> error_of(RawStream& c, std::string_view h) {
-    send(c, h);
-    if (c.data.size() < 5) {
-      return {};
-    }
-    return {static_cast<uint8_t>(c.data[0]), static_cast<uint8_t>(c.data[3]),
-            static_cast<uint8_t>(c.data[4])};
-  }
-  // Sends `h` on `c` and returns what came back on it.
-  std::string send(RawStream& c, std::string_view h) {
-    c.data.clear();
-    c.write(hex(h));
-    pump();
-    return hex_of(c.data);
-  }
-
-  ManualClock clock_;
-  testing::FakeChannelPair channels_;
-  model::Origin origin_;
-  RecordingHandler handler_;
-  std::unique_ptr<MuxSession> server_;
-  std::unique_ptr<MuxSession> client_;
-  std::unique_ptr<RawPeer> raw_;
-  std::unique_ptr<MoqSession> session_;
-};
+// The shared server fixture: testing/ietf_fixture.h.
+using Fixture = testing::IetfServerFixture;
 
 const char* kD16Setup = "20 00 13 02 02 80 00 a4 55 05 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
 const char* kD14Setup =
@@ -163,13 +91,13 @@ void publish_ietf_group(TestBroadcast& b, Fixture& f) {
 TEST(IetfFetchTest, Draft16FetchCarriesTheExtensionBlocks) {
   Fixture f("moqt-16");
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(kD16Setup);
-  f.send(c, subscribe16("00"));
+  RawStream& c = f.open_control(kD16Setup);
+  f.exchange(c, subscribe16("00"));
   publish_ietf_group(b, f);
   ASSERT_FALSE(HasFatalFailure());
   // FETCH id 2 of all of group 4: subgroup 0 first, then 3; flags 0x20 (extensions) and 0x03 (an
   // explicit subgroup); the blocks as the producer wrote them (same encoding).
-  f.send(c, std::string("16 00 19 02 01 ") + kRoomAliceVideo + " 04 00 04 00 00");
+  f.exchange(c, std::string("16 00 19 02 01 ") + kRoomAliceVideo + " 04 00 04 00 00");
   EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
             canon("05 02 3c 04 00 80 02 10 07 01 71 3f 04 03 05 80 04 0d 02 aa bb 03 61 62 63 "
                   "3f 04 03 08 80 05 10 05 0d 01 cc 01 7a"));
@@ -182,13 +110,13 @@ TEST(IetfFetchTest, Draft14FetchCarriesTheExtensionBlocksWithAbsoluteTypes) {
   only14.add(wire::Version::kTransport14);
   Fixture f("", only14);
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(kD14Setup);
-  f.send(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE
+  RawStream& c = f.open_control(kD14Setup);
+  f.exchange(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE
   publish_ietf_group(b, f);
   ASSERT_FALSE(HasFatalFailure());
   // d14 objects: group, subgroup, object, priority, extensions length (always), block, length;
   // d14 types are absolute: {0x10: 5, 0x1d: cc} is rewritten 10 05 1d 01 cc.
-  f.send(c, std::string("16 00 1b 02 80 01 01 ") + kRoomAliceVideo + " 04 00 04 00 00");
+  f.exchange(c, std::string("16 00 1b 02 80 01 01 ") + kRoomAliceVideo + " 04 00 04 00 00");
   EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
             canon("05 02 04 00 00 80 02 10 07 01 71 04 03 05 80 04 0d 02 aa bb 03 61 62 63 "
                   "04 03 08 80 05 10 05 1d 01 cc 01 7a"));
@@ -199,13 +127,13 @@ TEST(IetfFetchTest, Draft14FetchCarriesTheExtensionBlocksWithAbsoluteTypes) {
 TEST(IetfFetchTest, StandaloneFetchReturnsExactlyTheCachedRange) {
   Fixture f("moqt-16");
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(kD16Setup);
-  f.send(c, subscribe16("00"));  // starts the track, keeps it live
+  RawStream& c = f.open_control(kD16Setup);
+  f.exchange(c, subscribe16("00"));  // starts the track, keeps it live
   publish_three(b, f);
   const size_t subgroups = f.raw_->incoming.size();
   // d16 §9.16 Standalone FETCH id 2, Start {1, 0}, End {3, 0} (all of group 3): FETCH_OK with End
   // Location {3, 2} (past the largest, §9.17), then one stream with all six objects and FIN.
-  EXPECT_EQ(f.send(c, std::string("16 00 19 02 01 ") + kRoomAliceVideo + " 01 00 03 00 00"),
+  EXPECT_EQ(f.exchange(c, std::string("16 00 19 02 01 ") + kRoomAliceVideo + " 01 00 03 00 00"),
             canon("18 00 05 02 00 03 02 00"));
   ASSERT_EQ(f.raw_->incoming.size(), subgroups + 1);
   const RawStream& s = *f.raw_->incoming.back();
@@ -213,11 +141,11 @@ TEST(IetfFetchTest, StandaloneFetchReturnsExactlyTheCachedRange) {
                                                {2, 1, 'd'}, {3, 0, 'e'}, {3, 1, 'f'}}));
   EXPECT_TRUE(s.fin);
   // Start {2, 1}, End {3, 1}: group 2 from object 1, group 3 before object 1; End {3, 1}.
-  EXPECT_EQ(f.send(c, std::string("16 00 19 04 01 ") + kRoomAliceVideo + " 02 01 03 01 00"),
+  EXPECT_EQ(f.exchange(c, std::string("16 00 19 04 01 ") + kRoomAliceVideo + " 02 01 03 01 00"),
             canon("18 00 05 04 00 03 01 00"));
   EXPECT_EQ(hex_of(f.raw_->incoming.back()->data), fetch_stream16(4, {{2, 1, 'd'}, {3, 0, 'e'}}));
   // Descending (GROUP_ORDER 2), groups 1..2.
-  EXPECT_EQ(f.send(c, std::string("16 00 1b 06 01 ") + kRoomAliceVideo + " 01 00 02 00 01 22 02"),
+  EXPECT_EQ(f.exchange(c, std::string("16 00 1b 06 01 ") + kRoomAliceVideo + " 01 00 02 00 01 22 02"),
             canon("18 00 05 06 00 02 00 00"));
   EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
             fetch_stream16(6, {{2, 0, 'c'}, {2, 1, 'd'}, {1, 0, 'a'}, {1, 1, 'b'}}));
@@ -227,25 +155,25 @@ TEST(IetfFetchTest, StandaloneFetchReturnsExactlyTheCachedRange) {
 TEST(IetfFetchTest, JoiningFetchEndsAtTheSubscriptionsLargestObject) {
   Fixture f("moqt-16");
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(kD16Setup);
-  f.send(c, subscribe16("00"));
+  RawStream& c = f.open_control(kD16Setup);
+  f.exchange(c, subscribe16("00"));
   // Joining a subscription that began before any object: INVALID_RANGE (0x11, d16 §9.16.2).
   EXPECT_EQ(f.error_of(c, "16 00 05 02 02 00 01 00"), (std::vector<int>{0x05, 0x02, 0x11}));
   publish_three(b, f);
   // A second subscription, id 4, begins at Largest {3, 1}.
-  f.send(c, subscribe16("04"));
+  f.exchange(c, subscribe16("04"));
   // Relative joining FETCH of it, 1 group back: {2, 0} to {3, 1} inclusive.
-  EXPECT_EQ(f.send(c, "16 00 05 06 02 04 01 00"), canon("18 00 05 06 00 03 02 00"));
+  EXPECT_EQ(f.exchange(c, "16 00 05 06 02 04 01 00"), canon("18 00 05 06 00 03 02 00"));
   EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
             fetch_stream16(6, {{2, 0, 'c'}, {2, 1, 'd'}, {3, 0, 'e'}, {3, 1, 'f'}}));
   EXPECT_TRUE(f.raw_->incoming.back()->fin);
   // Absolute joining FETCH from group 3.
-  EXPECT_EQ(f.send(c, "16 00 05 08 03 04 03 00"), canon("18 00 05 08 00 03 02 00"));
+  EXPECT_EQ(f.exchange(c, "16 00 05 08 03 04 03 00"), canon("18 00 05 08 00 03 02 00"));
   EXPECT_EQ(hex_of(f.raw_->incoming.back()->data), fetch_stream16(8, {{3, 0, 'e'}, {3, 1, 'f'}}));
   // Groups published after the subscription began are not in its joining FETCH.
   b.write_group("video", 4, {"g"});
   f.pump();
-  EXPECT_EQ(f.send(c, "16 00 05 0a 02 04 00 00"), canon("18 00 05 0a 00 03 02 00"));
+  EXPECT_EQ(f.exchange(c, "16 00 05 0a 02 04 00 00"), canon("18 00 05 0a 00 03 02 00"));
   EXPECT_EQ(hex_of(f.raw_->incoming.back()->data), fetch_stream16(10, {{3, 0, 'e'}, {3, 1, 'f'}}));
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
@@ -253,8 +181,8 @@ TEST(IetfFetchTest, JoiningFetchEndsAtTheSubscriptionsLargestObject) {
 TEST(IetfFetchTest, BadFetchesAreAnsweredWithTheDraftsErrors) {
   Fixture f("moqt-16");
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(kD16Setup);
-  f.send(c, subscribe16("00"));
+  RawStream& c = f.open_control(kD16Setup);
+  f.exchange(c, subscribe16("00"));
   publish_three(b, f);
   const size_t streams = f.raw_->incoming.size();
   // REQUEST_ERROR (0x05) {id, code}. Unknown broadcast room/bob: DOES_NOT_EXIST (0x10).
@@ -271,7 +199,7 @@ TEST(IetfFetchTest, BadFetchesAreAnsweredWithTheDraftsErrors) {
   EXPECT_EQ(f.raw_->incoming.size(), streams);  // no FETCH stream for any of them
   EXPECT_FALSE(f.raw_->closed_code.has_value());
   // An unknown Fetch Type closes the session with PROTOCOL_VIOLATION.
-  f.send(c, "16 00 03 0a 04 00");
+  f.exchange(c, "16 00 03 0a 04 00");
   ASSERT_TRUE(f.raw_->closed_code.has_value());
   EXPECT_EQ(*f.raw_->closed_code, 0x3u);
 }
@@ -281,7 +209,7 @@ TEST(IetfFetchTest, Draft14FetchErrorAndNoObjects) {
   only14.add(wire::Version::kTransport14);
   Fixture f("", only14);
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(kD14Setup);
+  RawStream& c = f.open_control(kD14Setup);
   // d14 FETCH (§9.16) of room/bob: FETCH_ERROR (0x19) TRACK_DOES_NOT_EXIST (0x4).
   EXPECT_EQ(f.error_of(c, "16 00 19 00 80 01 01 02 04726f6f6d 03626f62 05766964656f 01 00 03 00 00"),
             (std::vector<int>{0x19, 0x00, 0x04}));
@@ -290,7 +218,7 @@ TEST(IetfFetchTest, Draft14FetchErrorAndNoObjects) {
             (std::vector<int>{0x19, 0x02, 0x05}));
   // A range with no cached object (groups 5..6 while 1..3 are cached, start below the largest
   // after group 9 arrives): NO_OBJECTS (0x6), d14 only.
-  f.send(c, std::string("03 00 18 04 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE
+  f.exchange(c, std::string("03 00 18 04 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE
   publish_three(b, f);
   b.write_group("video", 9, {"z"});
   f.pump();
@@ -301,8 +229,8 @@ TEST(IetfFetchTest, Draft14FetchErrorAndNoObjects) {
 TEST(IetfFetchTest, FetchCancelResetsTheStream) {
   Fixture f("moqt-16");
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(kD16Setup);
-  f.send(c, subscribe16("00"));
+  RawStream& c = f.open_control(kD16Setup);
+  f.exchange(c, subscribe16("00"));
   // Group 1 with an object whose payload is still arriving: the FETCH stream waits for it.
   model::GroupRef g = b.write_group("video", 1, {"abc"}, false);
   f.pump();
@@ -311,7 +239,7 @@ TEST(IetfFetchTest, FetchCancelResetsTheStream) {
   t->begin_object(*g, 4);
   t->append_chunk(*g, Bytes::from(std::vector<uint8_t>{'x', 'y'}));
   f.pump();
-  f.send(c, std::string("16 00 19 02 01 ") + kRoomAliceVideo + " 01 00 01 00 00");
+  f.exchange(c, std::string("16 00 19 02 01 ") + kRoomAliceVideo + " 01 00 01 00 00");
   const RawStream& s = *f.raw_->incoming.back();
   EXPECT_EQ(hex_of(s.data), canon("05 02 1c 01 00 80 03 616263 1c 01 01 80 04 7879"));
   EXPECT_FALSE(s.fin);
@@ -326,10 +254,10 @@ TEST(IetfFetchTest, FetchCancelResetsTheStream) {
   t->begin_object(*g2, 4);
   t->append_chunk(*g2, Bytes::from(std::vector<uint8_t>{'p', 'q'}));
   f.pump();
-  f.send(c, std::string("16 00 19 04 01 ") + kRoomAliceVideo + " 02 00 02 00 00");
+  f.exchange(c, std::string("16 00 19 04 01 ") + kRoomAliceVideo + " 02 00 02 00 00");
   const RawStream& s2 = *f.raw_->incoming.back();
   EXPECT_FALSE(s2.reset_code.has_value());
-  f.send(c, "17 00 01 04");
+  f.exchange(c, "17 00 01 04");
   ASSERT_TRUE(s2.reset_code.has_value());
   EXPECT_EQ(*s2.reset_code, 0x1u);
   EXPECT_FALSE(f.raw_->closed_code.has_value());
@@ -340,25 +268,25 @@ TEST(IetfFetchTest, FetchesInFlightAreBoundedAndUpdatable) {
   l.max_subscriptions = 2;
   Fixture f("moqt-16", wire::VersionSet::all(), l);
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(kD16Setup);
-  f.send(c, subscribe16("00"));
+  RawStream& c = f.open_control(kD16Setup);
+  f.exchange(c, subscribe16("00"));
   model::GroupRef g = b.write_group("video", 1, {}, false);
   model::Track* t = b.feed("video").track();
   ASSERT_NE(t, nullptr);
   t->begin_object(*g, 4);  // never completes: each FETCH of it stays in flight
   f.pump();
   const std::string fetch = std::string(" 01 ") + kRoomAliceVideo + " 01 00 01 00 00";
-  EXPECT_EQ(f.send(c, "16 00 19 02" + fetch).substr(0, 2), "18");
-  EXPECT_EQ(f.send(c, "16 00 19 04" + fetch).substr(0, 2), "18");
+  EXPECT_EQ(f.exchange(c, "16 00 19 02" + fetch).substr(0, 2), "18");
+  EXPECT_EQ(f.exchange(c, "16 00 19 04" + fetch).substr(0, 2), "18");
   // The third: REQUEST_ERROR INTERNAL_ERROR (0x0); the session stays.
   EXPECT_EQ(f.error_of(c, "16 00 19 06" + fetch), (std::vector<int>{0x05, 0x06, 0x00}));
-  f.send(c, "17 00 01 02");  // FETCH_CANCEL frees one
-  EXPECT_EQ(f.send(c, "16 00 19 08" + fetch).substr(0, 2), "18");
+  f.exchange(c, "17 00 01 02");  // FETCH_CANCEL frees one
+  EXPECT_EQ(f.exchange(c, "16 00 19 08" + fetch).substr(0, 2), "18");
   // d16 §9.11 REQUEST_UPDATE (id 10) of FETCH 4 in flight, SUBSCRIBER_PRIORITY 3: REQUEST_OK.
-  EXPECT_EQ(f.send(c, "02 00 05 0a 04 01 20 03"), canon("07 00 02 0a 00"));
+  EXPECT_EQ(f.exchange(c, "02 00 05 0a 04 01 20 03"), canon("07 00 02 0a 00"));
   // FORWARD 2 in an update of subscription 0: PROTOCOL_VIOLATION.
   EXPECT_FALSE(f.raw_->closed_code.has_value());
-  f.send(c, "02 00 05 0c 00 01 10 02");
+  f.exchange(c, "02 00 05 0c 00 01 10 02");
   ASSERT_TRUE(f.raw_->closed_code.has_value());
   EXPECT_EQ(*f.raw_->closed_code, 0x3u);
 }
@@ -367,11 +295,11 @@ TEST(IetfTrackStatusTest, AnswersWithTheLargestLocation) {
   {
     Fixture f("moqt-16");
     TestBroadcast b(f.origin_, "room/alice");
-    RawStream& c = f.control(kD16Setup);
-    f.send(c, subscribe16("00"));
+    RawStream& c = f.open_control(kD16Setup);
+    f.exchange(c, subscribe16("00"));
     publish_three(b, f);
     // d16 §9.19 TRACK_STATUS id 2 (SUBSCRIBE's layout): REQUEST_OK with LARGEST_OBJECT {3, 1}.
-    EXPECT_EQ(f.send(c, std::string("0d 00 1d 02 ") + kRoomAliceVideo + " 04 10 01 10 07 01 01 02 01 02"),
+    EXPECT_EQ(f.exchange(c, std::string("0d 00 1d 02 ") + kRoomAliceVideo + " 04 10 01 10 07 01 01 02 01 02"),
               canon("07 00 06 02 01 09 02 03 01"));
     // An unknown broadcast: REQUEST_ERROR DOES_NOT_EXIST (0x10).
     EXPECT_EQ(f.error_of(c, "0d 00 1b 04 02 04726f6f6d 03626f62 05766964656f 04 10 01 10 07 01 01 02 01 02"),
@@ -382,11 +310,11 @@ TEST(IetfTrackStatusTest, AnswersWithTheLargestLocation) {
     only14.add(wire::Version::kTransport14);
     Fixture f("", only14);
     TestBroadcast b(f.origin_, "room/alice");
-    RawStream& c = f.control(kD14Setup);
-    f.send(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE
+    RawStream& c = f.open_control(kD14Setup);
+    f.exchange(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE
     publish_three(b, f);
     // d14 §9.18 TRACK_STATUS_OK: alias 0, expires 0, ascending, Content Exists, Largest {3, 1}.
-    EXPECT_EQ(f.send(c, std::string("0d 00 18 02 ") + kRoomAliceVideo + " 80 00 01 02 00"),
+    EXPECT_EQ(f.exchange(c, std::string("0d 00 18 02 ") + kRoomAliceVideo + " 80 00 01 02 00"),
               canon("0e 00 08 02 00 00 01 01 03 01 00"));
   }
 }
@@ -394,14 +322,14 @@ TEST(IetfTrackStatusTest, AnswersWithTheLargestLocation) {
 TEST(IetfSubscribeUpdateTest, EndGroupNarrowsALiveSubscription) {
   Fixture f("moqt-16");
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(kD16Setup);
-  f.send(c, subscribe16("00"));
+  RawStream& c = f.open_control(kD16Setup);
+  f.exchange(c, subscribe16("00"));
   b.write_group("video", 1, {"a"});
   f.pump();
   ASSERT_EQ(f.raw_->incoming.size(), 1u);
   // d16 §9.11 REQUEST_UPDATE id 2 of subscription 0: SUBSCRIPTION_FILTER AbsoluteRange {0, 0}
   // to End Group 2 (inclusive) and SUBSCRIBER_PRIORITY 9. REQUEST_OK with LARGEST_OBJECT {1, 0}.
-  EXPECT_EQ(f.send(c, "02 00 0b 02 00 02 20 09 01 04 04 00 00 02"), canon("07 00 06 02 01 09 02 01 00"));
+  EXPECT_EQ(f.exchange(c, "02 00 0b 02 00 02 20 09 01 04 04 00 00 02"), canon("07 00 06 02 01 09 02 01 00"));
   c.data.clear();
   b.write_group("video", 2, {"b"});
   f.pump();
@@ -416,7 +344,7 @@ TEST(IetfSubscribeUpdateTest, EndGroupNarrowsALiveSubscription) {
   f.pump();
   EXPECT_EQ(f.raw_->incoming.size(), 2u);
   // An update of a subscription that does not exist closes the session (PROTOCOL_VIOLATION).
-  f.send(c, "02 00 03 04 00 00");
+  f.exchange(c, "02 00 03 04 00 00");
   ASSERT_TRUE(f.raw_->closed_code.has_value());
   EXPECT_EQ(*f.raw_->closed_code, 0x3u);
 }
@@ -426,23 +354,23 @@ TEST(IetfSubscribeUpdateTest, Draft14EndGroupMayNotIncrease) {
   only14.add(wire::Version::kTransport14);
   Fixture f("", only14);
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(kD14Setup);
-  f.send(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");
+  RawStream& c = f.open_control(kD14Setup);
+  f.exchange(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");
   b.write_group("video", 1, {"a"});
   f.pump();
   // d14 §9.10 SUBSCRIBE_UPDATE id 2 of 0: Start {0, 0}, End Group 2 (last group 1), priority 5,
   // forward 1. No answer.
-  EXPECT_EQ(f.send(c, "02 00 08 02 00 00 00 02 05 01 00"), "");
+  EXPECT_EQ(f.exchange(c, "02 00 08 02 00 00 00 02 05 01 00"), "");
   b.write_group("video", 2, {"b"});
   f.pump();
   EXPECT_EQ(f.raw_->incoming.size(), 1u);
   EXPECT_EQ(static_cast<uint8_t>(c.data[0]), 0x0b);  // PUBLISH_DONE
   EXPECT_EQ(static_cast<uint8_t>(c.data[4]), 0x03);  // SUBSCRIPTION_ENDED
   // A second subscription narrowed to End Group 3, then widened to 5: PROTOCOL_VIOLATION.
-  f.send(c, std::string("03 00 18 04 ") + kRoomAliceVideo + " 80 00 01 02 00");
-  f.send(c, "02 00 08 06 04 00 00 03 05 01 00");
+  f.exchange(c, std::string("03 00 18 04 ") + kRoomAliceVideo + " 80 00 01 02 00");
+  f.exchange(c, "02 00 08 06 04 00 00 03 05 01 00");
   EXPECT_FALSE(f.raw_->closed_code.has_value());
-  f.send(c, "02 00 08 08 04 00 00 05 05 01 00");
+  f.exchange(c, "02 00 08 08 04 00 00 05 05 01 00");
   ASSERT_TRUE(f.raw_->closed_code.has_value());
   EXPECT_EQ(*f.raw_->closed_code, 0x3u);
 }
@@ -450,8 +378,8 @@ TEST(IetfSubscribeUpdateTest, Draft14EndGroupMayNotIncrease) {
 TEST(IetfRequestsBlockedTest, SentOnceWhenAnUpstreamSubscribeWaitsForARequestId) {
   Fixture f("moqt-16");
   // CLIENT_SETUP granting MAX_REQUEST_ID 2: the relay may use request id 1 only.
-  RawStream& c = f.control("20 00 03 01 02 02");
-  f.send(c, "06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00");  // PUBLISH_NAMESPACE
+  RawStream& c = f.open_control("20 00 03 01 02 02");
+  f.exchange(c, "06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00");  // PUBLISH_NAMESPACE
   ASSERT_TRUE(f.origin_.is_active("room/alice"));
   c.data.clear();
   testing::FrameCollector video, audio, data;
@@ -467,7 +395,7 @@ TEST(IetfRequestsBlockedTest, SentOnceWhenAnUpstreamSubscribeWaitsForARequestId)
   ASSERT_NE(got.find(blocked), std::string::npos) << got;
   EXPECT_EQ(got.find(blocked), got.rfind(blocked));
   // MAX_REQUEST_ID 6: both waiting SUBSCRIBEs go out (ids 3 and 5), nothing blocked.
-  const std::string more = f.send(c, "15 00 01 06");
+  const std::string more = f.exchange(c, "15 00 01 06");
   EXPECT_EQ(more.substr(0, 2), "03");
   EXPECT_EQ(more.substr(9, 2), "03");
   EXPECT_EQ(more.find(canon("1a 00")), std::string::npos) << more;
@@ -520,7 +448,7 @@ class FetchRequestStreamsTest : public ::testing::TestWithParam<Draft> {
                          (d20() ? "01" : "02") + " 01 02");
   }
   void setup(Fixture& f) {
-    transport::Stream* u = f.client_->open_uni();
+    transport::Stream* u = f.client_mux_->open_uni();
     ASSERT_NE(u, nullptr);
     u->write(Bytes::from(hex(kSetup)));
     f.pump();

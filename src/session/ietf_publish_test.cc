@@ -10,6 +10,7 @@
 #include "base/codec.h"
 #include "session/ietf_session.h"
 #include "session/session.h"
+#include "testing/ietf_fixture.h"
 #include "testing/session_fixture.h"
 
 namespace moqd::session {
@@ -26,87 +27,8 @@ std::string hex_of(const std::string& s) {
 }
 std::string canon(std::string_view h) { return to_hex(from_hex(h)); }
 
-class Fixture {
- public:
-  explicit Fixture(std::string protocol, wire::VersionSet versions = wire::VersionSet::all())
-      : origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_) {
-    namespace ws = transport::websocket;
-    server_ = std::make_unique<MuxSession>(channels_.a(), clock_, ws::Framing::kQmux00,
-                                           ws::Role::kServer, protocol, "/", "client",
-                                           ws::MuxConfig{});
-    client_ = std::make_unique<MuxSession>(channels_.b(), clock_, ws::Framing::kQmux00,
-                                           ws::Role::kClient, protocol, "/", "server",
-                                           ws::MuxConfig{});
-    channels_.a().set_handler(server_.get());
-    channels_.b().set_handler(client_.get());
-    raw_ = std::make_unique<RawPeer>(*client_);
-    client_->set_visitor(raw_.get());
-    SessionConfig sc;
-    sc.role = Role::kServer;
-    sc.versions = versions;
-    session_ = make_session(*server_, sc, origin_, handler_, clock_, clock_);
-    session_->start();
-    pump();
-  }
-  ~Fixture() {
-    session_.reset();
-    server_->set_visitor(nullptr);
-    client_->set_visitor(nullptr);
-    channels_.a().set_handler(nullptr);
-    channels_.b().set_handler(nullptr);
-    client_.reset();
-    server_.reset();
-    raw_.reset();
-  }
-  void pump() {
-    int quiet = 0;
-    for (int i = 0; i < 100000 && quiet < 2; ++i) {
-      clock_.advance(Duration::zero());
-      quiet = channels_.deliver() == 0 ? quiet + 1 : 0;
-    }
-  }
-  RawStream& control(std::string_view setup) {
-    RawStream* s = raw_->open_bidi(hex(setup));
-    EXPECT_NE(s, nullptr);
-    pump();
-    s->data.clear();
-    return *s;
-  }
-  // Sends `h` on `c` and returns what came back on it.
-  std::string send(RawStream& c, std::string_view h) {
-    c.data.clear();
-    c.write(hex(h));
-    pump();
-    return hex_of(c.data);
-  }
-  // {type, request id, error code} of a REQUEST_ERROR / PUBLISH_ERROR answer to `h`, each one
-  // byte on the wire here (type, length (16), id, code).
-  std::vector<int> error_of(RawStream& c, std::string_view h) {
-    send(c, h);
-    if (c.data.size() < 5) {
-      return {};
-    }
-    return {static_cast<uint8_t>(c.data[0]), static_cast<uint8_t>(c.data[3]),
-            static_cast<uint8_t>(c.data[4])};
-  }
-  // A SUBGROUP stream (written whole, then FIN).
-  void subgroup(std::string_view h) {
-    transport::Stream* u = client_->open_uni();
-    ASSERT_NE(u, nullptr);
-    u->write(Bytes::from(hex(h)));
-    u->finish();
-    pump();
-  }
-
-  ManualClock clock_;
-  testing::FakeChannelPair channels_;
-  model::Origin origin_;
-  RecordingHandler handler_;
-  std::unique_ptr<MuxSession> server_;
-  std::unique_ptr<MuxSession> client_;
-  std::unique_ptr<RawPeer> raw_;
-  std::unique_ptr<MoqSession> session_;
-};
+// The shared server fixture: testing/ietf_fixture.h.
+using Fixture = testing::IetfServerFixture;
 
 const char* kD16Setup = "20 00 13 02 02 80 00 a4 55 05 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
 const char* kD14Setup =
@@ -122,15 +44,15 @@ const char* kGroup4 = "18 05 04 00 00 03 616263 00 01 7a";
 
 TEST(IetfPublishSession, Draft16PublishFeedsTheOriginUntilPublishDone) {
   Fixture f("moqt-16");
-  RawStream& c = f.control(kD16Setup);
-  EXPECT_EQ(f.send(c, kD16Publish), canon(kD16PublishOk));
+  RawStream& c = f.open_control(kD16Setup);
+  EXPECT_EQ(f.exchange(c, kD16Publish), canon(kD16PublishOk));
   // The namespace became a broadcast of this session, without PUBLISH_NAMESPACE.
   EXPECT_TRUE(f.origin_.is_active("room/alice"));
   EXPECT_EQ(f.handler_.auth_count(Action::kPublish, "room/alice"), 1u);
   // Objects flow before anyone watches: the relay keeps the track, a late viewer joins the
   // cached group.
   c.data.clear();
-  f.subgroup(kGroup4);
+  f.peer_stream(kGroup4);
   testing::FrameCollector viewer;
   ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
   f.pump();
@@ -141,12 +63,12 @@ TEST(IetfPublishSession, Draft16PublishFeedsTheOriginUntilPublishDone) {
   // No SUBSCRIBE went upstream for it: the PUBLISH is the subscription.
   EXPECT_EQ(hex_of(c.data), "");
   // Group 5 reaches the viewer live.
-  f.subgroup("18 05 05 00 00 01 71");
+  f.peer_stream("18 05 05 00 00 01 71");
   ASSERT_NE(viewer.group(5), nullptr);
   EXPECT_EQ(viewer.group(5)->frames, (std::vector<std::string>{"q"}));
   // PUBLISH_DONE id 0, TRACK_ENDED, 2 streams: the track ends, moqd answers UNSUBSCRIBE and the
   // broadcast it announced for the PUBLISH goes.
-  EXPECT_EQ(f.send(c, "0b 00 04 00 02 02 00"), canon("0a 00 01 00"));
+  EXPECT_EQ(f.exchange(c, "0b 00 04 00 02 02 00"), canon("0a 00 01 00"));
   EXPECT_TRUE(viewer.ended);
   EXPECT_FALSE(f.origin_.is_active("room/alice"));
   EXPECT_FALSE(f.raw_->closed_code.has_value());
@@ -156,16 +78,16 @@ TEST(IetfPublishSession, Draft14PublishAnswersWithFields) {
   wire::VersionSet only14 = wire::VersionSet::none();
   only14.add(wire::Version::kTransport14);
   Fixture f("", only14);
-  RawStream& c = f.control(kD14Setup);
+  RawStream& c = f.open_control(kD14Setup);
   // d14 PUBLISH: Group Order 2, Content Exists 1, Largest {3, 1}, Forward 0.
   const std::string ok =
-      f.send(c, "1d 00 1a 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 02 01 03 01 00 00");
+      f.exchange(c, "1d 00 1a 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 02 01 03 01 00 00");
   // PUBLISH_OK: Forward 1 (moqd always forwards), priority 128, the publisher's group order 2,
   // Filter Next Group Start, no parameters.
   EXPECT_EQ(ok, canon("1e 00 06 00 01 80 02 01 00"));
   testing::FrameCollector viewer;
   ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
-  f.subgroup("18 05 07 00 00 02 6869");
+  f.peer_stream("18 05 07 00 00 02 6869");
   ASSERT_NE(viewer.group(7), nullptr);
   EXPECT_EQ(viewer.group(7)->frames, (std::vector<std::string>{"hi"}));
 }
@@ -175,7 +97,7 @@ TEST(IetfPublishSession, RefusedPublishes) {
     // Unauthorized: REQUEST_ERROR id 0 UNAUTHORIZED (retry interval 0, reason).
     Fixture f("moqt-16");
     f.handler_.deny_publish = true;
-    RawStream& c = f.control(kD16Setup);
+    RawStream& c = f.open_control(kD16Setup);
     EXPECT_EQ(f.error_of(c, kD16Publish), (std::vector<int>{0x05, 0, 0x1}));
     EXPECT_FALSE(f.origin_.is_active("room/alice"));
     EXPECT_FALSE(f.raw_->closed_code.has_value());
@@ -186,15 +108,15 @@ TEST(IetfPublishSession, RefusedPublishes) {
     only14.add(wire::Version::kTransport14);
     Fixture f("", only14);
     f.handler_.deny_publish = true;
-    RawStream& c = f.control(kD14Setup);
+    RawStream& c = f.open_control(kD14Setup);
     EXPECT_EQ(f.error_of(c, "1d 00 18 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 02 00 01 00"),
               (std::vector<int>{0x1f, 0, 0x1}));
   }
   {
     // The same track PUBLISHed twice: the second is refused (UNINTERESTED), the first goes on.
     Fixture f("moqt-16");
-    RawStream& c = f.control(kD16Setup);
-    f.send(c, kD16Publish);
+    RawStream& c = f.open_control(kD16Setup);
+    f.exchange(c, kD16Publish);
     EXPECT_EQ(f.error_of(c, "1d 00 17 02 02 04 726f6f6d 05 616c696365 05 766964656f 06 01 10 01"),
               (std::vector<int>{0x05, 2, 0x4}));
     EXPECT_TRUE(f.origin_.is_active("room/alice"));
@@ -203,9 +125,9 @@ TEST(IetfPublishSession, RefusedPublishes) {
   {
     // A Track Alias already in use (d14 §9.13): DUPLICATE_TRACK_ALIAS closes the session.
     Fixture f("moqt-16");
-    RawStream& c = f.control(kD16Setup);
-    f.send(c, kD16Publish);
-    f.send(c, "1d 00 17 02 02 04 726f6f6d 05 616c696365 05 617564696f 05 01 10 01");
+    RawStream& c = f.open_control(kD16Setup);
+    f.exchange(c, kD16Publish);
+    f.exchange(c, "1d 00 17 02 02 04 726f6f6d 05 616c696365 05 617564696f 05 01 10 01");
     ASSERT_TRUE(f.raw_->closed_code.has_value());
     EXPECT_EQ(*f.raw_->closed_code, 0x5u);
   }
@@ -213,12 +135,12 @@ TEST(IetfPublishSession, RefusedPublishes) {
 
 TEST(IetfPublishSession, PublishUnderAPublishedNamespaceLeavesItAnnounced) {
   Fixture f("moqt-16");
-  RawStream& c = f.control(kD16Setup);
-  f.send(c, "06 00 0e 00 02 04 726f6f6d 05 616c696365 00");  // PUBLISH_NAMESPACE id 0
+  RawStream& c = f.open_control(kD16Setup);
+  f.exchange(c, "06 00 0e 00 02 04 726f6f6d 05 616c696365 00");  // PUBLISH_NAMESPACE id 0
   ASSERT_TRUE(f.origin_.is_active("room/alice"));
-  EXPECT_EQ(f.send(c, "1d 00 17 02 02 04 726f6f6d 05 616c696365 05 766964656f 05 01 10 01"),
+  EXPECT_EQ(f.exchange(c, "1d 00 17 02 02 04 726f6f6d 05 616c696365 05 766964656f 05 01 10 01"),
             canon("1e 00 0a 02 03 10 01 10 4080 01 01 01"));
-  f.send(c, "0b 00 04 02 02 00 00");  // PUBLISH_DONE id 2, no streams
+  f.exchange(c, "0b 00 04 02 02 00 00");  // PUBLISH_DONE id 2, no streams
   for (int i = 0; i < 300; ++i) {
     f.clock_.advance(std::chrono::milliseconds(10));
     f.pump();
@@ -229,11 +151,11 @@ TEST(IetfPublishSession, PublishUnderAPublishedNamespaceLeavesItAnnounced) {
 
 TEST(IetfPublishSession, SessionEndWithdrawsWhatPublishAnnounced) {
   Fixture f("moqt-16");
-  RawStream& c = f.control(kD16Setup);
-  f.send(c, kD16Publish);
+  RawStream& c = f.open_control(kD16Setup);
+  f.exchange(c, kD16Publish);
   testing::FrameCollector viewer;
   ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
-  f.client_->close(0, "bye");
+  f.client_mux_->close(0, "bye");
   f.pump();
   EXPECT_TRUE(viewer.ended);
   EXPECT_FALSE(f.origin_.is_active("room/alice"));
@@ -257,8 +179,8 @@ void datagram(Fixture& f, std::string_view h) {
 
 TEST(IetfPublishSession, Draft16DatagramsBecomeGroups) {
   Fixture f("moqt-16");
-  RawStream& c = f.control(kD16Setup);
-  ASSERT_EQ(f.send(c, kD16Publish), canon(kD16PublishOk));
+  RawStream& c = f.open_control(kD16Setup);
+  ASSERT_EQ(f.exchange(c, kD16Publish), canon(kD16PublishOk));
   testing::FrameCollector viewer;
   ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
   // 0x06 (End of Group, Object ID 0, priority 0x80): a single-object group 4.
@@ -294,15 +216,15 @@ TEST(IetfPublishSession, Draft16DatagramsBecomeGroups) {
 TEST(IetfPublishSession, Draft16DatagramsOfASubscribedTrack) {
   // A SUBSCRIBE moqd sent upstream (PUBLISH_NAMESPACE, a viewer) gets its objects by datagram too.
   Fixture f("moqt-16");
-  RawStream& c = f.control(kD16Setup);
-  f.send(c, "06 00 0e 00 02 04 726f6f6d 05 616c696365 00");
+  RawStream& c = f.open_control(kD16Setup);
+  f.exchange(c, "06 00 0e 00 02 04 726f6f6d 05 616c696365 00");
   testing::FrameCollector viewer;
   c.data.clear();
   ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
   f.pump();
   ASSERT_FALSE(c.data.empty());
   EXPECT_EQ(static_cast<uint8_t>(c.data[0]), 0x03);  // SUBSCRIBE id 1
-  f.send(c, "04 00 03 01 09 00");                    // SUBSCRIBE_OK id 1 alias 9
+  f.exchange(c, "04 00 03 01 09 00");                    // SUBSCRIBE_OK id 1 alias 9
   datagram(f, "06 09 02 80 6869");
   ASSERT_NE(viewer.group(2), nullptr);
   EXPECT_EQ(viewer.group(2)->frames, (std::vector<std::string>{"hi"}));
@@ -320,7 +242,7 @@ TEST(IetfPublishSession, Draft17DatagramForNoSubscriptionIsDropped) {
   // stays (a datagram is no protocol error). Datagrams of a live alias on 17..20:
   // RequestStreamsTest.DatagramsOfAnUpstreamSubscribeBecomeGroups (ietf_session_test.cc).
   Fixture f("moqt-17");
-  transport::Stream* u = f.client_->open_uni();
+  transport::Stream* u = f.client_mux_->open_uni();
   ASSERT_NE(u, nullptr);
   u->write(Bytes::from(hex("af 00 00 00")));  // SETUP, no options
   f.pump();

@@ -13,6 +13,7 @@
 
 #include "base/codec.h"
 #include "session/session.h"
+#include "testing/ietf_fixture.h"
 #include "testing/session_fixture.h"
 #include "wire/ietf.h"
 #include "wire/ietf_cluster.h"
@@ -29,56 +30,10 @@ namespace wi = wire::ietf;
 
 std::vector<uint8_t> hex(std::string_view h) { return from_hex(h); }
 
-class IetfFixture {
+// The shared server fixture (testing/ietf_fixture.h), with the control stream and sends in bytes.
+class IetfFixture : public testing::IetfServerFixture {
  public:
-  explicit IetfFixture(std::string protocol, wire::VersionSet versions = wire::VersionSet::all(),
-                       SessionLimits limits = SessionLimits{})
-      : origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_) {
-    server_mux_ = std::make_unique<MuxSession>(channels_.a(), clock_,
-                                               transport::websocket::Framing::kQmux00,
-                                               transport::websocket::Role::kServer, protocol, "/",
-                                               "client", transport::websocket::MuxConfig{});
-    client_mux_ = std::make_unique<MuxSession>(channels_.b(), clock_,
-                                               transport::websocket::Framing::kQmux00,
-                                               transport::websocket::Role::kClient, protocol, "/",
-                                               "server", transport::websocket::MuxConfig{});
-    channels_.a().set_handler(server_mux_.get());
-    channels_.b().set_handler(client_mux_.get());
-    raw_ = std::make_unique<RawPeer>(*client_mux_);
-    client_mux_->set_visitor(raw_.get());
-    SessionConfig sc;
-    sc.role = Role::kServer;
-    sc.versions = versions;
-    sc.limits = limits;
-    session_ = make_session(*server_mux_, sc, origin_, handler_, clock_, clock_);
-    session_->start();
-    pump();
-  }
-  ~IetfFixture() {
-    session_.reset();
-    server_mux_->set_visitor(nullptr);
-    client_mux_->set_visitor(nullptr);
-    channels_.a().set_handler(nullptr);
-    channels_.b().set_handler(nullptr);
-    client_mux_.reset();
-    server_mux_.reset();
-    raw_.reset();
-  }
-  void pump() {
-    int quiet = 0;
-    for (int i = 0; i < 100000 && quiet < 2; ++i) {
-      clock_.advance(Duration::zero());
-      quiet = (wire_held_ ? 0 : channels_.deliver()) == 0 ? quiet + 1 : 0;
-    }
-  }
-  // Moves the clock by `d` in 10 ms steps, pumping after each.
-  void advance(Duration d) {
-    constexpr Duration kStep = std::chrono::milliseconds(10);
-    for (; d > Duration::zero(); d -= kStep) {
-      clock_.advance(std::min(d, kStep));
-      pump();
-    }
-  }
+  using IetfServerFixture::IetfServerFixture;
   // Opens the control stream with `setup` and pumps.
   RawStream& control(std::vector<uint8_t> setup) {
     pump();
@@ -91,16 +46,6 @@ class IetfFixture {
     s.write(std::move(bytes));
     pump();
   }
-
-  bool wire_held_ = false;  // pump() delivers nothing: a peer that stopped reading
-  ManualClock clock_;
-  testing::FakeChannelPair channels_;
-  model::Origin origin_;
-  RecordingHandler handler_;
-  std::unique_ptr<MuxSession> server_mux_;
-  std::unique_ptr<MuxSession> client_mux_;
-  std::unique_ptr<RawPeer> raw_;
-  std::unique_ptr<MoqSession> session_;
 };
 
 // @moq/lite 0.2.2's d16 CLIENT_SETUP (protocol/README.md §2.5): MaxRequestId 42069,

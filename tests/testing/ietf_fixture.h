@@ -1,0 +1,125 @@
+// A server-role session made by make_session() on a qmux-00 MuxSession whose protocol is the given
+// ALPN (an IETF draft's, or moq-lite's), over a FakeChannelPair, with a RawPeer as the client that
+// speaks the wire by hand. The IETF session tests (ietf_session_test, ietf_fetch_test,
+// ietf_publish_test, ietf_extensions_test) share it; nothing runs until pump() or advance().
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/bytes.h"
+#include "base/codec.h"
+#include "session/moq_session.h"
+#include "session/session.h"
+#include "testing/session_fixture.h"
+
+namespace moqd::testing {
+
+class IetfServerFixture {
+ public:
+  explicit IetfServerFixture(std::string protocol,
+                             wire::VersionSet versions = wire::VersionSet::all(),
+                             session::SessionLimits limits = session::SessionLimits{})
+      : origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_) {
+    namespace ws = transport::websocket;
+    server_mux_ = std::make_unique<ws::MuxSession>(channels_.a(), clock_, ws::Framing::kQmux00,
+                                                   ws::Role::kServer, protocol, "/", "client",
+                                                   ws::MuxConfig{});
+    client_mux_ = std::make_unique<ws::MuxSession>(channels_.b(), clock_, ws::Framing::kQmux00,
+                                                   ws::Role::kClient, protocol, "/", "server",
+                                                   ws::MuxConfig{});
+    channels_.a().set_handler(server_mux_.get());
+    channels_.b().set_handler(client_mux_.get());
+    raw_ = std::make_unique<RawPeer>(*client_mux_);
+    client_mux_->set_visitor(raw_.get());
+    session::SessionConfig sc;
+    sc.role = session::Role::kServer;
+    sc.versions = versions;
+    sc.limits = limits;
+    session_ = session::make_session(*server_mux_, sc, origin_, handler_, clock_, clock_);
+    session_->start();
+    pump();
+  }
+  ~IetfServerFixture() {
+    session_.reset();
+    server_mux_->set_visitor(nullptr);
+    client_mux_->set_visitor(nullptr);
+    channels_.a().set_handler(nullptr);
+    channels_.b().set_handler(nullptr);
+    client_mux_.reset();
+    server_mux_.reset();
+    raw_.reset();
+  }
+  IetfServerFixture(const IetfServerFixture&) = delete;
+  IetfServerFixture& operator=(const IetfServerFixture&) = delete;
+
+  // Delivers until the wire has been quiet twice (nothing while wire_held_).
+  void pump() {
+    int quiet = 0;
+    for (int i = 0; i < 100000 && quiet < 2; ++i) {
+      clock_.advance(Duration::zero());
+      quiet = (wire_held_ ? 0 : channels_.deliver()) == 0 ? quiet + 1 : 0;
+    }
+  }
+  // Moves the clock by `d` in 10 ms steps, pumping after each.
+  void advance(Duration d) {
+    constexpr Duration kStep = std::chrono::milliseconds(10);
+    for (; d > Duration::zero(); d -= kStep) {
+      clock_.advance(std::min(d, kStep));
+      pump();
+    }
+  }
+  // Opens the control stream with the SETUP `setup_hex`, pumps, and forgets what came back (the
+  // relay's SETUP), so the stream's data holds only answers to what the test sends next.
+  RawStream& open_control(std::string_view setup_hex) {
+    RawStream* s = raw_->open_bidi(from_hex(setup_hex));
+    EXPECT_NE(s, nullptr);
+    pump();
+    s->data.clear();
+    return *s;
+  }
+  // Sends `h` (hex) on `c` and returns what came back on it (hex).
+  std::string exchange(RawStream& c, std::string_view h) {
+    c.data.clear();
+    c.write(from_hex(h));
+    pump();
+    return to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size()));
+  }
+  // {type, request id, error code} of the error answering `h` on `c`, each one byte on the wire
+  // here (REQUEST_ERROR / FETCH_ERROR / PUBLISH_ERROR: type, length (16), id, code); empty if
+  // fewer bytes came back.
+  std::vector<int> error_of(RawStream& c, std::string_view h) {
+    exchange(c, h);
+    if (c.data.size() < 5) {
+      return {};
+    }
+    return {static_cast<uint8_t>(c.data[0]), static_cast<uint8_t>(c.data[3]),
+            static_cast<uint8_t>(c.data[4])};
+  }
+  // A uni stream from the peer (a SUBGROUP stream, say): `h` (hex) written whole, then FIN.
+  void peer_stream(std::string_view h) {
+    transport::Stream* u = client_mux_->open_uni();
+    ASSERT_NE(u, nullptr);
+    u->write(Bytes::from(from_hex(h)));
+    u->finish();
+    pump();
+  }
+
+  bool wire_held_ = false;  // pump() delivers nothing: a peer that stopped reading
+  ManualClock clock_;
+  FakeChannelPair channels_;
+  model::Origin origin_;
+  RecordingHandler handler_;
+  std::unique_ptr<transport::websocket::MuxSession> server_mux_;
+  std::unique_ptr<transport::websocket::MuxSession> client_mux_;
+  std::unique_ptr<RawPeer> raw_;
+  std::unique_ptr<session::MoqSession> session_;
+};
+
+}  // namespace moqd::testing
