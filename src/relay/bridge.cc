@@ -316,6 +316,23 @@ Bridge::Bridge(size_t self, runtime::Workers& workers, model::Origin& origin,
       [this](const std::string& path, bool present) { on_local_presence(path, present); });
 }
 
+void Bridge::post(size_t to, std::function<void()> task) {
+  if (held_) {
+    held_tasks_.emplace_back(to, std::move(task));
+    return;
+  }
+  workers_.post(to, std::move(task));
+}
+
+void Bridge::release() {
+  held_ = false;
+  auto tasks = std::move(held_tasks_);
+  held_tasks_.clear();
+  for (auto& [to, task] : tasks) {
+    workers_.post(to, std::move(task));
+  }
+}
+
 FeedStats Bridge::feed_stats() const {
   FeedStats s;
   for (const auto& [key, f] : feeds_) {

@@ -16,6 +16,7 @@
 // ends is flushed through the credit window before its end is posted: B's viewers get every
 // group A's viewers get.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -156,7 +157,16 @@ class Bridge {
                      model::Track& track);
   void close_feed(size_t home, uint64_t id);
   void feed_finished(Feed* f);
-  void post(size_t to, std::function<void()> task) { workers_.post(to, std::move(task)); }
+  // Every task this worker sends another (announcements, feed events and ends, acks) goes
+  // through here, in order; while held they wait here, still in order.
+  void post(size_t to, std::function<void()> task);
+  // The drain's deadline (RelayWorker::drain): from hold() until release(), nothing this worker
+  // does reaches another worker, so a broadcast withdrawn here when its publisher is closed does
+  // not end a viewer's track on a worker that has not closed that viewer yet. release() sends
+  // what waited, in order. Worker thread.
+  void hold() { held_ = true; }
+  void release();
+  bool is_held() const { return held_; }
   Bridge& peer(size_t i) { return *bridges_[i]; }
 
   size_t remote_broadcast_count() const { return remote_.size(); }
@@ -215,6 +225,8 @@ class Bridge {
   uint64_t announce_posts_ = 0;
   size_t announce_acks_awaited_ = 0;  // for the batch in flight; none: the next may go
   uint64_t next_feed_id_ = 1;
+  bool held_ = false;
+  std::vector<std::pair<size_t, std::function<void()>>> held_tasks_;  // (to, task), in order
 };
 
 }  // namespace moqd::relay

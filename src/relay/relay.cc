@@ -129,6 +129,16 @@ void Relay::steer(size_t index, uint16_t port) {
            port, endpoints.size());
 }
 
+void Relay::deadline_passed() {
+  if (deadline_arrivals_.fetch_add(1, std::memory_order_acq_rel) + 1 != relay_workers_.size()) {
+    return;
+  }
+  for (size_t i = 0; i < relay_workers_.size(); ++i) {
+    Bridge* b = bridges_[i];
+    workers_.post(i, [b] { b->release(); });
+  }
+}
+
 void Relay::drain_and_stop() {
   if (!started_) {
     return;

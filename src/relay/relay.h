@@ -80,6 +80,10 @@ class Relay {
   bool admit_address(std::string_view address);
   // Connections counted against `address` now. Any worker thread.
   size_t address_connections(std::string_view address) const;
+  // The drain's deadline on one worker (RelayWorker::drain): called on each worker's thread once
+  // it has closed its sessions, with its bridge held. The last worker to arrive releases every
+  // worker's bridge, so withdrawals cross workers only once no viewer anywhere is still open.
+  void deadline_passed();
   size_t worker_count() const { return relay_workers_.size(); }
   // Worker `i`; touch it only from its own thread (post there first).
   RelayWorker& worker(size_t i) { return *relay_workers_[i]; }
@@ -95,6 +99,7 @@ class Relay {
   std::vector<std::unique_ptr<RelayWorker>> relay_workers_;
   bool started_ = false;
   std::atomic<bool> draining_{false};
+  std::atomic<size_t> deadline_arrivals_{0};  // deadline_passed() calls so far
   uint16_t metrics_port_ = 0;
   mutable Mutex addresses_mu_;
   std::unordered_map<std::string, size_t> connections_by_address_;  // guarded by addresses_mu_

@@ -328,6 +328,9 @@ void RelayWorker::remove_connection(ServerConnection* c) {
 }
 
 void RelayWorker::drain(const std::string& goaway_url, Duration deadline, Duration hard_stop) {
+  if (draining_) {
+    return;
+  }
   draining_ = true;
   peers_file_.reset();
   dns_watchers_.clear();  // joins their lookup threads (at most one lookup's timeout)
@@ -343,14 +346,20 @@ void RelayWorker::drain(const std::string& goaway_url, Duration deadline, Durati
       c->close(make_error(ErrorCode::kGoingAway, "relay shutting down"));
     }
   }
-  // Sessions told to go away have until `deadline` to leave; then they are closed too.
+  // Sessions told to go away have until `deadline` to leave; then they are closed too. A closed
+  // publisher's broadcast is withdrawn from the loop, after this task; were that to reach a worker
+  // whose viewers are still open, they would see its tracks end cleanly instead of going_away. So
+  // the bridge holds what this worker sends until every worker has closed its sessions
+  // (Relay::deadline_passed releases them all).
   loop_.schedule(deadline, [this] {
+    bridge_.hold();
     for (auto& ep : endpoints_) {
       ep->close_all();
     }
     for (auto& c : connections_) {
       c->close(make_error(ErrorCode::kGoingAway, "relay shutting down"));
     }
+    relay_.deadline_passed();
   });
   // A peer that stopped reading never completes the close handshake: at `hard_stop`, drop what
   // is left so moqd exits within --drain-timeout.

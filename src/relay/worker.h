@@ -114,7 +114,9 @@ class RelayWorker {
   static constexpr size_t kTrimThreshold = 8u << 20;
   // Worker thread: stop accepting; sessions whose version has GOAWAY get one naming `goaway_url`
   // and may leave on their own until `deadline` (from now); the others, and those still there at
-  // the deadline, are closed with going_away.
+  // the deadline, are closed with going_away. No broadcast withdrawn by that close reaches
+  // another worker before every worker has closed its sessions (Bridge::hold). Once per worker;
+  // a second call does nothing.
   void drain(const std::string& goaway_url, Duration deadline, Duration hard_stop);
 
   // From connections (worker thread).
