@@ -39,6 +39,7 @@ struct ChurnOptions {
   size_t warmup = 500;         // cycles before the baseline (lazy initialisation, allocator caches)
   size_t concurrency = 32;     // sessions in flight at once
   std::string transport = "mix";  // mix, quic, ws
+  std::string versions;        // --versions every session offers; empty: all
   double settle_s = 15;        // how long to wait for memory and fds to come back
   double margin = 0.10;        // "back" = within this fraction of the baseline
   double cycle_timeout_s = 10;  // a cycle not done by then is counted as failed
@@ -109,6 +110,7 @@ class Churner {
     }
     c.transport = websocket ? client::TransportKind::kWebSocket : client::TransportKind::kQuic;
     c.tls.fingerprint = relay_.fingerprint();
+    c.versions = version_set(o_.versions);
     c.discover_prefix = "churn";
     return c;
   }
@@ -229,12 +231,14 @@ int run_churn(const ChurnOptions& o) {
   double fd_ratio = static_cast<double>(after.fds) / static_cast<double>(std::max<size_t>(1, base.fds));
   if (o.json) {
     printf("{\"cycles\":%zu,\"done\":%zu,\"failed\":%zu,\"websocket\":%zu,\"quic\":%zu,"
+           "\"versions\":%s,"
            "\"warmup\":%zu,\"warmup_failed\":%zu,\"concurrency\":%zu,\"seconds\":%s,"
            "\"cycles_per_s\":%s,\"baseline\":{\"rss_mib\":%s,\"fds\":%zu},"
            "\"peak\":{\"rss_mib\":%s,\"fds\":%zu},\"at_end\":{\"rss_mib\":%s,\"fds\":%zu},"
            "\"after\":{\"rss_mib\":%s,\"fds\":%zu,\"settle_s\":%s},\"rss_ratio\":%s,"
            "\"fd_ratio\":%s,\"margin\":%s,\"held\":%s}\n",
-           o.cycles, counts.done, counts.failed, counts.ws, counts.quic, o.warmup, warm.failed,
+           o.cycles, counts.done, counts.failed, counts.ws, counts.quic,
+           json_quote(o.versions.empty() ? "all" : o.versions).c_str(), o.warmup, warm.failed,
            o.concurrency, json_number(run_s).c_str(), json_number(o.cycles / run_s).c_str(),
            json_number(mib(base.rss)).c_str(), base.fds, json_number(mib(peak.rss)).c_str(),
            peak.fds, json_number(mib(end.rss)).c_str(), end.fds,
@@ -270,6 +274,10 @@ void add_churn_command(CLI::App& bench, int* exit_code) {
   cmd->add_option("--concurrency", o.concurrency, "sessions in flight at once (default 32)");
   cmd->add_option("--transport", o.transport, "mix (alternate), quic or ws (default mix)")
       ->check(CLI::IsMember({"mix", "quic", "ws"}));
+  cmd->add_option("--versions", o.versions,
+                  "MoQ versions every session offers, comma-separated (e.g. moq-transport-16; "
+                  "default all, which moqd answers with moq-lite)")
+      ->check(check_version_list);
   cmd->add_option("--settle", o.settle_s, "seconds to wait for memory and fds to return (default 15)");
   cmd->add_option("--margin", o.margin, "allowed growth over the baseline, a fraction (default 0.10)");
   cmd->add_flag("--json", o.json, "one JSON object on stdout");

@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <optional>
 #include <thread>
 
@@ -824,16 +823,7 @@ void add_fanout_command(CLI::App& bench, int* exit_code) {
   cmd->add_option("--versions", o.versions,
                   "MoQ versions the publisher and viewers offer, comma-separated (e.g. "
                   "moq-transport-16; default all, which moqd answers with moq-lite)")
-      ->check([](const std::string& list) -> std::string {
-        std::stringstream in(list);
-        std::string name;
-        while (std::getline(in, name, ',')) {
-          if (!wire::version_from_name(name)) {
-            return "unknown version name in --versions";
-          }
-        }
-        return "";
-      });
+      ->check(check_version_list);
   cmd->add_option("--transport", o.transport, "quic, wt or ws (default quic)")
       ->check(CLI::IsMember({"quic", "wt", "ws"}));
   cmd->add_option("--socket-buffer", o.socket_buffer, "generator socket buffers, bytes (default 4194304)");

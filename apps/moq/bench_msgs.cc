@@ -24,6 +24,7 @@ struct MsgsOptions {
   double rate = 0;         // per publisher; 0: as fast as it goes (a closed loop)
   double duration_s = 5;
   std::string transport = "quic";
+  std::string versions;  // --versions for every generator session; empty: all
   bool json = false;
 };
 
@@ -53,6 +54,10 @@ MsgsResult run_case(const MsgsOptions& o, const CpuSplit& cpus, size_t publisher
                                    "--fingerprint", relay.fingerprint().empty() ? "none" : relay.fingerprint(),
                                    "--frame-size", std::to_string(o.size), "--rate", std::to_string(o.rate),
                                    "--duration", std::to_string(o.duration_s), "--ack-thresh", "10"};
+  if (!o.versions.empty()) {
+    argv.push_back("--versions");
+    argv.push_back(o.versions);
+  }
   auto child = Child::spawn(argv, cpus.gen);
   if (!child) {
     r.error = "cannot start the generator";
@@ -111,7 +116,9 @@ std::string result_json(const MsgsResult& r, const MsgsOptions& o) {
                                                : "";
   std::string j = "{\"publishers\":" + std::to_string(r.publishers) +
                   ",\"subscribers\":" + std::to_string(r.subscribers) +
-                  ",\"transport\":" + json_quote(o.transport) + ",\"message_size\":" + std::to_string(o.size) +
+                  ",\"transport\":" + json_quote(o.transport) +
+                  ",\"versions\":" + json_quote(o.versions.empty() ? "all" : o.versions) +
+                  ",\"message_size\":" + std::to_string(o.size) +
                   ",\"rate_per_publisher\":" + json_number(o.rate) +
                   ",\"messages_sent\":" + std::to_string(r.sent) +
                   ",\"messages_delivered\":" + std::to_string(r.delivered) +
@@ -192,6 +199,10 @@ void add_msgs_command(CLI::App& bench, int* exit_code) {
   cmd->add_option("--size", o.size, "bytes per message (at least 16; default 16)");
   cmd->add_option("--rate", o.rate, "messages per second per publisher (default 0: as fast as it goes)");
   cmd->add_option("--duration", o.duration_s, "seconds per case (default 5)");
+  cmd->add_option("--versions", o.versions,
+                  "MoQ versions the publishers and subscribers offer, comma-separated (e.g. "
+                  "moq-transport-16; default all, which moqd answers with moq-lite)")
+      ->check(check_version_list);
   cmd->add_option("--transport", o.transport, "quic, wt or ws (default quic)")
       ->check(CLI::IsMember({"quic", "wt", "ws"}));
   cmd->add_flag("--json", o.json, "one JSON object on stdout");

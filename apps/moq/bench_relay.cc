@@ -174,6 +174,43 @@ std::string json_number(double v) {
   return buf;
 }
 
+namespace {
+std::vector<std::string> version_names(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = list.find(',', start);
+    out.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) {
+      return out;
+    }
+    start = comma + 1;
+  }
+}
+}  // namespace
+
+std::string check_version_list(const std::string& list) {
+  for (const auto& name : version_names(list)) {
+    if (!wire::version_from_name(name)) {
+      return "unknown version name in --versions";
+    }
+  }
+  return "";
+}
+
+wire::VersionSet version_set(const std::string& list) {
+  if (list.empty()) {
+    return wire::VersionSet::all();
+  }
+  wire::VersionSet set = wire::VersionSet::none();
+  for (const auto& name : version_names(list)) {
+    if (auto v = wire::version_from_name(name)) {
+      set.add(*v);
+    }
+  }
+  return set;
+}
+
 std::string json_quote(const std::string& s) {
   std::string out = "\"";
   for (char ch : s) {

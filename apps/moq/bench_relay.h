@@ -10,6 +10,7 @@
 
 #include "bench_proc.h"
 #include "client/connection.h"
+#include "wire/version.h"
 
 namespace moqd::bench {
 
@@ -64,6 +65,13 @@ class RelayUnderTest {
   client::Url url_;
   std::string fingerprint_;
 };
+
+// `--versions` of the bench commands (fanout, msgs, churn): a comma-separated list of version
+// names (wire/version.h). The CLI check: "" when every name is known, the error otherwise.
+std::string check_version_list(const std::string& list);
+// The versions the list names (unknown names skipped; check_version_list refuses them first);
+// every version for an empty list.
+wire::VersionSet version_set(const std::string& list);
 
 // JSON pieces for the reports.
 std::string json_number(double v);

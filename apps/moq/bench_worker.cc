@@ -25,6 +25,7 @@
 
 #include "bench_histogram.h"
 #include "bench_proc.h"
+#include "bench_relay.h"
 #include "client/local_broadcast.h"
 #include "client/quic_connection.h"
 #include "model/origin.h"
@@ -104,14 +105,7 @@ client::ConnectionOptions connection_options(const WorkerOptions& o,
                 : o.transport == "wt" ? client::TransportKind::kWebTransport
                                       : client::TransportKind::kQuic;
   c.tls.fingerprint = o.fingerprint;
-  if (!o.versions.empty()) {
-    c.versions = wire::VersionSet::none();
-    for (const auto& name : split(o.versions)) {
-      if (auto v = wire::version_from_name(name)) {
-        c.versions.add(*v);
-      }
-    }
-  }
+  c.versions = version_set(o.versions);
   c.discover_prefix = std::move(discover);
   c.udp.buffer_bytes = o.socket_buffer;
   c.quic.ack_thresh = o.ack_thresh;

@@ -177,6 +177,43 @@ test("moq bench fanout --versions moq-transport-20: the publisher and every view
   assert.equal(sessions(m, "moq-lite-04"), 0, m.stderrText());
 });
 
+// `moq bench msgs` and `moq bench churn` with --versions: every generator session on the draft
+// (moqd would pick moq-lite-04 for a client offering everything), every message delivered to
+// every subscriber, every connect/ready/close cycle done.
+async function benchMsgs(m, version, transport) {
+  const r = await H.runMoq(["bench", "msgs", "--relay", m.url, "--relay-pid", String(m.proc.pid),
+    "--publishers", "2", "--subscribers", "3", "--duration", "1", "--rate", "200",
+    "--transport", transport, "--versions", version, "--json"], { timeoutMs: 40_000 });
+  assert.equal(r.code, 0, `moq bench msgs exited ${r.code}\n${r.stderr}\nmoqd:\n${m.stderrText()}`);
+  const [c] = JSON.parse(r.stdout.toString()).msgs;
+  assert.equal(c.versions, version);
+  assert.ok(c.messages_sent >= 100, `messages sent: ${c.messages_sent}`);
+  assert.equal(c.messages_delivered, c.messages_sent * 3, `delivered ${c.messages_delivered} of ${c.messages_sent} x 3`);
+  assert.equal(sessions(m, version), 5, m.stderrText());  // two publishers, three subscribers
+  assert.equal(sessions(m, "moq-lite-04"), 0, m.stderrText());
+}
+
+async function benchChurn(m, version) {
+  const r = await H.runMoq(["bench", "churn", "--relay", m.url, "--relay-pid", String(m.proc.pid),
+    "--warmup", "10", "--cycles", "60", "--concurrency", "6", "--settle", "0.5", "--margin", "100",
+    "--versions", version, "--json"], { timeoutMs: 60_000 });
+  assert.equal(r.code, 0, `moq bench churn exited ${r.code}\n${r.stderr}\nmoqd:\n${m.stderrText()}`);
+  const j = JSON.parse(r.stdout.toString());
+  assert.equal(j.versions, version);
+  assert.deepEqual([j.done, j.failed, j.warmup_failed], [60, 0, 0]);
+  assert.deepEqual([j.websocket, j.quic], [30, 30]);
+  assert.equal(sessions(m, version), 70, m.stderrText());
+  assert.equal(sessions(m, "moq-lite-04"), 0, m.stderrText());
+}
+
+test("moq bench msgs --versions moq-transport-20 (quic): every message to every subscriber over draft 20", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  await benchMsgs(await moqd(["--versions", "moq-transport-20,moq-lite-04"]), "moq-transport-20", "quic");
+});
+
+test("moq bench churn --versions moq-transport-20: every cycle done over draft 20 (WebSocket and QUIC)", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  await benchChurn(await moqd(["--versions", "moq-transport-20,moq-lite-04"]), "moq-transport-20");
+});
+
 // GOAWAY on draft 20 (the relay's SETUP stream): `moq sub` on moqd A, where nothing is published
 // yet, follows A's GOAWAY (SIGTERM, --goaway-url B) to moqd B, where `moq pub` on draft 20 is, and
 // reads the whole track there byte for byte.
