@@ -2,8 +2,9 @@
 // role) against moqd: `moq pub` -> moqd -> `moq sub` byte for byte over several groups, for each
 // draft, over WebSocket, raw QUIC and WebTransport (moqd's log names the draft each session ran); across
 // protocol families (`moq pub` on draft 16 to `moq sub` on moq-lite, and @moq/net 0.3.4 forced to
-// draft 16 publishing to `moq sub` on draft 16); and `moq announced` on each draft seeing an
-// announcement come and go. Only moqd's own client speaks IETF on the moq side here: these rows of
+// draft 16 publishing to `moq sub` on draft 16); `moq announced` on each draft seeing an
+// announcement come and go; and `moq bench fanout`, `msgs` and `churn` with every generator
+// session on draft 16 (msgs and churn on 14 too). Only moqd's own client speaks IETF on the moq side here: these rows of
 // docs/INTEROP.md are "moq against moqd only".
 import assert from "node:assert/strict";
 import { test, after } from "node:test";

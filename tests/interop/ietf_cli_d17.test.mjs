@@ -6,8 +6,9 @@
 // sessions ran. `moq announced` on each draft sees a `moq pub` become active and end; `moq pub` on
 // draft 20 reaches `moq sub` on draft 16 and on moq-lite-04; `moq sub` on 17 and 20 reads an
 // @moq/net 0.3.4 publisher forced to the same draft (the third-party side of these rows); and
-// `moq bench fanout --versions moq-transport-20` runs its publisher and viewers on draft 20; and
-// `moq sub` on draft 20 follows a GOAWAY to a second moqd. About 15 s in all.
+// `moq bench fanout --versions moq-transport-20` runs its publisher and viewers on draft 20, and
+// `moq bench msgs` and `churn` every session; and `moq sub` on draft 20 follows a GOAWAY to a
+// second moqd. About 25 s in all.
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
