@@ -1,4 +1,4 @@
-// PUBLISH of an IetfSession (drafts 14..16, server role). See ietf_publish.h.
+// PUBLISH of an IetfSession (drafts 14..20, server role). See ietf_publish.h.
 #include "session/ietf_publish.h"
 
 #include "base/log.h"
@@ -81,6 +81,11 @@ void PublishService::on_publish(const wi::Publish& m) {
     refuse(m.request_id, kErrNotSupported, "moqd's client takes no PUBLISH");
     return;
   }
+  if (s.row().number >= 20 && !m.forward) {
+    // d20 #1834: PUBLISH_OK no longer carries FORWARD; only a REQUEST_UPDATE could start it.
+    refuse(m.request_id, kErrNotSupported, "PUBLISH with FORWARD 0 (moqd sends no REQUEST_UPDATE)");
+    return;
+  }
   if (s.upstream_by_alias(m.track_alias) != nullptr) {
     s.fail(wi::TerminationCode::kDuplicateTrackAlias, "PUBLISH with a track alias in use");
     return;
@@ -157,19 +162,41 @@ void PublishService::on_publish(const wi::Publish& m) {
   wi::PublishOk ok;
   ok.request_id = m.request_id;
   ok.forward = true;
-  ok.subscriber_priority = s.config().upstream_priority;
+  if (s.row().number < 20) {
+    ok.subscriber_priority = s.config().upstream_priority;
+    // Whole groups only: moqd's model numbers a group's objects from 0 (a stream that starts in
+    // the middle of a group is refused by its reader anyway). d20 (#1834): the publisher's
+    // settings stand, PUBLISH_OK carries none of these.
+    ok.filter = wi::Filter{wi::FilterType::kNextGroupStart, {}, 0, 0, std::nullopt};
+  }
   if (!s.row().subscribe_params) {
     ok.group_order = m.group_order != 0 ? m.group_order : 1;  // d14: 1..2 required
   }
-  // Whole groups only: moqd's model numbers a group's objects from 0 (a stream that starts in the
-  // middle of a group is refused by its reader anyway).
-  ok.filter = wi::Filter{wi::FilterType::kNextGroupStart, {}, 0, 0, std::nullopt};
   s.send_control(ok);
   MOQD_LOG(kDebug, "session %llu publish path=%s track=%s alias=%llu",
            static_cast<unsigned long long>(s.id()), full.c_str(), m.track.c_str(),
            static_cast<unsigned long long>(m.track_alias));
   // SUBGROUP streams that overtook the PUBLISH on the control stream.
   s.retry_held_subgroups();
+}
+
+bool PublishService::on_stream_message(IetfSession& s, uint64_t request_id, wi::ControlMessage m) {
+  auto* done = std::get_if<wi::PublishDone>(&m);
+  if (done == nullptr) {
+    s.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a PUBLISH stream");
+    return false;
+  }
+  done->request_id = request_id;  // d17+: the stream says which request
+  s.on_control_message(std::move(m));
+  return true;
+}
+
+void PublishService::on_stream_closed(IetfSession& s, uint64_t request_id, bool done) {
+  if (!done) {
+    // No PUBLISH_DONE: its streams may still arrive; the upstream subscription waits for them as
+    // for a Stream Count it was not told (0), bounded by its timers.
+    s.on_control_message(wi::PublishDone{request_id, kErrInternal, 0, "PUBLISH stream closed"});
+  }
 }
 
 void PublishService::release(Hold* h) {
