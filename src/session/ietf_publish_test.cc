@@ -372,6 +372,27 @@ TEST_P(PublishRequestStreamTest, ClosingThePublishStreamEndsTheTrack) {
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
+TEST_P(PublishRequestStreamTest, UncountedStreamCountEndsAfterAQuietSpell) {
+  Fixture f(GetParam().alpn);
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(publish(0, 5));
+  f.pump();
+  f.peer_stream(kGroup4);
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  // PUBLISH_DONE with Stream Count 2^62-1 (d17 §9.13: the publisher could not count its streams;
+  // the 9-byte leading-ones form): no count to wait for, so the track ends once no stream has
+  // come for a while, well before the latest bound (5 s).
+  r->write(hex("0b 00 0b 02 ff3fffffffffffffff 00"));
+  f.pump();
+  EXPECT_FALSE(viewer.ended);
+  f.advance(std::chrono::seconds(1));
+  EXPECT_TRUE(viewer.ended);
+  EXPECT_TRUE(r->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
 TEST_P(PublishRequestStreamTest, RefusalsAndViolations) {
   {
     // Unauthorized: REQUEST_ERROR UNAUTHORIZED (0x1) on the stream, then FIN; the session stays.
