@@ -220,6 +220,15 @@ def request_stream_seeds(draft):
     pn = msg(0x06, rid(0) + " 02 04 726f6f6d 05 616c696365 00")
     dgrams = b"".join(bytes([0x0c, len(h(x))]) + h(x) for x in DATAGRAMS_17 + ["25 09 66 80 02 10 05 03"])
     out["datagram_flow"] = bytes([d | SETUP]) + bidi(pn) + bytes([0x08, 0x00]) + dgrams
+    # PUBLISH of room/alice video under alias 9 on its own stream (peer stream 1;
+    # src/session/ietf_publish_test.cc PublishRequestStreamTest), the viewer subscribes, a SUBGROUP
+    # stream, then PUBLISH_DONE (TRACK_ENDED, Stream Count 2) and FIN on the PUBLISH stream; and the
+    # same stream closed with no PUBLISH_DONE, then 1 s.
+    publish = msg(0x1d, rid(0) + " " + NS_TRACK + " 09 01 10 01")
+    done = msg(0x0b, "02 02 00")
+    start = bytes([d | SETUP]) + bidi(publish) + bytes([0x08, 0x00]) + uni(h(SUBGROUP))
+    out["publish_flow"] = start + bytes([0x02, 1, len(done)]) + done + bytes([0x03, 1])
+    out["publish_closed"] = start + bytes([0x03, 1, 0x06, 100])
     return out
 
 

@@ -1,4 +1,4 @@
-// PUBLISH of an IetfSession (drafts 14..16, server role). See ietf_publish.h.
+// PUBLISH of an IetfSession (drafts 14..20, server role). See ietf_publish.h.
 #include "session/ietf_publish.h"
 
 #include "base/log.h"
@@ -15,6 +15,7 @@ constexpr uint64_t kErrInternal = 0x0;
 constexpr uint64_t kErrUnauthorized = 0x1;
 constexpr uint64_t kErrNotSupported = 0x3;
 constexpr uint64_t kErrUninterested = 0x4;
+constexpr uint64_t kUncounted = (uint64_t{1} << 62) - 1;  // PUBLISH_DONE Stream Count
 }  // namespace
 
 // Keeps a PUBLISHed track open in the origin while the PUBLISH lasts (a relay-internal reader:
@@ -79,6 +80,11 @@ void PublishService::on_publish(const wi::Publish& m) {
   }
   if (s.is_client()) {
     refuse(m.request_id, kErrNotSupported, "moqd's client takes no PUBLISH");
+    return;
+  }
+  if (s.row().number >= 20 && !m.forward) {
+    // d20 #1834: PUBLISH_OK no longer carries FORWARD; only a REQUEST_UPDATE could start it.
+    refuse(m.request_id, kErrNotSupported, "PUBLISH with FORWARD 0 (moqd sends no REQUEST_UPDATE)");
     return;
   }
   if (s.upstream_by_alias(m.track_alias) != nullptr) {
@@ -157,19 +163,46 @@ void PublishService::on_publish(const wi::Publish& m) {
   wi::PublishOk ok;
   ok.request_id = m.request_id;
   ok.forward = true;
-  ok.subscriber_priority = s.config().upstream_priority;
+  if (s.row().number < 20) {
+    ok.subscriber_priority = s.config().upstream_priority;
+    // Whole groups only: moqd's model numbers a group's objects from 0 (a stream that starts in
+    // the middle of a group is refused by its reader anyway). d20 (#1834): the publisher's
+    // settings stand, PUBLISH_OK carries none of these.
+    ok.filter = wi::Filter{wi::FilterType::kNextGroupStart, {}, 0, 0, std::nullopt};
+  }
   if (!s.row().subscribe_params) {
     ok.group_order = m.group_order != 0 ? m.group_order : 1;  // d14: 1..2 required
   }
-  // Whole groups only: moqd's model numbers a group's objects from 0 (a stream that starts in the
-  // middle of a group is refused by its reader anyway).
-  ok.filter = wi::Filter{wi::FilterType::kNextGroupStart, {}, 0, 0, std::nullopt};
   s.send_control(ok);
   MOQD_LOG(kDebug, "session %llu publish path=%s track=%s alias=%llu",
            static_cast<unsigned long long>(s.id()), full.c_str(), m.track.c_str(),
            static_cast<unsigned long long>(m.track_alias));
   // SUBGROUP streams that overtook the PUBLISH on the control stream.
   s.retry_held_subgroups();
+}
+
+bool PublishService::on_stream_message(IetfSession& s, uint64_t request_id, wi::ControlMessage m) {
+  auto* done = std::get_if<wi::PublishDone>(&m);
+  if (done == nullptr) {
+    s.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a PUBLISH stream");
+    return false;
+  }
+  done->request_id = request_id;  // d17+: the stream says which request
+  if (done->stream_count == kUncounted) {
+    // d17 §9.13: "unable to set Stream Count to the exact number": no count, as 0 says on 16
+    // (@moq/net), so the track ends after a quiet spell instead of at the latest bound.
+    done->stream_count = 0;
+  }
+  s.on_control_message(std::move(m));
+  return true;
+}
+
+void PublishService::on_stream_closed(IetfSession& s, uint64_t request_id, bool done) {
+  if (!done) {
+    // No PUBLISH_DONE: its streams may still arrive; the upstream subscription waits for them as
+    // for a Stream Count it was not told (0), bounded by its timers.
+    s.on_control_message(wi::PublishDone{request_id, kErrInternal, 0, "PUBLISH stream closed"});
+  }
 }
 
 void PublishService::release(Hold* h) {

@@ -1,5 +1,5 @@
 #pragma once
-// PUBLISH (drafts 14..16, server role): the publisher-initiated subscription. A peer's PUBLISH
+// PUBLISH (drafts 14..20, server role): the publisher-initiated subscription. A peer's PUBLISH
 // names one track and the alias its SUBGROUP streams will carry; moqd answers PUBLISH_OK with
 // Forward 1 and feeds the track into the origin exactly as if it had subscribed upstream: the
 // track is an UpstreamSubscription of the session (ietf_session.cc) whose request id and alias
@@ -18,8 +18,17 @@
 // SUBSCRIBE upstream is refused by it). Refused with REQUEST_ERROR (d14: PUBLISH_ERROR): a
 // namespace with no moqd path, an unauthorized path, a broadcast active through another session,
 // a track this session already carries, more PUBLISHes than --max-subscriptions; a Track Alias in
-// use closes the session with DUPLICATE_TRACK_ALIAS (d14 §9.13). Owned by the IetfSession; one
-// worker thread.
+// use closes the session with DUPLICATE_TRACK_ALIAS (d14 §9.13).
+//
+// Drafts 17..20: the PUBLISH is the first message of the peer's bidi request stream (d17 §9.11,
+// d18/19 §10.10, d20 §10.11); the answer goes on that stream: PUBLISH_OK 0x1E (17), REQUEST_OK (18+,
+// #1611; on 20 with no parameters, since #1834 moved FORWARD, SUBSCRIBER_PRIORITY and the filter
+// into PUBLISH: a d20 PUBLISH with FORWARD 0 is refused, moqd would need a REQUEST_UPDATE to start
+// it), or REQUEST_ERROR and FIN. The peer's PUBLISH_DONE on that stream ends the track as on 14..16
+// (its Stream Count read as the upstream subscription reads it); the peer closing or resetting the
+// stream without one ends it as a PUBLISH_DONE with Stream Count 0 would; moqd ending the track
+// (the session closing) closes the stream, which is d17's UNSUBSCRIBE. Owned by the IetfSession;
+// one worker thread.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -44,6 +53,13 @@ class PublishService {
 
   // A PUBLISH as decoded; the request id is checked here.
   void on_publish(const wire::ietf::Publish& m);
+  // Drafts 17+: a message after the PUBLISH on its request stream `request_id`. Only PUBLISH_DONE
+  // belongs there (handed to the session, true: the publisher ended the track); anything else
+  // closes the session with a protocol violation (false).
+  static bool on_stream_message(IetfSession& s, uint64_t request_id, wire::ietf::ControlMessage m);
+  // Drafts 17+: the peer closed (FIN, reset or STOP_SENDING) the request stream of PUBLISH
+  // `request_id`; `done`: its PUBLISH_DONE came first.
+  static void on_stream_closed(IetfSession& s, uint64_t request_id, bool done);
   // The session is closing: tracks ending from now on release nothing (the session withdraws its
   // paths itself, with take_paths()).
   void on_session_closed() { closed_ = true; }

@@ -1,4 +1,4 @@
-// PUBLISH of the IETF session (drafts 14 and 16, ietf_publish.h), on a fake transport: a RawPeer
+// PUBLISH of the IETF session (drafts 14, 16 and 17..20, ietf_publish.h), on a fake transport: a RawPeer
 // publisher writes PUBLISH and SUBGROUP streams byte by byte (layouts: wire/ietf_publish_test.cc)
 // and the track shows up in the origin, where a viewer reads it.
 #include <gtest/gtest.h>
@@ -250,6 +250,218 @@ TEST(IetfPublishSession, Draft17DatagramForNoSubscriptionIsDropped) {
   datagram(f, "06 05 04 80 61");
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
+
+// --- Drafts 17..20: PUBLISH on its own request stream (d17 §9.11-9.13, d18/19 §10.10-10.11 with
+// REQUEST_OK §10.5, d20 §10.11-10.12; layouts: wire/ietf_publish_d17_test.cc).
+
+struct PublishDraft {
+  int number;
+  const char* alpn;
+};
+void PrintTo(const PublishDraft& d, std::ostream* os) { *os << d.alpn; }
+
+class PublishRequestStreamTest : public ::testing::TestWithParam<PublishDraft> {
+ protected:
+  bool d17() const { return GetParam().number == 17; }
+  bool d20() const { return GetParam().number == 20; }
+  // `type length(16) body` (types and values below 0x40 here: one-byte varints in every form).
+  static std::vector<uint8_t> msg(uint8_t type, const std::string& body_hex) {
+    std::vector<uint8_t> body = hex(body_hex);
+    std::vector<uint8_t> out;
+    out.reserve(3 + body.size());
+    out.push_back(type);
+    out.push_back(static_cast<uint8_t>(body.size() >> 8));
+    out.push_back(static_cast<uint8_t>(body.size()));
+    for (uint8_t c : body) {
+      out.push_back(c);
+    }
+    return out;
+  }
+  // PUBLISH `id` of ["room","alice"] `track` (hex) under `alias`, FORWARD `forward`, no Track
+  // Properties (d17: Required Request ID Delta 0 after the id).
+  std::vector<uint8_t> publish(uint8_t id, uint8_t alias, bool forward = true,
+                               const std::string& track = "05 766964656f") const {
+    char head[16];
+    std::snprintf(head, sizeof head, d17() ? "%02x 00 " : "%02x ", id);
+    char tail[16];
+    std::snprintf(tail, sizeof tail, " %02x 01 10 %02x", alias, forward ? 1 : 0);
+    return msg(0x1d, std::string(head) + "02 04 726f6f6d 05 616c696365 " + track + tail);
+  }
+  // moqd's acceptance: d17 PUBLISH_OK (0x1E, no Request ID): FORWARD 1, SUBSCRIBER_PRIORITY 128 (a
+  // uint8), SUBSCRIPTION_FILTER Next Group Start; d18/19 the same parameters in REQUEST_OK with
+  // empty Track Properties; d20 (#1834) an empty REQUEST_OK.
+  std::string accepted() const {
+    if (d20()) {
+      return canon("07 00 01 00");
+    }
+    return canon(std::string(d17() ? "1e" : "07") + " 00 08 03 10 01 10 80 01 01 01");
+  }
+  void setup(Fixture& f) {
+    transport::Stream* u = f.client_mux_->open_uni();
+    ASSERT_NE(u, nullptr);
+    u->write(Bytes::from(hex("af 00 00 00")));  // SETUP, no options
+    f.pump();
+    ASSERT_TRUE(f.session_->is_ready());
+  }
+  // REQUEST_ERROR's code: type 0x05, length (16), then the code (one byte here).
+  static int code_of(const RawStream& r) {
+    if (r.data.size() < 4 || static_cast<uint8_t>(r.data[0]) != 0x05) {
+      return -1;
+    }
+    return static_cast<uint8_t>(r.data[3]);
+  }
+};
+
+TEST_P(PublishRequestStreamTest, PublishFeedsTheOriginUntilPublishDone) {
+  Fixture f(GetParam().alpn);
+  setup(f);
+  const size_t before = f.raw_->incoming.size();
+  // Request id 4 (ids may skip, d18 §10.1): PUBLISH_DONE, which names none, is matched by stream.
+  RawStream* r = f.raw_->open_bidi(publish(4, 5));
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), accepted());
+  EXPECT_FALSE(r->fin);
+  EXPECT_TRUE(f.origin_.is_active("room/alice"));
+  EXPECT_EQ(f.handler_.auth_count(Action::kPublish, "room/alice"), 1u);
+  f.peer_stream(kGroup4);
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  ASSERT_NE(viewer.group(4), nullptr);
+  EXPECT_EQ(viewer.group(4)->frames, (std::vector<std::string>{"abc", "z"}));
+  // No SUBSCRIBE went upstream: moqd opened no request stream of its own.
+  EXPECT_EQ(f.raw_->incoming.size(), before);
+  f.peer_stream("18 05 05 00 00 01 71");
+  ASSERT_NE(viewer.group(5), nullptr);
+  // PUBLISH_DONE (no Request ID) TRACK_ENDED, Stream Count 3: two streams came, so the track
+  // waits for the third.
+  r->data.clear();
+  r->write(hex("0b 00 03 02 03 00"));
+  f.pump();
+  EXPECT_FALSE(viewer.ended);
+  f.peer_stream("18 05 06 00 00 01 72");
+  ASSERT_NE(viewer.group(6), nullptr);
+  EXPECT_EQ(viewer.group(6)->frames, (std::vector<std::string>{"r"}));
+  // The third stream read: the track ends, the broadcast announced for the PUBLISH goes, and moqd
+  // closes its side of the request stream (d17: UNSUBSCRIBE) with nothing more on it.
+  EXPECT_TRUE(viewer.ended);
+  EXPECT_FALSE(f.origin_.is_active("room/alice"));
+  EXPECT_TRUE(r->fin);
+  EXPECT_EQ(hex_of(r->data), "");
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(PublishRequestStreamTest, ClosingThePublishStreamEndsTheTrack) {
+  Fixture f(GetParam().alpn);
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(publish(0, 5));
+  f.pump();
+  f.peer_stream(kGroup4);
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  // FIN with no PUBLISH_DONE: read as one with an unknown Stream Count; the track ends once no
+  // stream of it has been seen for a while, and moqd's side closes too.
+  r->stream->finish();
+  f.pump();
+  EXPECT_TRUE(r->fin);
+  f.advance(std::chrono::seconds(1));
+  EXPECT_TRUE(viewer.ended);
+  ASSERT_NE(viewer.group(4), nullptr);
+  EXPECT_FALSE(f.origin_.is_active("room/alice"));
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(PublishRequestStreamTest, UncountedStreamCountEndsAfterAQuietSpell) {
+  Fixture f(GetParam().alpn);
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(publish(0, 5));
+  f.pump();
+  f.peer_stream(kGroup4);
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  // PUBLISH_DONE with Stream Count 2^62-1 (d17 §9.13: the publisher could not count its streams;
+  // the 9-byte leading-ones form): no count to wait for, so the track ends once no stream has
+  // come for a while, well before the latest bound (5 s).
+  r->write(hex("0b 00 0b 02 ff3fffffffffffffff 00"));
+  f.pump();
+  EXPECT_FALSE(viewer.ended);
+  f.advance(std::chrono::seconds(1));
+  EXPECT_TRUE(viewer.ended);
+  EXPECT_TRUE(r->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(PublishRequestStreamTest, RefusalsAndViolations) {
+  {
+    // Unauthorized: REQUEST_ERROR UNAUTHORIZED (0x1) on the stream, then FIN; the session stays.
+    Fixture f(GetParam().alpn);
+    f.handler_.deny_publish = true;
+    setup(f);
+    RawStream* r = f.raw_->open_bidi(publish(0, 5));
+    f.pump();
+    EXPECT_EQ(code_of(*r), 0x1);
+    EXPECT_TRUE(r->fin);
+    EXPECT_FALSE(f.origin_.is_active("room/alice"));
+    EXPECT_FALSE(f.raw_->closed_code.has_value());
+  }
+  {
+    // FORWARD 0: accepted with FORWARD 1 on 17..19; d20's PUBLISH_OK cannot say it, so refused
+    // NOT_SUPPORTED (0x3).
+    Fixture f(GetParam().alpn);
+    setup(f);
+    RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
+    f.pump();
+    if (d20()) {
+      EXPECT_EQ(code_of(*r), 0x3);
+      EXPECT_TRUE(r->fin);
+    } else {
+      EXPECT_EQ(hex_of(r->data), accepted());
+    }
+    EXPECT_FALSE(f.raw_->closed_code.has_value());
+  }
+  {
+    // A Track Alias in use: DUPLICATE_TRACK_ALIAS (0x5) closes the session.
+    Fixture f(GetParam().alpn);
+    setup(f);
+    f.raw_->open_bidi(publish(0, 5));
+    f.pump();
+    f.raw_->open_bidi(publish(2, 5, true, "05 617564696f"));
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x5u);
+  }
+  {
+    // The request id of a live request again: INVALID_REQUEST_ID (0x4).
+    Fixture f(GetParam().alpn);
+    setup(f);
+    f.raw_->open_bidi(publish(0, 5));
+    f.pump();
+    f.raw_->open_bidi(publish(0, 6, true, "05 617564696f"));
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x4u);
+  }
+  {
+    // Anything but PUBLISH_DONE after the PUBLISH on its stream (here REQUEST_OK): a protocol
+    // violation (0x3).
+    Fixture f(GetParam().alpn);
+    setup(f);
+    RawStream* r = f.raw_->open_bidi(publish(0, 5));
+    f.pump();
+    r->write(hex("07 00 01 00"));
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Drafts, PublishRequestStreamTest,
+                         ::testing::Values(PublishDraft{17, "moqt-17"}, PublishDraft{18, "moqt-18"},
+                                           PublishDraft{19, "moqt-19"},
+                                           PublishDraft{20, "moqt-20"}),
+                         [](const auto& info) { return "D" + std::to_string(info.param.number); });
 
 }  // namespace publish_test
 }  // namespace moqd::session

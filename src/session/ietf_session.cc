@@ -1395,7 +1395,8 @@ class RequestStream final : public Handler {
     kOurSubscribe,
     kOurPublishNamespace,  // client role: a broadcast of ours, until we close the stream
     kPeerFetch,
-    kPeerTrackStatus
+    kPeerTrackStatus,
+    kPeerPublish  // d17+ PUBLISH: PUBLISH_DONE and FIN end it (PublishService)
   };
   RequestStream(IetfSession& s, transport::Stream& stream, Kind kind, uint64_t id)
       : Handler(s), kind_(kind), id_(id) {
@@ -1467,6 +1468,10 @@ class RequestStream final : public Handler {
 
  private:
   void on_message(wi::ControlMessage m) {
+    if (kind_ == Kind::kPeerPublish) {
+      ended_ = PublishService::on_stream_message(session_, id_, std::move(m)) || ended_;
+      return;
+    }
     if (kind_ == Kind::kOurPublishNamespace) {
       on_publish_namespace_answer(std::move(m));
       return;
@@ -1534,6 +1539,9 @@ class RequestStream final : public Handler {
         session_.on_control_message(wi::FetchCancel{id_});
         break;
       case Kind::kPeerTrackStatus:
+        break;
+      case Kind::kPeerPublish:
+        PublishService::on_stream_closed(session_, id_, ended_);
         break;
       case Kind::kOurSubscribe:
         if (!answered_) {
@@ -2655,6 +2663,9 @@ void IetfSession::on_request_stream(transport::Stream& stream) {
   } else if (const auto* t = std::get_if<wi::TrackStatus>(&m)) {
     kind = RequestStream::Kind::kPeerTrackStatus;
     id = t->request.request_id;
+  } else if (const auto* pb = std::get_if<wi::Publish>(&m)) {
+    kind = RequestStream::Kind::kPeerPublish;
+    id = pb->request_id;
   } else {
     stream.release();
     fail(wi::TerminationCode::kProtocolViolation, "a request stream must start with a request");
@@ -2715,7 +2726,7 @@ void IetfSession::send_on_request_stream(const wi::ControlMessage& m) {
           id = msg.request_id;
           cancel = true;
         } else if constexpr (std::is_same_v<T, wi::SubscribeOk> || std::is_same_v<T, wi::RequestOk> ||
-                             std::is_same_v<T, wi::FetchOk>) {
+                             std::is_same_v<T, wi::FetchOk> || std::is_same_v<T, wi::PublishOk>) {
           id = msg.request_id;
         } else if constexpr (std::is_same_v<T, wi::RequestError>) {
           id = msg.request_id;

@@ -12,11 +12,11 @@
 // bidi stream each, closed to end it), and asks for SessionConfig::discover_prefix with
 // SUBSCRIBE_NAMESPACE (on its own bidi stream in d16+); the rest (SUBSCRIBE upstream for announced
 // tracks, serving the relay's SUBSCRIBEs, SUBGROUP streams both ways) is the same code as the
-// server role's, with request id parity reversed (ours even). PUBLISH (drafts 14..16) is served by
-// ietf_detail::PublishService (ietf_publish.h); OBJECT_DATAGRAMs (drafts 14..16) from a publisher
-// by ietf_detail::DatagramReceiver (ietf_datagram.h). Not served: PUBLISH on drafts 17+, sending
-// datagrams; each such request closes the session with a protocol violation or is refused with an
-// error (never ignored silently). One worker thread.
+// server role's, with request id parity reversed (ours even). PUBLISH (drafts 14..20; 17+ on its
+// own request stream) is served by ietf_detail::PublishService (ietf_publish.h); OBJECT_DATAGRAMs
+// (drafts 14..16) from a publisher by ietf_detail::DatagramReceiver (ietf_datagram.h). Not served:
+// sending datagrams; such a request closes the session with a protocol violation or is refused
+// with an error (never ignored silently). One worker thread.
 //
 // FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE / REQUEST_UPDATE
 // (drafts 14 to 20) are served from the origin's track caches by ietf_detail::FetchService

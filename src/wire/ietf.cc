@@ -88,32 +88,42 @@ constexpr uint64_t kSubNs =
     bit(MessageType::kSubscribeNamespace) | bit(MessageType::kSubscribeNamespace2);
 constexpr uint64_t kSubTr = bit(MessageType::kSubscribeTracks);
 constexpr uint64_t kFetch = bit(MessageType::kFetch);  // d16 §9.2.2, d18 §10.2
-constexpr uint64_t kPub = bit(MessageType::kPublish);      // d14..16 (d15 §9.2.1, d16 §9.2.2)
-constexpr uint64_t kPubOk = bit(MessageType::kPublishOk);  // d14..16
+constexpr uint64_t kPub = bit(MessageType::kPublish);      // d15 §9.2.1, d16 §9.2.2, d17 §9.3
+constexpr uint64_t kPubOk = bit(MessageType::kPublishOk);  // d14..17 (d18+: REQUEST_OK, kReqOk)
 constexpr uint64_t kNs = bit(MessageType::kNamespace);     // d17+ extended NAMESPACE (cluster)
-// d18+ rows: the messages this codec has among those each parameter's section lists (PUBLISH and
-// PUBLISH_OK are not decoded here; TRACK_STATUS is read with SUBSCRIBE's rules). The range
+// d18+ rows: the messages this codec has among those each parameter's section lists (TRACK_STATUS
+// is read with SUBSCRIBE's rules). PUBLISH_OK is a REQUEST_OK from 18 (#1611): the parameters the
+// d18/19 text allows in PUBLISH_OK are allowed in every REQUEST_OK, since a REQUEST_OK does not
+// say which request it answers; d20 (#1834) moves them from PUBLISH_OK into PUBLISH. The range
 // filters 0x25..0x28 (d19 §5.1.3) are accepted in FETCH; the session refuses such a FETCH.
 constexpr ParamRule kParamRules[] = {
     {kParamDeliveryTimeout, 14, 17, kSub | kSubOk | kUpd | kReqOk | kPub | kPubOk, ParamForm::kVarint},
-    {kParamDeliveryTimeout, 18, 20, kSub | kUpd, ParamForm::kVarint},  // OBJECT_DELIVERY_TIMEOUT
+    // OBJECT_DELIVERY_TIMEOUT: d18/19 in PUBLISH_OK (a REQUEST_OK), d20 in PUBLISH (#1834).
+    {kParamDeliveryTimeout, 18, 19, kSub | kUpd | kReqOk, ParamForm::kVarint},
+    {kParamDeliveryTimeout, 20, 20, kSub | kUpd | kPub, ParamForm::kVarint},
     {kParamAuthorizationToken, 14, 20, kSub | kUpd | kPubNs | kSubNs | kSubTr | kFetch | kPub,
      ParamForm::kBytes,
      true},
     {kParamMaxCacheDuration, 14, 15, kSubOk | kReqOk | kPub, ParamForm::kVarint},
     {0x04, 17, 20, kSub, ParamForm::kVarint},  // RENDEZVOUS_TIMEOUT (d17)
-    {kParamSubgroupDeliveryTimeout, 18, 20, kSub | kUpd, ParamForm::kVarint},
+    {kParamSubgroupDeliveryTimeout, 18, 19, kSub | kUpd | kReqOk, ParamForm::kVarint},
+    {kParamSubgroupDeliveryTimeout, 20, 20, kSub | kUpd | kPub, ParamForm::kVarint},
     {kParamExpires, 15, 20, kSubOk | kReqOk | kPub | kPubOk, ParamForm::kVarint},
     {kParamLargestObject, 15, 20, kSubOk | kReqOk | kPub, ParamForm::kLocation},
     {kParamPublisherPriority, 15, 15, kSubOk, ParamForm::kUint8},
     {kParamForward, 15, 17, kSub | kUpd | kSubNs | kPub | kPubOk, ParamForm::kUint8},
-    {kParamForward, 18, 20, kSub | kUpd | kSubTr, ParamForm::kUint8},
-    {kParamSubscriberPriority, 15, 20, kSub | kUpd | kFetch | kPubOk, ParamForm::kUint8},
-    {kParamSubscriptionFilter, 15, 19, kSub | kUpd | kPubOk, ParamForm::kBytes},
-    {kParamSubscriptionFilter, 20, 20, kSub | kUpd | kFetch, ParamForm::kBytes},  // d20 §5.1.2
+    {kParamForward, 18, 19, kSub | kUpd | kSubTr | kPub | kReqOk, ParamForm::kUint8},
+    {kParamForward, 20, 20, kSub | kUpd | kSubTr | kPub, ParamForm::kUint8},
+    {kParamSubscriberPriority, 15, 17, kSub | kUpd | kFetch | kPubOk, ParamForm::kUint8},
+    {kParamSubscriberPriority, 18, 19, kSub | kUpd | kFetch | kReqOk, ParamForm::kUint8},
+    {kParamSubscriberPriority, 20, 20, kSub | kUpd | kFetch | kPub, ParamForm::kUint8},
+    {kParamSubscriptionFilter, 15, 17, kSub | kUpd | kPubOk, ParamForm::kBytes},
+    {kParamSubscriptionFilter, 18, 19, kSub | kUpd | kReqOk, ParamForm::kBytes},
+    {kParamSubscriptionFilter, 20, 20, kSub | kUpd | kFetch | kPub, ParamForm::kBytes},  // §5.1.2
     {kParamGroupOrder, 15, 17, kSub | kSubOk | kReqOk | kFetch | kPub | kPubOk, ParamForm::kUint8},
-    {kParamGroupOrder, 18, 18, kSub | kFetch, ParamForm::kUint8},
-    {kParamGroupOrder, 19, 20, kSub | kSubTr | kFetch, ParamForm::kUint8},  // #1777
+    {kParamGroupOrder, 18, 18, kSub | kFetch | kReqOk, ParamForm::kUint8},
+    {kParamGroupOrder, 19, 19, kSub | kSubTr | kFetch, ParamForm::kUint8},  // #1777
+    {kParamGroupOrder, 20, 20, kSub | kSubTr | kFetch | kPub, ParamForm::kUint8},
     {0x0a, 18, 20, kFetch, ParamForm::kVarint},  // FILL_TIMEOUT (d18 §10.2.x "FILL TIMEOUT")
     {kParamFillParameters, 20, 20, kSub, ParamForm::kBytes},       // JS only
     {0x25, 19, 20, kSub | kUpd | kSubTr | kFetch, ParamForm::kBytes, true},  // SUBGROUP_FILTER
@@ -122,7 +132,9 @@ constexpr ParamRule kParamRules[] = {
     {0x28, 19, 20, kSub | kUpd | kSubTr | kFetch, ParamForm::kBytes, true},  // OBJECT_PROPERTY_FILTER
     {0x29, 19, 20, kUpd | kSubTr, ParamForm::kBytes, true},         // TRACK_PROPERTY_FILTER
     {0x30, 15, 15, kSubOk | kPub, ParamForm::kVarint},  // DYNAMIC_GROUPS (d15)
-    {0x32, 15, 20, kSub | kUpd | kPubOk, ParamForm::kVarint},  // NEW_GROUP_REQUEST
+    {0x32, 15, 17, kSub | kUpd | kPubOk, ParamForm::kVarint},  // NEW_GROUP_REQUEST
+    {0x32, 18, 19, kSub | kUpd | kReqOk, ParamForm::kVarint},
+    {0x32, 20, 20, kSub | kUpd, ParamForm::kVarint},
     {kParamTrackNamespacePrefix, 18, 20, kUpd, ParamForm::kNamespace},
     {kParamIncludeProperties, 20, 20, kSub | kSubTr, ParamForm::kUint8Js},
     {kParamHopPath, 17, 20, kPubNs | kNs, ParamForm::kBytes},     // cluster extension
@@ -1364,8 +1376,10 @@ TypeOrNone write(FormWriter& w, const Draft& d, const FetchCancel& m) {
 
 void read(Decoder& dec, FetchCancel& m) { m.request_id = dec.varint(); }
 
-// --- PUBLISH / PUBLISH_OK (d14 §9.13-9.14, d15 §9.13-9.14, d16 §9.13-9.14). Drafts 14..16: on
-// d17+ request streams they are not in this codec (see Draft::request_streams).
+// --- PUBLISH / PUBLISH_OK (d14 §9.13-9.14, d15 §9.13-9.14, d16 §9.13-9.14, d17 §9.11-9.12, d18
+// and d19 §10.10 with REQUEST_OK §10.5, d20 §10.11). From 17 PUBLISH opens its own request stream
+// (d17: Required Request ID Delta after the id) and PUBLISH_OK has no Request ID; from 18 there is
+// no PUBLISH_OK type: REQUEST_OK answers (#1611), its Track Properties empty.
 
 std::string location_bytes(const Draft& d, const Location& l) {
   std::vector<uint8_t> out;
@@ -1375,10 +1389,7 @@ std::string location_bytes(const Draft& d, const Location& l) {
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const Publish& m) {
-  if (d.request_streams) {
-    return std::nullopt;
-  }
-  w.varint(m.request_id);
+  write_request_id(w, d, m.request_id, m.request_id_delta);
   write_tuple(w, m.ns);
   w.string(m.track);
   w.varint(m.track_alias);
@@ -1395,7 +1406,11 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Publish& m) {
   Parameters all;
   if (m.group_order != 0) {
     // d15 defines GROUP_ORDER in PUBLISH; d16 moved it to a track property, but a value read from
-    // a d16 peer is written back as it came.
+    // a d16 peer is written back as it came. d18/19 have no place for it (d20 #1834 again has).
+    const ParamRule* rule = param_rule(d, kParamGroupOrder);
+    if (d.typed_params && (rule == nullptr || (rule->messages & kPub) == 0)) {
+      return std::nullopt;
+    }
     all.push_back(varint_param(kParamGroupOrder, m.group_order));
   }
   all.push_back(varint_param(kParamForward, m.forward ? 1 : 0));
@@ -1413,7 +1428,7 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Publish& m) {
 }
 
 void read(Decoder& dec, Publish& m) {
-  m.request_id = dec.varint();
+  dec.request_id(m.request_id, m.request_id_delta);
   size_t name = 0;
   dec.tuple(m.ns, true, name);
   dec.track_name(m.track, name);
@@ -1460,11 +1475,43 @@ void read(Decoder& dec, Publish& m) {
   }
 }
 
-TypeOrNone write(FormWriter& w, const Draft& d, const PublishOk& m) {
-  if (d.request_streams) {
+// d18+ (#1611): PUBLISH_OK is a REQUEST_OK, Parameters then empty Track Properties. d18/19 carry
+// FORWARD, SUBSCRIBER_PRIORITY, GROUP_ORDER (18 only) and the filter there; d20 (#1834) moved them
+// into PUBLISH, so a d20 PUBLISH_OK holds only m.params (EXPIRES): an accepted PUBLISH keeps the
+// publisher's settings. What the draft cannot carry is not written (nullopt), never dropped.
+TypeOrNone write_publish_ok_as_request_ok(FormWriter& w, const Draft& d, const PublishOk& m) {
+  Parameters all;
+  const ParamRule* fwd = param_rule(d, kParamForward);
+  if (fwd != nullptr && (fwd->messages & kReqOk) != 0) {
+    all.push_back(varint_param(kParamForward, m.forward ? 1 : 0));
+    all.push_back(varint_param(kParamSubscriberPriority, m.subscriber_priority));
+  } else if (!m.forward || m.subscriber_priority != 128) {
     return std::nullopt;
   }
-  w.varint(m.request_id);
+  if (m.group_order != 0) {
+    const ParamRule* order = param_rule(d, kParamGroupOrder);
+    if (order == nullptr || (order->messages & kReqOk) == 0) {
+      return std::nullopt;
+    }
+    all.push_back(varint_param(kParamGroupOrder, m.group_order));
+  }
+  if (m.filter) {
+    const ParamRule* filter = param_rule(d, kParamSubscriptionFilter);
+    if (filter == nullptr || (filter->messages & kReqOk) == 0) {
+      return std::nullopt;
+    }
+  }
+  if (!write_params_then_filter(w, d, std::move(all), m.params, m.filter)) {
+    return std::nullopt;
+  }
+  return MessageType::kRequestOk;  // Track Properties: none
+}
+
+TypeOrNone write(FormWriter& w, const Draft& d, const PublishOk& m) {
+  if (d.ok_track_properties) {
+    return write_publish_ok_as_request_ok(w, d, m);
+  }
+  write_response_id(w, d, m.request_id);
   if (!d.subscribe_params) {
     w.u8(m.forward ? 1 : 0);
     w.u8(m.subscriber_priority);
@@ -1490,7 +1537,7 @@ TypeOrNone write(FormWriter& w, const Draft& d, const PublishOk& m) {
 }
 
 void read(Decoder& dec, PublishOk& m) {
-  m.request_id = dec.varint();
+  dec.response_id(m.request_id);
   if (!dec.d.subscribe_params) {
     dec.forward(dec.u8(), m.forward);
     m.subscriber_priority = dec.u8();
@@ -1524,7 +1571,7 @@ void read(Decoder& dec, PublishOk& m) {
 }
 
 // TRACK_STATUS and FETCH messages (FETCH_CANCEL and the d14 errors: before 17), PUBLISH and
-// PUBLISH_OK (before 17); nullopt for another type.
+// PUBLISH_OK (0x1E: before 18); nullopt for another type.
 std::optional<ControlMessage> fetch_message_for(const Draft& d, MessageType t) {
   switch (t) {
     case MessageType::kTrackStatus: return TrackStatus{};
@@ -1535,14 +1582,10 @@ std::optional<ControlMessage> fetch_message_for(const Draft& d, MessageType t) {
       }
       return FetchCancel{};
     case MessageType::kFetchOk: return FetchOk{};
-    case MessageType::kPublish:
-      if (d.request_streams) {
-        return std::nullopt;  // PUBLISH on 17+ request streams is not served (not in this codec)
-      }
-      return Publish{};
+    case MessageType::kPublish: return Publish{};
     case MessageType::kPublishOk:
-      if (d.request_streams) {
-        return std::nullopt;
+      if (d.ok_track_properties) {
+        return std::nullopt;  // d18 #1611: "RESERVED (PUBLISH_OK in <= 17)" (d19 table)
       }
       return PublishOk{};
     case MessageType::kTrackStatusError:

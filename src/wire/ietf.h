@@ -121,8 +121,8 @@ enum class MessageType : uint64_t {
   kFetchOk = 0x18,
   kFetchError = 0x19,  // d14 only (d15+: REQUEST_ERROR)
   kRequestsBlocked = 0x1a,
-  kPublish = 0x1d,       // d14..16 here (d17+ request streams: not decoded yet)
-  kPublishOk = 0x1e,
+  kPublish = 0x1d,       // d17+: the first message of its own request stream
+  kPublishOk = 0x1e,     // d14..17 (d18+: REQUEST_OK answers a PUBLISH)
   kPublishError = 0x1f,  // d14 only (d15+: REQUEST_ERROR)
   kClientSetup = 0x20,
   kServerSetup = 0x21,
@@ -448,12 +448,17 @@ struct FetchCancel {
   friend bool operator==(const FetchCancel&, const FetchCancel&) = default;
 };
 
-// PUBLISH (d14 §9.13, d15 §9.13, d16 §9.13): the publisher starts a subscription for one track
-// under an alias it chose. d14 has Group Order, Content Exists [+ Largest Location] and Forward as
-// fields; d15/16 carry them as GROUP_ORDER (d15 only), LARGEST_OBJECT and FORWARD parameters, taken
-// out of `params` on decode; d16 ends the message with Track Extensions. Drafts 14..16.
+// PUBLISH (d14 §9.13, d15 §9.13, d16 §9.13, d17 §9.11, d18/19 §10.10, d20 §10.11): the publisher
+// starts a subscription for one track under an alias it chose. d14 has Group Order, Content Exists
+// [+ Largest Location] and Forward as fields; d15+ carry them as GROUP_ORDER (d15, d17 and d20:
+// the draft text's parameter lists), LARGEST_OBJECT and FORWARD parameters, taken out of `params`
+// on decode; d16 ends the message with Track Extensions, d17+ with Track Properties (checked to be
+// well-formed). d17+: the first message of its own request stream; d17 adds the Required Request
+// ID Delta. d20 (#1834) also lets it carry the subscription's initial SUBSCRIBER_PRIORITY,
+// LOCATION_FILTER and delivery timeouts (kept in `params`).
 struct Publish {
   uint64_t request_id = 0;
+  uint64_t request_id_delta = 0;  // d17
   TrackNamespace ns;
   std::string track;
   uint64_t track_alias = 0;
@@ -466,8 +471,13 @@ struct Publish {
 };
 
 // PUBLISH_OK (d14 §9.14: fields like SUBSCRIBE's; d15/16: Request ID and parameters, with
-// FORWARD, SUBSCRIBER_PRIORITY, GROUP_ORDER and SUBSCRIPTION_FILTER taken out on decode).
-// PUBLISH_ERROR (d14 0x1F) is a RequestError of type kPublishError; d15+ answer REQUEST_ERROR.
+// FORWARD, SUBSCRIBER_PRIORITY, GROUP_ORDER and SUBSCRIPTION_FILTER taken out on decode; d17
+// §9.12: 0x1E with parameters only, no Request ID). From 18 (#1611) there is no PUBLISH_OK type:
+// encoding one writes REQUEST_OK (0x07: its parameters, empty Track Properties), which decodes as a
+// RequestOk; d20 (#1834) allows none of FORWARD, SUBSCRIBER_PRIORITY, GROUP_ORDER or the filter
+// there, so a d20 PublishOk with any of them set (other than forward 1, priority 128) does not
+// encode. PUBLISH_ERROR (d14 0x1F) is a RequestError of type kPublishError; d15+ answer
+// REQUEST_ERROR.
 struct PublishOk {
   uint64_t request_id = 0;
   bool forward = true;

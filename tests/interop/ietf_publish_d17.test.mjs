@@ -1,0 +1,110 @@
+// PUBLISH (publisher-initiated subscription) through moqd on moq-transport-17, -18 and -20: a raw
+// IETF publisher (raw_ietf.mjs rawSession over the draft's WebSocket protocol) opens a request
+// stream with PUBLISH for one track, without PUBLISH_NAMESPACE, reads moqd's answer on that stream
+// (d17 §9.12 PUBLISH_OK 0x1E; d18 §10.5 and d20: REQUEST_OK, #1611), then writes SUBGROUP streams
+// under the alias it chose. A @moq/net 0.3.4 viewer on the same draft and a @moq/lite 0.2.2 viewer
+// on moq-lite-02 must read every frame byte for byte; the publisher's PUBLISH_DONE (Stream Count 3)
+// and FIN on the request stream end the track: the moq-lite viewer sees the end (@moq/net 0.3.4 over
+// WebSocket surfaces no end of a subscription on 17+, see ietf_session_d17.test.mjs), moqd closes
+// its side of the request stream with nothing after its answer, and the broadcast is withdrawn.
+// @moq/net 0.3.4 never sends PUBLISH (it refuses one as a subscriber), so moqd's PUBLISH on 17+ is
+// tested only against this raw client. Draft 19 is not reached over WebSocket (NET-0.3.md §1.1):
+// session_tests PublishRequestStreamTest covers it. Layouts: wire/ietf_publish_d17_test.cc.
+import assert from "node:assert/strict";
+import { test, after } from "node:test";
+import * as H from "./harness.mjs";
+import { waitLog } from "./raw.mjs";
+import { lo, loStr, loTuple, messages, msg17, rawSession } from "./raw_ietf.mjs";
+import { closeNetConnections, count, flat, netConnect, netSubscribe, netWaitActive } from "./net_client.mjs";
+
+const started = [];
+after(async () => {
+  closeNetConnections();
+  H.closeAllConnections();
+  for (const m of started) await m.stop().catch(() => {});
+  for (const m of started) assert.doesNotMatch(m.stderrText(), /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/);
+});
+
+// A SUBGROUP stream on 17+: type 0x18 (subgroup 0, end of group, Publisher Priority; from 18 with
+// FIRST_OBJECT 0x40, d18 §11.4.2), alias, group, priority 0, then each frame as {object id delta 0,
+// length, payload}; an empty frame carries Object Status 0 after its zero length.
+function subgroup(version, alias, group, frames) {
+  const type = version === "moq-transport-17" ? 0x18 : 0x58;
+  const parts = [lo(type), lo(alias), lo(group), Buffer.from([0])];
+  for (const f of frames) {
+    parts.push(lo(0), lo(f.length));
+    parts.push(f.length > 0 ? Buffer.from(f) : lo(0));
+  }
+  return Buffer.concat(parts);
+}
+
+const GROUPS = [
+  [H.text("sync"), H.randomFrame(12_000)],
+  [new Uint8Array(0), H.randomFrame(17), H.randomFrame(3000)],
+  [H.randomFrame(1), H.randomFrame(20_000)],
+];
+
+for (const version of ["moq-transport-17", "moq-transport-18", "moq-transport-20"]) {
+  test(`${version} through moqd: a raw client's PUBLISH on its request stream is accepted and its track reaches a @moq/net 0.3.4 viewer (${version}) and a @moq/lite viewer (moq-lite-02) byte for byte; PUBLISH_DONE and FIN end it`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
+    const m = await H.startMoqd(["--versions", `moq-lite-02,${version}`]);
+    started.push(m);
+    const p = `${H.uniquePrefix(version)}/alice`;
+    const raw = await rawSession(m, version);
+    const { mux } = raw;
+
+    // PUBLISH id 0 (d17: Required Request ID Delta 0), track "video", alias 5, FORWARD (0x10) 1
+    // as a uint8, no Track Properties.
+    const alias = 5;
+    const s = mux.open();
+    const d17 = version === "moq-transport-17";
+    mux.write(s, msg17(0x1d, lo(0), d17 ? lo(0) : Buffer.alloc(0), loTuple(...p.split("/")), loStr("video"), lo(alias), Buffer.from([0x01, 0x10, 0x01])));
+    await mux.waitStream(s, (x) => messages(x.data()).length > 0, 10_000, "moqd's answer to PUBLISH");
+    const [answer] = messages(mux.stream(s).data());
+    if (d17) {
+      // d17 §9.12 PUBLISH_OK: no Request ID; FORWARD 1 first (the smallest type moqd writes).
+      assert.equal(answer.type, 0x1e, "PUBLISH_OK");
+      assert.deepEqual([...answer.body.subarray(0, 3)], [0x03, 0x10, 0x01]);
+    } else if (version === "moq-transport-18") {
+      // d18 §10.5: REQUEST_OK with PUBLISH_OK's parameters (FORWARD 1 first), no Track Properties.
+      assert.equal(answer.type, 0x07, "REQUEST_OK");
+      assert.deepEqual([...answer.body.subarray(0, 3)], [0x03, 0x10, 0x01]);
+    } else {
+      // d20 (#1834): the subscription parameters are PUBLISH's; the acceptance is an empty REQUEST_OK.
+      assert.equal(answer.type, 0x07, "REQUEST_OK");
+      assert.deepEqual([...answer.body], [0x00]);
+    }
+
+    // The broadcast is discoverable without PUBLISH_NAMESPACE, over both protocol families.
+    const net = await netConnect(m.url);
+    assert.equal(net.version, version);
+    const lite = await H.connect(m.url);
+    await waitLog(m, /version=moq-lite-02 /);
+    await netWaitActive(net, p);
+    const v = netSubscribe(net, p, "video");
+    const watcher = H.watchAnnounced(lite, p.slice(0, p.lastIndexOf("/")));
+    await watcher.waitFor(p, true);
+    const l = H.subscribeTrack(lite, p, "video");
+    for (const [i, frames] of GROUPS.entries()) {
+      const u = mux.open({ uni: true });
+      mux.write(u, subgroup(version, alias, 10 + i, frames), { fin: true });
+      await H.waitFor(() => v.state.n >= count(GROUPS.slice(0, i + 1)) && l.frameCount() >= count(GROUPS.slice(0, i + 1)), 10_000, `group ${10 + i} at both viewers`);
+    }
+    assert.deepEqual(v.ordered().flat(), flat(GROUPS));
+    assert.deepEqual([...v.groups.keys()].sort((a, b) => a - b), [10, 11, 12]);
+    assert.deepEqual(l.groups.flatMap((g) => g.frames), flat(GROUPS));
+
+    // PUBLISH_DONE (no Request ID on 17+) TRACK_ENDED (2), Stream Count 3, then FIN: the track
+    // ends at the moq-lite viewer, moqd FINs the request stream with nothing after its answer, and
+    // the broadcast is withdrawn.
+    mux.write(s, msg17(0x0b, lo(2), lo(3), loStr("")), { fin: true });
+    await l.waitEnd(10_000);
+    await mux.waitStream(s, (x) => x.fin, 10_000, "moqd's FIN on the PUBLISH stream");
+    assert.deepEqual(messages(mux.stream(s).data()).map((x) => x.type), [answer.type]);
+    await watcher.waitFor(p, false);
+    watcher.close();
+    assert.ok(!mux.appClose, "the session stays up");
+    net.close();
+    H.closeConnection(lite);
+    mux.close();
+  });
+}
