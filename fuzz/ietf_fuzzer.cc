@@ -15,8 +15,6 @@
 // block from a delta-coded draft whose types go down never gets this far); a refusal must leave
 // the output untouched.
 // Anything else must come back as need-more or an error, never a crash or a sanitizer report.
-#include <cstdio>
-#include <cstdlib>
 #include <iterator>
 #include <vector>
 
@@ -24,6 +22,11 @@
 #include "wire/ietf_datagram.h"
 #include "wire/ietf_cluster.h"
 #include "wire/ietf_properties.h"
+#include "round_trip.h"
+
+namespace moqd::wire::fuzz {
+const char* const kFuzzerName = "ietf_fuzzer";
+}  // namespace moqd::wire::fuzz
 
 namespace moqd::wire::ietf {
 namespace {
@@ -33,10 +36,7 @@ constexpr Version kDrafts[] = {Version::kTransport14, Version::kTransport15,
                                Version::kTransport18, Version::kTransport19,
                                Version::kTransport20};
 
-[[noreturn]] void bug(const char* what) {
-  std::fprintf(stderr, "ietf_fuzzer: %s\n", what);
-  std::abort();
-}
+using fuzz::bug;
 
 // HOP_PATH's value (wire/ietf_cluster.h): whatever decodes is a valid path that re-encodes (in
 // @moq/net's form) to a value that decodes to the same hops.
@@ -84,33 +84,17 @@ void advert(Version v, const ControlMessage& m) {
 
 void control(Version v, Peer peer, std::span<const uint8_t> in) {
   const Limits limits;
-  auto first = decode_control(v, in, limits, peer);
-  if (!first || !first->has_value()) {
-    return;
+  auto m = fuzz::round_trip<ControlMessage>(
+      in,
+      [&](const ControlMessage& msg, std::vector<uint8_t>& out) {
+        if (!encode(v, msg, out, peer)) {
+          bug("a decoded message does not encode");
+        }
+      },
+      [&](std::span<const uint8_t> b) { return decode_control(v, b, limits, peer); });
+  if (m) {
+    advert(v, *m);
   }
-  if ((*first)->consumed == 0 || (*first)->consumed > in.size()) {
-    bug("consumed out of range");
-  }
-  std::vector<uint8_t> bytes;
-  if (!encode(v, (*first)->value, bytes, peer)) {
-    bug("a decoded message does not encode");
-  }
-  auto second = decode_control(v, std::span<const uint8_t>(bytes), limits, peer);
-  if (!second || !second->has_value()) {
-    bug("re-encoded message does not decode");
-  }
-  if (!((*second)->value == (*first)->value)) {
-    bug("re-decoded value differs");
-  }
-  if ((*second)->consumed != bytes.size()) {
-    bug("re-decode consumed a different size");
-  }
-  std::vector<uint8_t> again;
-  encode(v, (*second)->value, again, peer);
-  if (again != bytes) {
-    bug("encoding is not deterministic");
-  }
-  advert(v, (*first)->value);
 }
 
 // A FETCH stream (drafts 14..20): FETCH_HEADER, then objects, each read against the one before
