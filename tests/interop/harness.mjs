@@ -241,6 +241,26 @@ export async function startMoqd(args = [], { readyMs = 10_000, bin = MOQD_BIN, w
   };
 }
 
+// For a file whose tests start their own moqd: `moqd(args, opts)` starts one (as startMoqd) and
+// adds it to `started`, where a test may also push one it started otherwise. After the file,
+// `closeClients()` runs, every one in `started` is stopped, and none of them may have written a
+// sanitizer report to its stderr (ASan/UBSan, when MOQD_BIN is build-asan's).
+export const SANITIZER_REPORT = /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/;
+export function moqdsOfFile(closeClients = () => {}) {
+  const started = [];
+  after(async () => {
+    closeClients();
+    for (const m of started) await m.stop().catch(() => {});
+    for (const m of started) assert.doesNotMatch(m.stderrText(), SANITIZER_REPORT);
+  });
+  const moqd = async (args = [], opts) => {
+    const m = await startMoqd(args, opts);
+    started.push(m);
+    return m;
+  };
+  return { started, moqd };
+}
+
 // Stops moqd with SIGTERM and asserts a clean exit (code 0).
 export async function stopMoqdClean(moqd, opts) {
   const result = await moqd.stop(opts);

@@ -10,25 +10,16 @@
 // `moq sub` on draft 20 follows a GOAWAY to a second moqd. About 15 s in all. The cases and helpers
 // it shares with ietf_cli.test.mjs are ietf_cli.mjs's.
 import assert from "node:assert/strict";
-import { test, after } from "node:test";
+import { test } from "node:test";
 import * as H from "./harness.mjs";
 import { closeNetConnections, netConnect, netPublish } from "./net_client.mjs";
 import { FRAMES, GROUPS, announcedTests, benchFanoutTest, lp, pubSubTests, pubToSub, sessions, subReadsTrack } from "./ietf_cli.mjs";
 import { waitLog } from "./raw.mjs";
 
-const started = [];
-after(async () => {
+const { moqd } = H.moqdsOfFile(() => {
   closeNetConnections();
   H.closeAllConnections();
-  for (const m of started) await m.stop().catch(() => {});
-  for (const m of started) assert.doesNotMatch(m.stderrText(), /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/);
 });
-
-async function moqd(args = []) {
-  const m = await H.startMoqd(args);
-  started.push(m);
-  return m;
-}
 
 pubSubTests(moqd, {
   "moq-transport-17": ["ws", "quic", "wt"],

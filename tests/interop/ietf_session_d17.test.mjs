@@ -8,26 +8,16 @@
 // protocol families both ways, and hostile raw sessions of each of 17, 18, 20 closing with the
 // draft's termination code.
 import assert from "node:assert/strict";
-import { test, after } from "node:test";
+import { test } from "node:test";
 import * as H from "./harness.mjs";
 import { GROUPS, before, closeNetConnections, count, flat, netConnect, netPublish, netSubscribe, netWaitActive } from "./net_client.mjs";
 import { waitLog } from "./raw.mjs";
 import { CLIENT_SETUP, lo, loStr, loTuple, messages, msg17, rawSession, readLo } from "./raw_ietf.mjs";
 
-const started = [];
-after(async () => {
+const { moqd } = H.moqdsOfFile(() => {
   closeNetConnections();
   H.closeAllConnections();
-  for (const m of started) await m.stop().catch(() => {});
-  // Under ASan/UBSan (MOQD_BIN from build-asan) a report goes to moqd's stderr: none may appear.
-  for (const m of started) assert.doesNotMatch(m.stderrText(), /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/);
 });
-
-async function moqd(args) {
-  const m = await H.startMoqd(args);
-  started.push(m);
-  return m;
-}
 
 const NEW_DRAFTS = ["moq-transport-17", "moq-transport-18", "moq-transport-20"];
 // The WebSocket subprotocol @moq/net 0.3.4 ends up on when moqd serves only that draft.

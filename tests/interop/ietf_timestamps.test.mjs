@@ -6,16 +6,13 @@
 // made to offer one WebSocket subprotocol, so the publisher speaks lite-05 and the subscriber the
 // IETF draft through the same moqd.
 import assert from "node:assert/strict";
-import { test, after } from "node:test";
+import { test } from "node:test";
 import * as H from "./harness.mjs";
 import { closeNetConnections, netConnect, netWaitActive } from "./net_client.mjs";
 import * as Net from "@moq/net";
 
-const started = [];
-after(async () => {
+const { moqd } = H.moqdsOfFile(() => {
   closeNetConnections();
-  for (const m of started) await m.stop().catch(() => {});
-  for (const m of started) assert.doesNotMatch(m.stderrText(), /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/);
 });
 
 // Connects with @moq/net offering only the WebSocket subprotocol `protocol`.
@@ -66,8 +63,7 @@ const DRAFTS = { "moq-transport-17": "qmux-02.moqt-17", "moq-transport-20": "qmu
 
 for (const [version, protocol] of Object.entries(DRAFTS)) {
   test(`a moq-lite-05 publisher's timestamps reach an @moq/net 0.3.4 ${version} subscriber exactly`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
-    const m = await H.startMoqd(["--versions", `moq-lite-05,${version}`]);
-    started.push(m);
+    const m = await moqd(["--versions", `moq-lite-05,${version}`]);
     const p = `${H.uniquePrefix("ietfts")}/alice`;
     const pub = await connectAs(m.url, "qmux-02.moq-lite-05");
     const sub = await connectAs(m.url, protocol);
