@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as H from "./harness.mjs";
-import { GROUPS, before, closeNetConnections, count, flat, netConnect, netPublish, netSubscribe, netWaitActive } from "./net_client.mjs";
+import { GROUPS, closeNetConnections, count, flat, netConnect, netLateJoiner, netPubSub, netPublish, netSubscribe, netWaitActive } from "./net_client.mjs";
 import { waitLog } from "./raw.mjs";
 import { CLIENT_SETUP, lo, loStr, loTuple, messages, msg17, rawSession, readLo } from "./raw_ietf.mjs";
 
@@ -31,18 +31,7 @@ for (const version of NEW_DRAFTS) {
   test(`@moq/net 0.3.4 publishes and subscribes byte for byte over ${version}; the end of the track goes out as PUBLISH_DONE and FIN`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
     const m = await moqd(["--versions", version]);
     const p = `${H.uniquePrefix(version)}/alice`;
-    const pub = await netConnect(m.url);
-    const sub = await netConnect(m.url);
-    assert.equal(pub.version, version);
-    assert.equal(sub.version, version);
-    await waitLog(m, new RegExp(`transport=websocket/${PROTOCOL[version].split(".")[0]} version=${version} `));
-    const holder = {};
-    netPublish(pub, p, GROUPS, { before: (i) => before(holder.s, GROUPS)(i), end: true });
-    await netWaitActive(sub, p);
-    holder.s = netSubscribe(sub, p, "video");
-    await H.waitFor(() => holder.s.state.n >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
-    assert.deepEqual(holder.s.ordered().flat(), flat(GROUPS));
-    assert.equal(holder.s.groups.size, GROUPS.length);
+    const { pub, sub } = await netPubSub(m, version, PROTOCOL[version].split(".")[0], p);
     // The publisher ended the track (PUBLISH_DONE and FIN on moqd's SUBSCRIBE stream). @moq/net
     // 0.3.4 as a subscriber on 17+ over WebSocket cannot see any end of a subscription: it reads
     // nothing after SUBSCRIBE_OK, and its qmux receive stream (pull-driven, high-water mark 0)
@@ -66,36 +55,10 @@ for (const version of NEW_DRAFTS) {
     sub.close();
   });
 
+  // The late joiner gets the newest cached group (2) at once (d17-19: LargestObject; d20: the
+  // relative filter 1 = the current group).
   test(`@moq/net 0.3.4 over ${version}: a late joiner starts at the newest group`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
-    const m = await moqd(["--versions", version]);
-    const p = `${H.uniquePrefix("late")}/alice`;
-    const pub = await netConnect(m.url);
-    const first = await netConnect(m.url);
-    const late = await netConnect(m.url);
-    const groups = [0, 1, 2, 3, 4].map((i) => [H.text(`g${i}`), H.randomFrame(1000 + i)]);
-    const gate = { open: false };
-    const holder = {};
-    netPublish(pub, p, groups, {
-      before: async (i) => {
-        await H.waitFor(() => holder.a && holder.a.state.n >= count(groups.slice(0, i)), 10_000, `group ${i - 1}`);
-        if (i === 3) await H.waitFor(() => gate.open, 10_000, "the late joiner");
-      },
-    });
-    await netWaitActive(first, p);
-    holder.a = netSubscribe(first, p, "video");
-    await H.waitFor(() => holder.a.state.n >= count(groups.slice(0, 3)), 10_000, "three groups at the first viewer");
-    const b = netSubscribe(late, p, "video");
-    // The late joiner gets the newest cached group (2) at once (d17-19: LargestObject; d20: the
-    // relative filter 1 = the current group).
-    await H.waitFor(() => b.state.n >= 2, 10_000, "the newest cached group at the late joiner");
-    gate.open = true;
-    await H.waitFor(() => holder.a.state.n >= count(groups), 10_000, "every group at the first viewer");
-    await H.waitFor(() => b.state.n >= 6, 10_000, "groups 2..4 at the late joiner");
-    assert.deepEqual(holder.a.ordered().flat(), flat(groups));
-    assert.deepEqual(b.ordered().flat(), flat(groups.slice(2)));
-    pub.close();
-    first.close();
-    late.close();
+    await netLateJoiner(await moqd(["--versions", version]));
   });
 }
 
