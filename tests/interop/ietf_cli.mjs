@@ -9,14 +9,7 @@ import * as H from "./harness.mjs";
 import { waitLog } from "./raw.mjs";
 
 // Frames as `moq pub --length-prefixed` reads them and `moq sub --length-prefixed` prints them.
-export const lp = (frames) =>
-  Buffer.concat(
-    frames.map((f) => {
-      const len = Buffer.alloc(4);
-      len.writeUInt32BE(f.length);
-      return Buffer.concat([len, H.bytes(f)]);
-    }),
-  );
+export const lp = H.lengthPrefixed;
 
 // Three groups of two frames (--group-every 2): binary, an empty one, one over a QUIC packet.
 export const FRAMES = [
