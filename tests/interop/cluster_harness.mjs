@@ -44,6 +44,21 @@ export async function announcesHeard(r) {
   return 2 * opened - active + updates;
 }
 
+// Reads read(r) of every relay until two reads 600 ms apart are the same (within `ms`: a storm
+// never settles, so the wait fails on it); resolves with the last.
+async function settledReads(relays, read, ms, what) {
+  let last = [];
+  await H.waitFor(async () => {
+    const now = [];
+    for (const r of relays) now.push(await read(r));
+    const settled = now.every((n, i) => n === last[i]);
+    last = now;
+    if (!settled) await H.pace(600);  // not a synchronisation: the interval between two reads
+    return settled;
+  }, ms, what);
+  return last;
+}
+
 // The relay's moqd_announces_total.
 export async function announcesTotal(r) {
   const text = await (await H.httpGet(`${r.metrics}metrics`)).text();
@@ -65,15 +80,7 @@ export async function ringSettles(relays, path, { listMs, pollMs = 10, settleMs,
     await H.waitFor(async () => (await clusterOf(r)).broadcasts.some((x) => x.path === path),
       listMs, `${r.name} lists ${path} in /cluster`, pollMs);
   }
-  let counts = [];
-  await H.waitFor(async () => {
-    const now = [];
-    for (const r of relays) now.push(await announcesTotal(r));
-    const settled = now.every((n, i) => n === counts[i]);
-    counts = now;
-    if (!settled) await H.pace(600);  // not a synchronisation: the interval between two reads
-    return settled;
-  }, settleMs, "announcement counts settle");
+  const counts = await settledReads(relays, announcesTotal, settleMs, "announcement counts settle");
   console.log(`# ${label} announcements accepted per relay: ${counts.join(" ")}`);
   for (const [i, n] of counts.entries()) assert.ok(n >= 1 && n <= 5, `R${i} accepted ${n}`);
   for (const r of relays) {
@@ -96,15 +103,7 @@ export async function forgetsAndSettles(relays, path, before, { forgetMs, settle
     await H.waitFor(async () => !(await clusterOf(r)).broadcasts.some((x) => x.path === path),
       forgetMs, `${r.name} forgets ${path}`, 100);
   }
-  let heard = [];
-  await H.waitFor(async () => {
-    const now = [];
-    for (const r of relays) now.push(await announcesHeard(r));
-    const settled = now.every((n, i) => n === heard[i]);
-    heard = now;
-    if (!settled) await H.pace(600);  // not a synchronisation: the interval between two reads
-    return settled;
-  }, settleMs, `announcements heard settle after ${path} left`);
+  const heard = await settledReads(relays, announcesHeard, settleMs, `announcements heard settle after ${path} left`);
   return heard.map((n, i) => n - before[i]);
 }
 

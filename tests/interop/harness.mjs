@@ -595,6 +595,16 @@ export function assertGroups(received, groups, first = 0, msg = "") {
 // What `moq sub` prints by default for `frames` (arrays of frames flattened): each frame, then "\n".
 export const lines = (frames) => Buffer.concat(frames.flat().map((f) => Buffer.concat([bytes(f), Buffer.from("\n")])));
 
+// Groups of lines for publishSynced and `moq sub` (line-per-frame output): group 0 the "sync"
+// line, then text, an empty frame, 3000 random bytes with no "\n" in them, and a 20 KB line.
+export const lineGroups = () => [
+  [text("sync")],
+  [text("hello"), text("world")],
+  [new Uint8Array(0), text("after an empty frame")],
+  [randomFrame(3000).map((b) => (b === 10 ? 11 : b))],
+  [text("x".repeat(20_000))],
+];
+
 // Frames as `moq pub --length-prefixed` reads them and `moq sub --length-prefixed` prints them:
 // each after its length (32 bits, big-endian).
 export const lengthPrefixed = (frames) =>

@@ -11,13 +11,7 @@ const QUIC = ["--transport", "quic"];
 const hasLine = (path) => (out) => out.toString().split("\n").some((l) => l.split(/\s+/).includes(path));
 
 async function jsToQuicSub(url, p, subArgs) {
-  const groups = [
-    [H.text("sync")],
-    [H.text("hello"), H.text("world")],
-    [new Uint8Array(0), H.text("after an empty frame")],
-    [H.randomFrame(3000).map((b) => (b === 10 ? 11 : b))],
-    [H.text("x".repeat(20_000))],
-  ];
+  const groups = H.lineGroups();
   // The JS publisher is over WebSocket (as in cli.test.mjs).
   const synced = await H.publishSynced(await H.connect(url), await H.connect(url), p, groups);
   const sub = H.spawnMoq(["sub", ...subArgs, "--track", "video", ...QUIC]);

@@ -39,13 +39,7 @@ test("moq pub over WebTransport at /room -> JS subscriber over WebSocket at /roo
 test("JS publisher over WebSocket at /room -> moq sub over WebTransport at /room, byte for byte", T, async () => {
   const room = H.uniquePrefix("wtsub");
   const roomUrl = `${ctx.moqd.url}${room}`;
-  const groups = [
-    [H.text("sync")],
-    [H.text("hello"), H.text("world")],
-    [new Uint8Array(0), H.text("after an empty frame")],
-    [H.randomFrame(3000).map((b) => (b === 10 ? 11 : b))],
-    [H.text("x".repeat(20_000))],
-  ];
+  const groups = H.lineGroups();
   const synced = await H.publishSynced(await H.connect(roomUrl), await H.connect(roomUrl), "bob", groups);
   // The publisher is at the room too: the JS client sees it as "bob", and so must the CLI.
   const sub = H.spawnMoq(["sub", roomUrl, "bob", "--track", "video", ...WT]);
