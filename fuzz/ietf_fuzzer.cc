@@ -9,14 +9,24 @@
 // OBJECT_DATAGRAM (wire/ietf_datagram.h) instead. Whatever decodes must
 // re-encode to
 // bytes that decode to the same value and re-encode identically; a mismatch aborts (a codec bug).
+// Bit 7: the rest is an object's extension block (Properties on 18+) carried between two drafts
+// (wire/ietf_properties.h), bits 0-2 and 4-6 picking them (each modulo 7, 14 to 20): whatever
+// transcodes must transcode back to a block that transcodes forward to the same bytes again (a
+// block from a delta-coded draft whose types go down never gets this far); a refusal must leave
+// the output untouched.
 // Anything else must come back as need-more or an error, never a crash or a sanitizer report.
-#include <cstdio>
-#include <cstdlib>
 #include <iterator>
+#include <vector>
 
 #include "wire/ietf.h"
 #include "wire/ietf_datagram.h"
 #include "wire/ietf_cluster.h"
+#include "wire/ietf_properties.h"
+#include "round_trip.h"
+
+namespace moqd::wire::fuzz {
+const char* const kFuzzerName = "ietf_fuzzer";
+}  // namespace moqd::wire::fuzz
 
 namespace moqd::wire::ietf {
 namespace {
@@ -26,10 +36,7 @@ constexpr Version kDrafts[] = {Version::kTransport14, Version::kTransport15,
                                Version::kTransport18, Version::kTransport19,
                                Version::kTransport20};
 
-[[noreturn]] void bug(const char* what) {
-  std::fprintf(stderr, "ietf_fuzzer: %s\n", what);
-  std::abort();
-}
+using fuzz::bug;
 
 // HOP_PATH's value (wire/ietf_cluster.h): whatever decodes is a valid path that re-encodes (in
 // @moq/net's form) to a value that decodes to the same hops.
@@ -77,33 +84,17 @@ void advert(Version v, const ControlMessage& m) {
 
 void control(Version v, Peer peer, std::span<const uint8_t> in) {
   const Limits limits;
-  auto first = decode_control(v, in, limits, peer);
-  if (!first || !first->has_value()) {
-    return;
+  auto m = fuzz::round_trip<ControlMessage>(
+      in,
+      [&](const ControlMessage& msg, std::vector<uint8_t>& out) {
+        if (!encode(v, msg, out, peer)) {
+          bug("a decoded message does not encode");
+        }
+      },
+      [&](std::span<const uint8_t> b) { return decode_control(v, b, limits, peer); });
+  if (m) {
+    advert(v, *m);
   }
-  if ((*first)->consumed == 0 || (*first)->consumed > in.size()) {
-    bug("consumed out of range");
-  }
-  std::vector<uint8_t> bytes;
-  if (!encode(v, (*first)->value, bytes, peer)) {
-    bug("a decoded message does not encode");
-  }
-  auto second = decode_control(v, std::span<const uint8_t>(bytes), limits, peer);
-  if (!second || !second->has_value()) {
-    bug("re-encoded message does not decode");
-  }
-  if (!((*second)->value == (*first)->value)) {
-    bug("re-decoded value differs");
-  }
-  if ((*second)->consumed != bytes.size()) {
-    bug("re-decode consumed a different size");
-  }
-  std::vector<uint8_t> again;
-  encode(v, (*second)->value, again, peer);
-  if (again != bytes) {
-    bug("encoding is not deterministic");
-  }
-  advert(v, (*first)->value);
 }
 
 // A FETCH stream (drafts 14..20): FETCH_HEADER, then objects, each read against the one before
@@ -239,6 +230,28 @@ void varints(VarintForm form, std::span<const uint8_t> in) {
   }
 }
 
+// An extension block written in draft `a`, carried to `b` and back.
+void properties(Version a, Version b, std::span<const uint8_t> in) {
+  const Draft& from = *draft(a);
+  const Draft& to = *draft(b);
+  std::vector<uint8_t> there = {0x5a};
+  if (!transcode_properties(from, to, in, there)) {
+    if (there.size() != 1) {
+      bug("a refusal changed the output");
+    }
+    return;
+  }
+  std::vector<uint8_t> block(there.begin() + 1, there.end());
+  std::vector<uint8_t> back;
+  if (!transcode_properties(to, from, block, back)) {
+    bug("a transcoded block does not transcode back");
+  }
+  std::vector<uint8_t> again;
+  if (!transcode_properties(from, to, back, again) || again != block) {
+    bug("the round trip is not stable");
+  }
+}
+
 }  // namespace
 }  // namespace moqd::wire::ietf
 
@@ -253,7 +266,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const moqd::wire::Version v = moqd::wire::ietf::kDrafts[index];
   const Peer peer = (data[0] & 0x20) != 0 ? Peer::kMoqNetJs : Peer::kDraftText;
   std::span<const uint8_t> in(data + 1, size - 1);
-  if ((data[0] & 8) != 0) {
+  if ((data[0] & 0x80) != 0) {
+    constexpr size_t kCount = std::size(moqd::wire::ietf::kDrafts);
+    moqd::wire::ietf::properties(moqd::wire::ietf::kDrafts[(data[0] & 7u) % kCount],
+                                 moqd::wire::ietf::kDrafts[((data[0] >> 4) & 7u) % kCount], in);
+  } else if ((data[0] & 8) != 0) {
     moqd::wire::ietf::varints(
         (data[0] & 0x10) != 0 ? VarintForm::kLeadingOnes7 : VarintForm::kLeadingOnes, in);
     moqd::wire::ietf::hop_path(

@@ -6,7 +6,6 @@ import * as H from "./harness.mjs";
 
 const ctx = H.useMoqd();
 const T = { timeout: H.TEST_TIMEOUT_MS };
-const lines = (frames) => Buffer.concat(frames.flat().map((f) => Buffer.concat([H.bytes(f), Buffer.from("\n")])));
 
 test("JS publisher -> moq sub: one frame per line, exit 0 when the track ends", T, async () => {
   const p = `${H.uniquePrefix("clisub")}/bob`;
@@ -18,23 +17,9 @@ test("JS publisher -> moq sub: one frame per line, exit 0 when the track ends", 
     [new Uint8Array(0), H.text("after an empty frame")],
     [H.text("x".repeat(5000))],
   ];
-  const attached = H.gate();
-  const end = H.gate();
-  H.publishBroadcast(pubConn, p, { video: groups }, {
-    holdOpen: (i) => i === 0,
-    before: (i) => (i === 1 ? attached.wait : undefined),
-    afterLast: () => end.wait,
-  });
-  await H.waitActive(observer, p);
+  const synced = await H.publishSynced(pubConn, observer, p, groups);
   const sub = H.spawnMoq(["sub", ctx.moqd.url, p, "--track", "video"]);
-  await sub.waitStdout((out) => out.toString() === "sync\n", 10_000, "the sync line");
-  attached.open();
-  const expected = lines(groups);
-  await sub.waitStdout((out) => out.length >= expected.length, 10_000, "every line");
-  end.open();
-  const exit = await sub.wait(10_000, "moq sub to exit after the track ended");
-  assert.deepEqual(exit, { code: 0, signal: null }, sub.describe());
-  assert.deepStrictEqual(sub.stdout(), expected);
+  await H.cliSubReadsLines(sub, groups, synced);
 });
 
 test("moq pub -> JS subscriber: a line per frame, --group-every 2, exit 0 at EOF", T, async () => {

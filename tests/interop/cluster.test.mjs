@@ -20,9 +20,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
-import * as Token from "@moq/token";
 import * as H from "./harness.mjs";
-import { announcesHeard, clockPublisher, clusterOf, forgetsAndSettles, recordGroups, startClusterRelay, waitLinksUp } from "./cluster_harness.mjs";
+import { clockPublisher, clusterOf, clusterTokens, recordGroups, ringForgets, ringSettles, startClusterRelay, waitLinksUp } from "./cluster_harness.mjs";
 
 // Relays die mid-stream here: frames still in flight reach closed @moq/qmux streams.
 H.useTeardownGuards();
@@ -42,13 +41,6 @@ after(async () => {
 });
 
 const relay = (name, args) => startClusterRelay(started, name, args);
-
-async function announcesTotal(r) {
-  const text = await (await H.httpGet(`${r.metrics}metrics`)).text();
-  const m = /^moqd_announces_total(?:\{[^}]*\})? (\d+)/m.exec(text);
-  assert.ok(m, "moqd_announces_total in /metrics");
-  return Number(m[1]);
-}
 
 // moq-lite sends a viewer that falls behind its newer groups first (src/session/subscription.cc,
 // send_order), so on a loaded machine a group can arrive after a newer one: that is not a fault
@@ -138,62 +130,24 @@ test("ring of five: a broadcast crosses it with a bounded number of announcement
   const view = recordGroups(viewConn, "ring/cam", "video");
   await H.waitFor(() => view.arrivals.length >= 10, 10_000, "10 groups two hops away");
   assertNoDuplicates(view.arrivals, "viewer on R2");
-  // Every relay hears of the broadcast. /cluster is a snapshot each worker rebuilds every 500 ms
-  // (src/relay/status.h), so a relay that learned it a moment ago may not list it yet: wait.
-  for (const r of rs) {
-    await H.waitFor(async () => (await clusterOf(r)).broadcasts.some((x) => x.path === "ring/cam"),
-      5_000, `${r.name} lists ring/cam in /cluster`);
-  }
-  // Then the announcement counts settle (the same on two reads a status interval apart), a
-  // bounded number per relay; a storm never settles, so the wait fails on it.
-  let counts = [];
-  await H.waitFor(async () => {
-    const now = [];
-    for (const r of rs) now.push(await announcesTotal(r));
-    const settled = now.every((n, i) => n === counts[i]);
-    counts = now;
-    if (!settled) await H.pace(600);  // not a synchronisation: the interval between two reads
-    return settled;
-  }, 10_000, "announcement counts settle");
-  console.log(`# ring announcements accepted per relay: ${counts.join(" ")}`);
-  // Each relay has two links and R0 the publisher too: a route per link, plus an update or two
-  // while the shorter path settles, is at most 5; a storm would be far past it.
-  for (const [i, n] of counts.entries()) assert.ok(n >= 1 && n <= 5, `R${i} accepted ${n}`);
-  for (const r of rs) {
-    const bc = (await clusterOf(r)).broadcasts.find((x) => x.path === "ring/cam");
-    for (const route of bc.routes) assert.ok(route.hops.length <= 4, JSON.stringify(route));
-  }
-  await H.pace(1_000);  // not a synchronisation: the window in which a storm would show
-  const later = [];
-  for (const r of rs) later.push(await announcesTotal(r));
-  assert.deepEqual(later, counts, "announcements kept coming");
+  // Every relay hears of the broadcast, and the announcements settle, bounded.
+  await ringSettles(rs, "ring/cam", { listMs: 5_000, settleMs: 10_000, label: "ring" });
   // The publisher leaves. Every relay forgets the broadcast, and what each hears about it
   // (withdrawals and updates included) settles, bounded. Without the loop guards a relay falls
   // back on a route through itself and re-announces it round the ring, one hop longer each lap
   // (docs/ARCHITECTURE.md, Clustering: why announcements settle).
-  const heardBefore = [];
-  for (const r of rs) heardBefore.push(await announcesHeard(r));
-  view.close();
-  pub.stop();
-  H.closeConnection(pubConn);
-  const leftDelta = await forgetsAndSettles(rs, "ring/cam", heardBefore, { forgetMs: 5_000, settleMs: 10_000 });
-  console.log(`# ring announcements heard per relay as the publisher left: ${leftDelta.join(" ")}`);
-  // Each relay's two links each withdraw the route and may offer a longer one first, which is
-  // withdrawn in turn: a few per link (ClusterRingTest measures at most 3 per relay in process).
-  for (const [i, n] of leftDelta.entries()) assert.ok(n <= 8, `R${i} heard ${n} as the publisher left`);
+  await ringForgets(rs, "ring/cam", () => {
+    view.close();
+    pub.stop();
+    H.closeConnection(pubConn);
+  }, { forgetMs: 5_000, settleMs: 10_000, label: "ring" });
   H.closeConnection(viewConn);
   for (const r of rs) await H.stopMoqdClean(r);
 });
 
 test("a bad cluster token is refused by the peer; a good one links", T, async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "moqd-cluster-"));
-  const key = path.join(dir, "cluster.jwk");
-  const wrong = path.join(dir, "wrong.jwk");
-  fs.writeFileSync(key, JSON.stringify(await Token.generate("HS256", "cluster")));
-  fs.writeFileSync(wrong, JSON.stringify(await Token.generate("HS256", "cluster")));
-  const mint = async (k) => (await H.runMoq(["token", "--key", k, "--put", "", "--get", "", "--cluster"])).stdout.toString().trim();
-  const good = await mint(key);
-  const bad = await mint(wrong);
+  const { key, good, bad } = await clusterTokens(dir);
   const hub = await relay("hub", ["--auth-key", key]);
   const intruder = await relay("intruder", ["--cluster-connect", hub.url, "--cluster-token", bad]);
   await H.waitFor(async () => (await clusterOf(intruder)).links[0].failures >= 2, 15_000,

@@ -1,6 +1,9 @@
 // What the cluster tests share: a moqd started as a named cluster node with its metrics listener,
 // its /cluster view, and a wait for its links.
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import * as Token from "@moq/token";
 import * as H from "./harness.mjs";
 
 // Starts moqd as cluster node `name` (plus `args`; `opts` as startMoqd takes them), with /cluster
@@ -41,6 +44,56 @@ export async function announcesHeard(r) {
   return 2 * opened - active + updates;
 }
 
+// Reads read(r) of every relay until two reads 600 ms apart are the same (within `ms`: a storm
+// never settles, so the wait fails on it); resolves with the last.
+async function settledReads(relays, read, ms, what) {
+  let last = [];
+  await H.waitFor(async () => {
+    const now = [];
+    for (const r of relays) now.push(await read(r));
+    const settled = now.every((n, i) => n === last[i]);
+    last = now;
+    if (!settled) await H.pace(600);  // not a synchronisation: the interval between two reads
+    return settled;
+  }, ms, what);
+  return last;
+}
+
+// The relay's moqd_announces_total.
+export async function announcesTotal(r) {
+  const text = await (await H.httpGet(`${r.metrics}metrics`)).text();
+  const m = /^moqd_announces_total(?:\{[^}]*\})? (\d+)/m.exec(text);
+  assert.ok(m, "moqd_announces_total in /metrics");
+  return Number(m[1]);
+}
+
+// A ring of `relays` (R0 with the publisher of `path`): every relay lists `path` in /cluster
+// (each within `listMs`, read every `pollMs`; /cluster is a snapshot each worker rebuilds every
+// 500 ms, src/relay/status.h); then the announcements each accepted (announcesTotal) settle, the
+// same on two reads 600 ms apart (within `settleMs`: a storm never settles, so the wait fails on
+// it), logged as `# <label> announcements accepted per relay`, and bounded: each relay has two
+// links and R0 the publisher too, a route per link plus an update or two while the shorter path
+// settles is at most 5; no route is over 4 hops; and none more come in the next second, the window
+// in which a storm would show. Returns the counts.
+export async function ringSettles(relays, path, { listMs, pollMs = 10, settleMs, label }) {
+  for (const r of relays) {
+    await H.waitFor(async () => (await clusterOf(r)).broadcasts.some((x) => x.path === path),
+      listMs, `${r.name} lists ${path} in /cluster`, pollMs);
+  }
+  const counts = await settledReads(relays, announcesTotal, settleMs, "announcement counts settle");
+  console.log(`# ${label} announcements accepted per relay: ${counts.join(" ")}`);
+  for (const [i, n] of counts.entries()) assert.ok(n >= 1 && n <= 5, `R${i} accepted ${n}`);
+  for (const r of relays) {
+    const bc = (await clusterOf(r)).broadcasts.find((x) => x.path === path);
+    for (const route of bc.routes) assert.ok(route.hops.length <= 4, JSON.stringify(route));
+  }
+  await H.pace(1_000);  // not a synchronisation: the window in which a storm would show
+  const later = [];
+  for (const r of relays) later.push(await announcesTotal(r));
+  assert.deepEqual(later, counts, "announcements kept coming");
+  return counts;
+}
+
 // Waits until none of `relays` lists `path` in /cluster (each within `forgetMs`), then until the
 // announcements each heard (announcesHeard) are the same on two reads 600 ms apart (within
 // `settleMs`: a storm never settles, so the wait fails on it). Returns what each heard since
@@ -50,16 +103,33 @@ export async function forgetsAndSettles(relays, path, before, { forgetMs, settle
     await H.waitFor(async () => !(await clusterOf(r)).broadcasts.some((x) => x.path === path),
       forgetMs, `${r.name} forgets ${path}`, 100);
   }
-  let heard = [];
-  await H.waitFor(async () => {
-    const now = [];
-    for (const r of relays) now.push(await announcesHeard(r));
-    const settled = now.every((n, i) => n === heard[i]);
-    heard = now;
-    if (!settled) await H.pace(600);  // not a synchronisation: the interval between two reads
-    return settled;
-  }, settleMs, `announcements heard settle after ${path} left`);
+  const heard = await settledReads(relays, announcesHeard, settleMs, `announcements heard settle after ${path} left`);
   return heard.map((n, i) => n - before[i]);
+}
+
+// The publisher of `p` leaves the ring of `relays` (`leave()`): every relay forgets `p` and what
+// each hears about it (withdrawals and updates included) settles (forgetsAndSettles, with
+// `forgetMs` and `settleMs`), logged as `# <label> announcements heard per relay as the publisher
+// left`, at most 8 per relay: each relay's two links each withdraw the route and may offer a longer
+// one first, which is withdrawn in turn (ClusterRingTest measures at most 3 per relay in process).
+export async function ringForgets(relays, p, leave, { forgetMs, settleMs, label }) {
+  const heardBefore = [];
+  for (const r of relays) heardBefore.push(await announcesHeard(r));
+  leave();
+  const leftDelta = await forgetsAndSettles(relays, p, heardBefore, { forgetMs, settleMs });
+  console.log(`# ${label} announcements heard per relay as the publisher left: ${leftDelta.join(" ")}`);
+  for (const [i, n] of leftDelta.entries()) assert.ok(n <= 8, `R${i} heard ${n} as the publisher left`);
+}
+
+// Two cluster keys written in `dir` and a cluster token (`moq token --cluster`) from each:
+// {key, good, bad}, `good` signed with `key` and `bad` with the other.
+export async function clusterTokens(dir) {
+  const key = path.join(dir, "cluster.jwk");
+  const wrong = path.join(dir, "wrong.jwk");
+  fs.writeFileSync(key, JSON.stringify(await Token.generate("HS256", "cluster")));
+  fs.writeFileSync(wrong, JSON.stringify(await Token.generate("HS256", "cluster")));
+  const mint = async (k) => (await H.runMoq(["token", "--key", k, "--put", "", "--get", "", "--cluster"])).stdout.toString().trim();
+  return { key, good: await mint(key), bad: await mint(wrong) };
 }
 
 // Waits until exactly `n` of the relay's cluster links are up.

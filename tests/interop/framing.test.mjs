@@ -23,14 +23,7 @@ for (const framing of ["qmux-00", "webtransport"]) {
 
     // 40 KB frames span several STREAM frames (the client's limit is 16 360 bytes a frame).
     const groups = [[H.text("sync")], [H.text("a"), new Uint8Array(0), H.randomFrame(40_000)], [H.randomFrame(17)]];
-    const attached = H.gate();
-    const end = H.gate();
-    H.publishBroadcast(pubConn, p, { video: groups }, {
-      holdOpen: (i) => i === 0,
-      before: (i) => (i === 1 ? attached.wait : undefined),
-      afterLast: () => end.wait,
-    });
-    await H.waitActive(subConn, p);
+    const { attached, end } = await H.publishSynced(pubConn, subConn, p, groups);
     const sub = H.subscribeTrack(subConn, p, "video");
     await sub.waitFrames(1);
     attached.open();

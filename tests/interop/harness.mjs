@@ -241,6 +241,26 @@ export async function startMoqd(args = [], { readyMs = 10_000, bin = MOQD_BIN, w
   };
 }
 
+// For a file whose tests start their own moqd: `moqd(args, opts)` starts one (as startMoqd) and
+// adds it to `started`, where a test may also push one it started otherwise. After the file,
+// `closeClients()` runs, every one in `started` is stopped, and none of them may have written a
+// sanitizer report to its stderr (ASan/UBSan, when MOQD_BIN is build-asan's).
+export const SANITIZER_REPORT = /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/;
+export function moqdsOfFile(closeClients = () => {}) {
+  const started = [];
+  after(async () => {
+    closeClients();
+    for (const m of started) await m.stop().catch(() => {});
+    for (const m of started) assert.doesNotMatch(m.stderrText(), SANITIZER_REPORT);
+  });
+  const moqd = async (args = [], opts) => {
+    const m = await startMoqd(args, opts);
+    started.push(m);
+    return m;
+  };
+  return { started, moqd };
+}
+
 // Stops moqd with SIGTERM and asserts a clean exit (code 0).
 export async function stopMoqdClean(moqd, opts) {
   const result = await moqd.stop(opts);
@@ -566,6 +586,81 @@ export function expectedGroups(groups, first = 0) {
 export function assertGroups(received, groups, first = 0, msg = "") {
   const got = received.filter((g) => g.group >= first);
   assert.deepStrictEqual(got, expectedGroups(groups, first), msg);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The moq CLI against the JS client (cli, framing, quic_cross, webtransport_cli; ietf_cli.mjs
+// takes lengthPrefixed)
+
+// What `moq sub` prints by default for `frames` (arrays of frames flattened): each frame, then "\n".
+export const lines = (frames) => Buffer.concat(frames.flat().map((f) => Buffer.concat([bytes(f), Buffer.from("\n")])));
+
+// Groups of lines for publishSynced and `moq sub` (line-per-frame output): group 0 the "sync"
+// line, then text, an empty frame, 3000 random bytes with no "\n" in them, and a 20 KB line.
+export const lineGroups = () => [
+  [text("sync")],
+  [text("hello"), text("world")],
+  [new Uint8Array(0), text("after an empty frame")],
+  [randomFrame(3000).map((b) => (b === 10 ? 11 : b))],
+  [text("x".repeat(20_000))],
+];
+
+// Frames as `moq pub --length-prefixed` reads them and `moq sub --length-prefixed` prints them:
+// each after its length (32 bits, big-endian).
+export const lengthPrefixed = (frames) =>
+  Buffer.concat(
+    frames.map((f) => {
+      const len = Buffer.alloc(4);
+      len.writeUInt32BE(f.length);
+      return Buffer.concat([len, bytes(f)]);
+    }),
+  );
+
+// Publishes `groups` on track "video" of `p` from `pubConn`, resolved once `observer` sees the
+// broadcast: group 0 stays open until `attached` opens, so a subscriber (a late joiner) is attached
+// before the rest is written, and the track ends once `end` opens.
+export async function publishSynced(pubConn, observer, p, groups) {
+  const attached = gate();
+  const end = gate();
+  publishBroadcast(pubConn, p, { video: groups }, {
+    holdOpen: (i) => i === 0,
+    before: (i) => (i === 1 ? attached.wait : undefined),
+    afterLast: () => end.wait,
+  });
+  await waitActive(observer, p);
+  return { attached, end };
+}
+
+// `sub` (a spawned `moq sub` on publishSynced's track) prints group 0's "sync" line, then, once
+// `synced()` has run and `attached` opened, every line of `groups`; it exits 0 when `end` ends
+// the track, having printed exactly those lines.
+export async function cliSubReadsLines(sub, groups, { attached, end }, synced = async () => {}) {
+  await sub.waitStdout((out) => out.toString() === "sync\n", 10_000, "the sync line");
+  await synced();
+  attached.open();
+  const expected = lines(groups);
+  await sub.waitStdout((out) => out.length >= expected.length, 10_000, "every line");
+  end.open();
+  const exit = await sub.wait(10_000, "moq sub to exit after the track ended");
+  assert.deepEqual(exit, { code: 0, signal: null }, sub.describe());
+  assert.deepStrictEqual(sub.stdout(), expected, sub.describe());
+}
+
+// Six frames (text, 1 byte, empty, 40 KB, 1200 bytes, text) written to `pub`, a spawned
+// `moq pub --length-prefixed --group-every 2`, reach `sub` (a subscribeTrack on its track) as three
+// groups of two, byte for byte; moq pub exits 0 at EOF on its stdin.
+export async function cliPubFramesReachJs(pub, sub) {
+  const frames = [text("f0"), randomFrame(1), new Uint8Array(0), randomFrame(40_000), randomFrame(1200), text("f5")];
+  pub.write(lengthPrefixed(frames.slice(0, 1))); // group 0 stays open until the next frame: the subscriber attaches on it
+  await sub.waitFrames(1, 10_000);
+  pub.write(lengthPrefixed(frames.slice(1)));
+  pub.endStdin();
+  await sub.waitFrames(frames.length, 10_000);
+  const expected = [];
+  for (let i = 0; i < frames.length; i += 2) expected.push([frames[i], frames[i + 1]]);
+  assertGroups(sub.received(), expected);
+  const exit = await pub.wait(10_000, "moq pub to exit after stdin EOF");
+  assert.deepEqual(exit, { code: 0, signal: null }, pub.describe());
 }
 
 // Fetches `url` with a deadline; resolves with the Response.

@@ -8,18 +8,15 @@
 // peer's declared origin is not advertised to it; a malformed or missing HOP_PATH closes the
 // session with PROTOCOL_VIOLATION (0x3). Draft 19 is not offered over WebSocket by @moq/net 0.3.4.
 import assert from "node:assert/strict";
-import { test, after } from "node:test";
+import { test } from "node:test";
 import * as H from "./harness.mjs";
 import { clusterOf, startClusterRelay } from "./cluster_harness.mjs";
 import { GROUPS, closeNetConnections, count, flat, netConnect, netPublish, netSubscribe, netWaitActive } from "./net_client.mjs";
 import { lo, loTuple, msg17, messages, rawSession as rawSession17, readLo } from "./raw_ietf.mjs";
 
-const started = [];
-after(async () => {
+const { started, moqd } = H.moqdsOfFile(() => {
   closeNetConnections();
   H.closeAllConnections();
-  for (const m of started) await m.stop().catch(() => {});
-  for (const m of started) assert.doesNotMatch(m.stderrText(), /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/);
 });
 
 const DRAFTS = ["moq-transport-17", "moq-transport-18", "moq-transport-20"];
@@ -224,8 +221,7 @@ for (const version of DRAFTS) {
 }
 
 test("moqd that is not a cluster node declares nothing: @moq/net reads base NAMESPACE messages", { timeout: H.TEST_TIMEOUT_MS }, async () => {
-  const m = await H.startMoqd(["--versions", "moq-lite-02,moq-transport-18"]);
-  started.push(m);
+  const m = await moqd(["--versions", "moq-lite-02,moq-transport-18"]);
   const a = await rawSession(m, "moq-transport-18");
   assert.equal(a.setup, "af000000");
   const prefix = H.uniquePrefix("ietfcluster-off");

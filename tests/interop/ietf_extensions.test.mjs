@@ -7,21 +7,18 @@
 // UNSUPPORTED where it cannot (never a silent cut); moqd runs 2 workers, so the track may cross
 // between them.
 import assert from "node:assert/strict";
-import { test, after } from "node:test";
+import { test } from "node:test";
 import * as H from "./harness.mjs";
 import { RawWs, RawMux, RawLite, qmux, BIG_PARAMS, readVarint, isServerStream, isUniStream } from "./raw.mjs";
 import { CLIENT_SETUP, IMPL, RawMux01, hex, lo } from "./raw_ietf.mjs";
 
-const started = [];
 const muxes = [];
-after(async () => {
+const { moqd } = H.moqdsOfFile(() => {
   for (const m of muxes) {
     try {
       m.tcp.destroy();
     } catch {}
   }
-  for (const m of started) await m.stop().catch(() => {});
-  for (const m of started) assert.doesNotMatch(m.stderrText(), /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/);
 });
 
 // UNSUPPORTED (src/base/error.h ErrorCode::kUnsupported), moqd's reset code on moq-lite streams.
@@ -128,8 +125,7 @@ for (const [d, ds] of CASES) {
   const name = d === ds ? d.name : `${d.name} to ${ds.name}`;
   test(`${name}: subgroups, object ids with gaps and extension blocks reach an IETF subscriber byte for byte; a moq-lite subscriber gets what moq-lite carries and UNSUPPORTED for the rest`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
     const versions = d === ds ? d.name : `${d.name},${ds.name}`;
-    const m = await H.startMoqd(["--versions", `${versions},moq-lite-02`]);
-    started.push(m);
+    const m = await moqd(["--versions", `${versions},moq-lite-02`]);
     const path = `${H.uniquePrefix(d.name)}/alice`;
 
     // The publisher: PUBLISH_NAMESPACE, answered REQUEST_OK (0x07).

@@ -8,17 +8,13 @@ import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
 import * as Net from "@moq/net";
+import { closeNetConnections, netConnect, netWaitActive } from "./net_client.mjs";
 import { varint, readVarint, str, isServerStream, isUniStream } from "./raw.mjs";
-import { IMPL, controlSession16, hex, msg16 as msg, tuple16 as tuple } from "./raw_ietf.mjs";
+import { IMPL, controlSession16, hex, msg16 as msg, parseSubgroup16, tuple16 as tuple } from "./raw_ietf.mjs";
 
 const started = [];
-const conns = [];
 after(async () => {
-  for (const c of conns) {
-    try {
-      c.close();
-    } catch {}
-  }
+  closeNetConnections();
   for (const m of started) await m.stop().catch(() => {});
 });
 
@@ -49,30 +45,6 @@ const varints = (body, n) => {
   }
   return v;
 };
-
-// A SUBGROUP stream moqd wrote (type 0x18, or 0x19 with extension blocks: alias, group, priority;
-// objects: delta, [extensions], length, payload, or Object Status after a zero length): {alias,
-// group, frames} once complete.
-function parseSubgroup(buf) {
-  const t = readVarint(buf, 0);
-  const alias = readVarint(buf, t.next);
-  const group = readVarint(buf, alias.next);
-  let at = group.next + 1;
-  const frames = [];
-  while (at < buf.length) {
-    const delta = readVarint(buf, at);
-    let next = delta.next;
-    if (t.value & 0x01) {
-      // The publisher's extension block (@moq/net's timestamp property), forwarded as it came.
-      const ext = readVarint(buf, next);
-      next = ext.next + ext.value;
-    }
-    const len = readVarint(buf, next);
-    frames.push(Buffer.from(buf.subarray(len.next, len.next + len.value)));
-    at = len.value === 0 ? readVarint(buf, len.next).next : len.next + len.value;  // Object Status
-  }
-  return { alias: alias.value, group: group.value, frames };
-}
 
 // A FETCH stream (d15, d16 §10.4.4): FETCH_HEADER {0x05, request id}, objects {flags, [group],
 // [subgroup], [object], [priority], [extensions], length, payload; d15: Object Status after a
@@ -131,8 +103,7 @@ for (const d of DRAFTS) test(`${d.name} through moqd: FETCH and joining FETCH re
   const uni = () => [...mux.streams.values()].filter((s) => isServerStream(s.id) && isUniStream(s.id));
 
   // The publisher: @moq/net 0.3.4 on moqt-16. Groups 3..5 wait for `more`.
-  const pub = await H.withDeadline(Net.Connection.connect(new URL(m.url)), 10_000, "@moq/net connect");
-  conns.push(pub);
+  const pub = await netConnect(m.url);
   assert.equal(pub.version, d.name);
   const more = H.gate();
   const broadcast = new Net.Broadcast.Producer();
@@ -153,17 +124,8 @@ for (const d of DRAFTS) test(`${d.name} through moqd: FETCH and joining FETCH re
     }
   })().catch(() => {});
   // Wait for the namespace to be announced (a @moq/net watcher sees it), then subscribe.
-  const watcher = await H.withDeadline(Net.Connection.connect(new URL(m.url)), 10_000, "@moq/net watcher");
-  conns.push(watcher);
-  const announced = watcher.announced(Net.Path.from(p.slice(0, p.lastIndexOf("/"))));
-  await H.withDeadline((async () => {
-    for (;;) {
-      const e = await announced.next();
-      if (!e) throw new Error("announced ended");
-      if (e.active) return;
-    }
-  })(), 10_000, `announcement of ${p}`);
-  announced.close();
+  const watcher = await netConnect(m.url);
+  await netWaitActive(watcher, p);
   const subId = 0;
   let nextId = 2;
   mux.write(control, subscribe(d, subId, p, "video"));
@@ -171,7 +133,7 @@ for (const d of DRAFTS) test(`${d.name} through moqd: FETCH and joining FETCH re
 
   // The live subscription receives groups 0..2: their sequences and frames, as published.
   await mux.waitUntil(() => uni().filter((s) => s.fin).length >= 3, 10_000, "three SUBGROUP streams");
-  const live = uni().filter((s) => s.fin).map((s) => parseSubgroup(s.data())).sort((a, b) => a.group - b.group);
+  const live = uni().filter((s) => s.fin).map((s) => parseSubgroup16(s.data())).sort((a, b) => a.group - b.group);
   assert.deepEqual(live.map((g) => g.frames), GROUPS.slice(0, 3).map((g) => g.map((f) => Buffer.from(f))));
   const seq = live.map((g) => g.group);
   const published = (from, to) => live.filter((g) => g.group >= from && g.group <= to).flatMap((g) => g.frames);
@@ -250,7 +212,7 @@ for (const d of DRAFTS) test(`${d.name} through moqd: FETCH and joining FETCH re
   more.open();
   const done = await answer(0x0b, subId);
   assert.equal(varints(done.body, 2)[1], 0x3);
-  const byAlias = (alias) => uni().filter((s) => s.fin && s.data()[0] !== 0x05).map((s) => parseSubgroup(s.data())).filter((g) => g.alias === alias).map((g) => g.group).sort((a, b) => a - b);
+  const byAlias = (alias) => uni().filter((s) => s.fin && s.data()[0] !== 0x05).map((s) => parseSubgroup16(s.data())).filter((g) => g.alias === alias).map((g) => g.group).sort((a, b) => a - b);
   await mux.waitUntil(() => byAlias(sub2).length >= 4, 10_000, "groups 3..5 on the second subscription");
   assert.deepEqual(byAlias(subId), [seq[0], seq[1], seq[2], seq[2] + 1]);
   assert.deepEqual(byAlias(sub2), [seq[2], seq[2] + 1, seq[2] + 2, seq[2] + 3]);

@@ -6,17 +6,14 @@
 // FETCH_OK, §9.16 TRACK_STATUS, §10.4.4 FETCH_HEADER; d18 §10.12 (no Request ID Delta), §11.4.4
 // (Group / Object ID Deltas); d20 §10.13 (the range in LOCATION_FILTER, §5.1.2).
 import assert from "node:assert/strict";
-import { test, after } from "node:test";
+import { test } from "node:test";
 import * as H from "./harness.mjs";
 import { GROUPS, closeNetConnections, netConnect, netPublish, netWaitActive } from "./net_client.mjs";
 import { lo, loStr, loTuple, msg17, messages, parseSubgroup17, rawSession, readLo } from "./raw_ietf.mjs";
 
-const started = [];
-after(async () => {
+const { moqd } = H.moqdsOfFile(() => {
   closeNetConnections();
   H.closeAllConnections();
-  for (const m of started) await m.stop().catch(() => {});
-  for (const m of started) assert.doesNotMatch(m.stderrText(), /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/);
 });
 
 const d17 = (v) => v === "moq-transport-17";
@@ -87,8 +84,7 @@ function parseFetch(b, v) {
 
 for (const version of ["moq-transport-17", "moq-transport-18", "moq-transport-20"]) {
   test(`${version} raw client: FETCH and joining FETCH return exactly what @moq/net published, each on its own request stream; TRACK_STATUS answers there`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
-    const m = await H.startMoqd([]);
-    started.push(m);
+    const m = await moqd([]);
     const p = `${H.uniquePrefix(version)}/alice`;
     const { mux } = await rawSession(m, version);
     const serverUni = () => [...mux.streams.values()].filter((s) => s.id !== 3 && (s.id & 3) === 3);

@@ -8,8 +8,8 @@
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
-import { RawWs, RawMux, qmux, BIG_PARAMS, varint, str } from "./raw.mjs";
-import { IMPL, controlMessages16 as controlMessages, hex, msg16 as msg, tuple16 as tuple } from "./raw_ietf.mjs";
+import { varint, str } from "./raw.mjs";
+import { IMPL, controlSession16, hex, msg16 as msg, tuple16 as tuple } from "./raw_ietf.mjs";
 import { closeNetConnections, netConnect, netWaitActive, netSubscribe, flat, count } from "./net_client.mjs";
 
 const started = [];
@@ -46,14 +46,7 @@ for (const d of DRAFTS) test(`${d.name} through moqd: a raw client's PUBLISH is 
   started.push(m);
   const p = `${H.uniquePrefix(d.name)}/alice`;
 
-  const ws = await RawWs.connect(m, { protocols: [d.protocol] });
-  const mux = new RawMux(ws, "qmux-00");
-  mux.sendRaw(qmux.params(BIG_PARAMS));
-  const control = mux.open();
-  mux.write(control, d.setup);
-  await mux.waitStream(control, (s) => s.data().length >= 7, 5_000, "SERVER_SETUP");
-  const setupLen = 3 + mux.stream(control).data().readUInt16BE(1);
-  const messages = () => controlMessages(mux.stream(control).data().subarray(setupLen));
+  const { mux, control, messages } = await controlSession16(m, d.protocol, d.setup);
 
   // PUBLISH id 0, track "video", alias 5, FORWARD (0x10) 0: moqd answers Forward 1 anyway. d16
   // ends the message with an empty Track Extensions block (nothing to write).

@@ -6,17 +6,14 @@
 // the upstream track 200 ms after PUBLISH_DONE once no stream was being read: frames of the last
 // groups were lost in about 2 runs of 8.) Moves ~40 MB through moqd: run it alone.
 import assert from "node:assert/strict";
-import { test, after } from "node:test";
+import { test } from "node:test";
 import * as H from "./harness.mjs";
 import { closeNetConnections, netConnect, netPublish } from "./net_client.mjs";
 import { waitLog } from "./raw.mjs";
 
-const started = [];
-after(async () => {
+const { moqd } = H.moqdsOfFile(() => {
   closeNetConnections();
   H.closeAllConnections();
-  for (const m of started) await m.stop().catch(() => {});
-  for (const m of started) assert.doesNotMatch(m.stderrText(), /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/);
 });
 
 const RUNS = Number(process.env.RUNS ?? 8);
@@ -24,8 +21,7 @@ const RUNS = Number(process.env.RUNS ?? 8);
 const BIG = [[H.text("first")], ...Array.from({ length: 6 }, (_, i) => [H.text(`g${i}`), H.randomFrame(600_000), H.randomFrame(200_000)])];
 
 test(`an @moq/net 0.3.4 moq-transport-16 publisher that ends right after ${BIG.length - 1} large groups: a subscriber gets every frame, ${RUNS} runs`, { timeout: 4 * H.TEST_TIMEOUT_MS }, async () => {
-  const m = await H.startMoqd(["--versions", "moq-lite-02,moq-transport-16"]);
-  started.push(m);
+  const m = await moqd(["--versions", "moq-lite-02,moq-transport-16"]);
   const lite = await H.connect(m.url);
   await waitLog(m, /version=moq-lite-02 /);
   const want = BIG.flat().map((f) => Buffer.from(f));

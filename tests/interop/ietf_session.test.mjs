@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
-import { GROUPS, before, closeNetConnections, count, flat, netConnect, netPublish, netSubscribe, netWaitActive } from "./net_client.mjs";
+import { GROUPS, before, closeNetConnections, count, flat, netConnect, netCrossLite, netLateJoiner, netPubSub, netSubscribe, netWaitActive } from "./net_client.mjs";
 import { varint, str, waitLog } from "./raw.mjs";
 import { IMPL, controlSession16, hex, msg16 } from "./raw_ietf.mjs";
 
@@ -30,21 +30,10 @@ for (const version of ["moq-transport-16", "moq-transport-15", "moq-transport-14
   test(`@moq/net 0.3.4 publishes and subscribes byte for byte over ${version}, and the end of the track arrives`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
     const m = await moqd(["--versions", version]);
     const p = `${H.uniquePrefix(version)}/alice`;
-    const pub = await netConnect(m.url);
-    const sub = await netConnect(m.url);
-    assert.equal(pub.version, version);
-    assert.equal(sub.version, version);
-    await waitLog(m, new RegExp(`transport=websocket/qmux-02 version=${version} `));
-    const holder = {};
-    netPublish(pub, p, GROUPS, { before: (i) => before(holder.s, GROUPS)(i), end: true });
-    await netWaitActive(sub, p);
-    holder.s = netSubscribe(sub, p, "video");
-    await H.waitFor(() => holder.s.state.n >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
-    assert.deepEqual(holder.s.ordered().flat(), flat(GROUPS));
-    assert.equal(holder.s.groups.size, GROUPS.length);
+    const { pub, sub, s } = await netPubSub(m, version, "qmux-02", p);
     // The publisher closed the track: PUBLISH_DONE reaches moqd, which ends the track and sends
     // its own PUBLISH_DONE to the subscriber.
-    await H.waitFor(() => holder.s.state.ended, 10_000, "the end of the track at the subscriber");
+    await H.waitFor(() => s.state.ended, 10_000, "the end of the track at the subscriber");
     pub.close();
     sub.close();
   });
@@ -87,35 +76,9 @@ test("@moq/net 0.3.4 over moq-transport-16: the end of the track arrives after e
   }
 });
 
+// The late joiner gets the newest cached group (2) at once: SUBSCRIBE's LargestObject filter.
 test("@moq/net 0.3.4 over moq-transport-16: a late joiner starts at the newest group", { timeout: H.TEST_TIMEOUT_MS }, async () => {
-  const m = await moqd(["--versions", "moq-transport-16"]);
-  const p = `${H.uniquePrefix("late")}/alice`;
-  const pub = await netConnect(m.url);
-  const first = await netConnect(m.url);
-  const late = await netConnect(m.url);
-  const groups = [0, 1, 2, 3, 4].map((i) => [H.text(`g${i}`), H.randomFrame(1000 + i)]);
-  const gate = { open: false };
-  const holder = {};
-  netPublish(pub, p, groups, {
-    before: async (i) => {
-      await H.waitFor(() => holder.a && holder.a.state.n >= count(groups.slice(0, i)), 10_000, `group ${i - 1}`);
-      if (i === 3) await H.waitFor(() => gate.open, 10_000, "the late joiner");
-    },
-  });
-  await netWaitActive(first, p);
-  holder.a = netSubscribe(first, p, "video");
-  await H.waitFor(() => holder.a.state.n >= count(groups.slice(0, 3)), 10_000, "three groups at the first viewer");
-  const b = netSubscribe(late, p, "video");
-  // The late joiner gets the newest cached group (2) at once: SUBSCRIBE's LargestObject filter.
-  await H.waitFor(() => b.state.n >= 2, 10_000, "the newest cached group at the late joiner");
-  gate.open = true;
-  await H.waitFor(() => holder.a.state.n >= count(groups), 10_000, "every group at the first viewer");
-  await H.waitFor(() => b.state.n >= 6, 10_000, "groups 2..4 at the late joiner");
-  assert.deepEqual(holder.a.ordered().flat(), flat(groups));
-  assert.deepEqual(b.ordered().flat(), flat(groups.slice(2)));
-  pub.close();
-  first.close();
-  late.close();
+  await netLateJoiner(await moqd(["--versions", "moq-transport-16"]));
 });
 
 test("@moq/lite 0.2.2 publishes and subscribes byte for byte over moq-transport-14 (SETUP picks it)", { timeout: H.TEST_TIMEOUT_MS }, async () => {
@@ -143,39 +106,9 @@ test("@moq/lite 0.2.2 publishes and subscribes byte for byte over moq-transport-
 for (const dir of ["lite-to-ietf", "ietf-to-lite"]) {
   test(`cross-protocol through moqd: ${dir === "lite-to-ietf" ? "a moq-lite-02 publisher to a moq-transport-16 subscriber" : "a moq-transport-16 publisher to a moq-lite-02 subscriber"}`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
     const m = await moqd(["--versions", "moq-lite-02,moq-transport-16"]);
-    const p = `${H.uniquePrefix(dir)}/alice`;
-    const net = await netConnect(m.url);
-    const lite = await H.connect(m.url);
-    assert.equal(net.version, "moq-transport-16");
-    await waitLog(m, /version=moq-lite-02 /);
-    if (dir === "lite-to-ietf") {
-      const holder = {};
-      H.publishBroadcast(lite, p, { video: GROUPS }, {
-        before: (i) => (i === 0 ? Promise.resolve() : H.waitFor(() => holder.s.state.n >= count(GROUPS.slice(0, i)), 10_000, `group ${i - 1}`)),
-      });
-      await netWaitActive(net, p);
-      holder.s = netSubscribe(net, p, "video");
-      await H.waitFor(() => holder.s.state.n >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
-      assert.deepEqual(holder.s.ordered().flat(), flat(GROUPS));
-      // The moq-lite publisher closes the track after the last group: the end reaches the IETF
-      // subscriber as PUBLISH_DONE.
-      await H.waitFor(() => holder.s.state.ended, 10_000, "the end of the track at the IETF subscriber");
-    } else {
-      const holder = {};
-      netPublish(net, p, GROUPS, {
-        before: (i) => H.waitFor(() => holder.s.frameCount() >= count(GROUPS.slice(0, i)), 10_000, `group ${i - 1}`),
-        end: true,
-      });
-      const watcher = H.watchAnnounced(lite, p.slice(0, p.lastIndexOf("/")));
-      await watcher.waitFor(p, true);
-      watcher.close();
-      holder.s = H.subscribeTrack(lite, p, "video");
-      await H.waitFor(() => holder.s.frameCount() >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
-      assert.deepEqual(holder.s.groups.flatMap((g) => g.frames), flat(GROUPS));
-      await holder.s.waitEnd(10_000);
-    }
-    net.close();
-    H.closeConnection(lite);
+    // The moq-lite publisher closes the track after the last group: the end reaches the IETF
+    // subscriber as PUBLISH_DONE.
+    await netCrossLite(m, "moq-transport-16", dir, { ietfSeesEnd: true });
   });
 }
 

@@ -6,16 +6,13 @@
 // made to offer one WebSocket subprotocol, so the publisher speaks lite-05 and the subscriber the
 // IETF draft through the same moqd.
 import assert from "node:assert/strict";
-import { test, after } from "node:test";
+import { test } from "node:test";
 import * as H from "./harness.mjs";
-import { closeNetConnections, netConnect, netWaitActive } from "./net_client.mjs";
+import { TIMED, TIMED_INFO as INFO, TIMED_STAMPS as STAMPS, closeNetConnections, netConnect, netPublishTimed, netWaitActive } from "./net_client.mjs";
 import * as Net from "@moq/net";
 
-const started = [];
-after(async () => {
+const { moqd } = H.moqdsOfFile(() => {
   closeNetConnections();
-  for (const m of started) await m.stop().catch(() => {});
-  for (const m of started) assert.doesNotMatch(m.stderrText(), /ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/);
 });
 
 // Connects with @moq/net offering only the WebSocket subprotocol `protocol`.
@@ -34,40 +31,11 @@ async function connectAs(url, protocol) {
   }
 }
 
-const INFO = { timescale: 90_000, priority: 3, ordered: true, latencyMax: 1234 };
-const STAMPS = [[900_000, 903_000], [906_000, 904_500, 909_000]];
-const TIMED = [[H.text("i0"), H.randomFrame(20_000)], [H.text("p1"), H.randomFrame(5), new Uint8Array(0)]];
-
-function publishTimed(conn, p, before) {
-  const broadcast = new Net.Broadcast.Producer();
-  conn.publish(Net.Path.from(p), broadcast);
-  (async () => {
-    for (;;) {
-      const req = await broadcast.requested();
-      if (!req) break;
-      (async () => {
-        const track = req.accept(INFO);
-        for (const [i, frames] of TIMED.entries()) {
-          if (i > 0) await before(i);
-          const g = track.appendGroup();
-          for (const [j, payload] of frames.entries()) {
-            g.writeFrame({ payload, timestamp: new Net.Time.Timestamp(STAMPS[i][j], INFO.timescale) });
-          }
-          g.close();
-        }
-      })().catch((err) => {
-        if (!/closed/.test(String(err?.message ?? err))) console.error("publishTimed", err);
-      });
-    }
-  })().catch((err) => console.error("publishTimed", err));
-}
-
 const DRAFTS = { "moq-transport-17": "qmux-02.moqt-17", "moq-transport-20": "qmux-01.moqt-20" };
 
 for (const [version, protocol] of Object.entries(DRAFTS)) {
   test(`a moq-lite-05 publisher's timestamps reach an @moq/net 0.3.4 ${version} subscriber exactly`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
-    const m = await H.startMoqd(["--versions", `moq-lite-05,${version}`]);
-    started.push(m);
+    const m = await moqd(["--versions", `moq-lite-05,${version}`]);
     const p = `${H.uniquePrefix("ietfts")}/alice`;
     const pub = await connectAs(m.url, "qmux-02.moq-lite-05");
     const sub = await connectAs(m.url, protocol);
@@ -76,7 +44,7 @@ for (const [version, protocol] of Object.entries(DRAFTS)) {
     const stamps = [];
     const frames = new Map();
     let n = 0;
-    publishTimed(pub, p, (i) => H.waitFor(() => n >= TIMED.slice(0, i).flat().length, 10_000, `group ${i - 1}`));
+    netPublishTimed(pub, p, (i) => H.waitFor(() => n >= TIMED.slice(0, i).flat().length, 10_000, `group ${i - 1}`));
     await netWaitActive(sub, p);
     const s = sub.consume(Net.Path.from(p)).subscribe("video");
     (async () => {

@@ -1,8 +1,11 @@
 // @moq/net 0.3.4 in Node, as the IETF session tests drive it (ietf_session.test.mjs,
 // ietf_session_d17.test.mjs; net_pubsub.test.mjs waits for announcements with it too): connect, publish groups, wait for an announcement, subscribe and
-// record the frames per group; the groups they send and the gate between them.
+// record the frames per group; the groups they send and the gate between them; and the two cases
+// both ietf_session files run per draft (netPubSub, netLateJoiner, netCrossLite).
+import assert from "node:assert/strict";
 import * as H from "./harness.mjs";
 import * as Net from "@moq/net";
+import { waitLog } from "./raw.mjs";
 
 const conns = [];
 
@@ -21,30 +24,64 @@ export async function netConnect(url) {
   return conn;
 }
 
+// Answers every request for a track of `broadcast` with serve(request), each on its own: with
+// moq-lite-05 a relay's TRACK (which only wants the track's properties) and its SUBSCRIBE are two
+// requests that may be pending at once. A serve that fails other than on a closed connection is
+// logged as `what`.
+function serveRequests(broadcast, serve, what) {
+  (async () => {
+    for (;;) {
+      const req = await broadcast.requested();
+      if (!req) break;
+      serve(req).catch((err) => {
+        if (!/closed/.test(String(err?.message ?? err))) console.error(what, err);
+      });
+    }
+  })().catch((err) => console.error(what, err));
+}
+
 // Serves `groups` (arrays of Uint8Array frames) on every track requested from `p`; before group
 // i > 0, waits for before(i). With `end`, closes the track after the last group.
 export function netPublish(conn, p, groups, { before = async () => {}, end = false } = {}) {
   const broadcast = new Net.Broadcast.Producer();
   conn.publish(Net.Path.from(p), broadcast);
-  (async () => {
-    for (;;) {
-      const req = await broadcast.requested();
-      if (!req) break;
-      (async () => {
-        const track = req.accept();
-        let ts = 0;
-        for (const [i, frames] of groups.entries()) {
-          if (i > 0) await before(i);
-          const g = track.appendGroup();
-          for (const payload of frames) g.writeFrame({ payload, timestamp: Net.Time.Timestamp.fromMillis(ts++) });
-          g.close();
-        }
-        if (end) track.close();
-      })().catch((err) => {
-        if (!/closed/.test(String(err?.message ?? err))) console.error("netPublish", err);
-      });
+  serveRequests(broadcast, async (req) => {
+    const track = req.accept();
+    let ts = 0;
+    for (const [i, frames] of groups.entries()) {
+      if (i > 0) await before(i);
+      const g = track.appendGroup();
+      for (const payload of frames) g.writeFrame({ payload, timestamp: Net.Time.Timestamp.fromMillis(ts++) });
+      g.close();
     }
-  })().catch((err) => console.error("netPublish", err));
+    if (end) track.close();
+  }, "netPublish");
+  return broadcast;
+}
+
+// A track with its own properties and timescale (90 kHz, as video), and timestamps that go
+// backwards inside a group (B-frames: negative zigzag deltas), as netPublishTimed serves it
+// (net_pubsub.test.mjs over moq-lite-05, ietf_timestamps.test.mjs to the IETF drafts).
+export const TIMED_INFO = { timescale: 90_000, priority: 3, ordered: true, latencyMax: 1234 };
+export const TIMED_STAMPS = [[900_000, 903_000], [906_000, 904_500, 909_000]];
+export const TIMED = [[H.text("i0"), H.randomFrame(20_000)], [H.text("p1"), H.randomFrame(5), new Uint8Array(0)]];
+
+// Serves TIMED with TIMED_INFO and TIMED_STAMPS on every track requested from `p`; before group
+// i > 0, waits for before(i). The track stays open.
+export function netPublishTimed(conn, p, before) {
+  const broadcast = new Net.Broadcast.Producer();
+  conn.publish(Net.Path.from(p), broadcast);
+  serveRequests(broadcast, async (req) => {
+    const track = req.accept(TIMED_INFO);
+    for (const [i, frames] of TIMED.entries()) {
+      if (i > 0) await before(i);
+      const g = track.appendGroup();
+      for (const [j, payload] of frames.entries()) {
+        g.writeFrame({ payload, timestamp: new Net.Time.Timestamp(TIMED_STAMPS[i][j], TIMED_INFO.timescale) });
+      }
+      g.close();
+    }
+  }, "netPublishTimed");
   return broadcast;
 }
 
@@ -72,8 +109,9 @@ export async function netWaitActive(conn, p, ms = 10_000) {
 // Subscribes to `track` of `p` and records frames per group sequence; state.ended once the
 // subscription ends (the publisher ended the track, through moqd): state.done when the track
 // reader returned done (a clean end), state.error when it threw; state.groupErrors counts the
-// groups whose frame reader threw; `complete` holds the groups read to their end.
-export function netSubscribe(conn, p, track) {
+// groups whose frame reader threw; `complete` holds the groups read to their end. onFrame(sequence,
+// frame) sees each frame (its timestamp too) once recorded.
+export function netSubscribe(conn, p, track, { onFrame = () => {} } = {}) {
   const sub = conn.consume(Net.Path.from(p)).subscribe(track);
   const groups = new Map();
   const complete = new Set(); // sequences of the groups read to their end
@@ -90,6 +128,7 @@ export function netSubscribe(conn, p, track) {
           if (!f) break;
           frames.push(Buffer.from(f.payload));
           state.n++;
+          onFrame(g.sequence, f);
         }
         complete.add(g.sequence);
       })().catch(() => {
@@ -117,3 +156,96 @@ export const flat = (groups) => groups.flat().map((f) => Buffer.from(f));
 export const count = (groups) => groups.flat().length;
 export const before = (progress, groups) => (i) =>
   H.waitFor(() => progress.state.n >= count(groups.slice(0, i)), 10_000, `group ${i - 1} through moqd`);
+
+// An @moq/net publisher and subscriber on `version` through moqd `m` (whose log must show a
+// session of the draft over WebSocket framed as `framing`): the publisher serves GROUPS at `p`,
+// each group once the subscriber has the ones before, then ends the track; the subscriber reads
+// every frame byte for byte, each group as one. Returns the connections and the subscription
+// (netSubscribe's) for the caller's checks of the end of the track.
+export async function netPubSub(m, version, framing, p) {
+  const pub = await netConnect(m.url);
+  const sub = await netConnect(m.url);
+  assert.equal(pub.version, version);
+  assert.equal(sub.version, version);
+  await waitLog(m, new RegExp(`transport=websocket/${framing} version=${version} `));
+  const holder = {};
+  netPublish(pub, p, GROUPS, { before: (i) => before(holder.s, GROUPS)(i), end: true });
+  await netWaitActive(sub, p);
+  holder.s = netSubscribe(sub, p, "video");
+  await H.waitFor(() => holder.s.state.n >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
+  assert.deepEqual(holder.s.ordered().flat(), flat(GROUPS));
+  assert.equal(holder.s.groups.size, GROUPS.length);
+  return { pub, sub, s: holder.s };
+}
+
+// Through moqd `m` (serving the draft @moq/net is to use): a viewer subscribing after groups 0..2
+// were published starts at the newest cached group (2) at once, then gets 3 and 4, while the first
+// viewer gets them all, byte for byte.
+export async function netLateJoiner(m) {
+  const p = `${H.uniquePrefix("late")}/alice`;
+  const pub = await netConnect(m.url);
+  const first = await netConnect(m.url);
+  const late = await netConnect(m.url);
+  const groups = [0, 1, 2, 3, 4].map((i) => [H.text(`g${i}`), H.randomFrame(1000 + i)]);
+  const gate = { open: false };
+  const holder = {};
+  netPublish(pub, p, groups, {
+    before: async (i) => {
+      await H.waitFor(() => holder.a && holder.a.state.n >= count(groups.slice(0, i)), 10_000, `group ${i - 1}`);
+      if (i === 3) await H.waitFor(() => gate.open, 10_000, "the late joiner");
+    },
+  });
+  await netWaitActive(first, p);
+  holder.a = netSubscribe(first, p, "video");
+  await H.waitFor(() => holder.a.state.n >= count(groups.slice(0, 3)), 10_000, "three groups at the first viewer");
+  const b = netSubscribe(late, p, "video");
+  await H.waitFor(() => b.state.n >= 2, 10_000, "the newest cached group at the late joiner");
+  gate.open = true;
+  await H.waitFor(() => holder.a.state.n >= count(groups), 10_000, "every group at the first viewer");
+  await H.waitFor(() => b.state.n >= 6, 10_000, "groups 2..4 at the late joiner");
+  assert.deepEqual(holder.a.ordered().flat(), flat(groups));
+  assert.deepEqual(b.ordered().flat(), flat(groups.slice(2)));
+  pub.close();
+  first.close();
+  late.close();
+}
+
+// Through moqd `m` serving moq-lite-02 and `version`: GROUPS from an @moq/lite 0.2.2 publisher
+// (it speaks lite-02) to an @moq/net subscriber on the draft (`dir` "lite-to-ietf"), or from an
+// @moq/net publisher to an @moq/lite subscriber ("ietf-to-lite"), each group once the subscriber
+// has the ones before, byte for byte. The @moq/net publisher's end of track reaches the lite
+// subscriber; with `ietfSeesEnd`, the lite publisher's end reaches the @moq/net subscriber
+// (PUBLISH_DONE) too.
+export async function netCrossLite(m, version, dir, { ietfSeesEnd }) {
+  const p = `${H.uniquePrefix(dir)}/alice`;
+  const net = await netConnect(m.url);
+  const lite = await H.connect(m.url);
+  assert.equal(net.version, version);
+  await waitLog(m, /version=moq-lite-02 /);
+  if (dir === "lite-to-ietf") {
+    const holder = {};
+    H.publishBroadcast(lite, p, { video: GROUPS }, {
+      before: (i) => (i === 0 ? Promise.resolve() : H.waitFor(() => holder.s.state.n >= count(GROUPS.slice(0, i)), 10_000, `group ${i - 1}`)),
+    });
+    await netWaitActive(net, p);
+    holder.s = netSubscribe(net, p, "video");
+    await H.waitFor(() => holder.s.state.n >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
+    assert.deepEqual(holder.s.ordered().flat(), flat(GROUPS));
+    if (ietfSeesEnd) await H.waitFor(() => holder.s.state.ended, 10_000, "the end of the track at the IETF subscriber");
+  } else {
+    const holder = {};
+    netPublish(net, p, GROUPS, {
+      before: (i) => H.waitFor(() => holder.s.frameCount() >= count(GROUPS.slice(0, i)), 10_000, `group ${i - 1}`),
+      end: true,
+    });
+    const watcher = H.watchAnnounced(lite, p.slice(0, p.lastIndexOf("/")));
+    await watcher.waitFor(p, true);
+    watcher.close();
+    holder.s = H.subscribeTrack(lite, p, "video");
+    await H.waitFor(() => holder.s.frameCount() >= count(GROUPS), 10_000, `${count(GROUPS)} frames`);
+    assert.deepEqual(holder.s.groups.flatMap((g) => g.frames), flat(GROUPS));
+    await holder.s.waitEnd(10_000);
+  }
+  net.close();
+  H.closeConnection(lite);
+}

@@ -7,92 +7,31 @@
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
-import { netWaitActive } from "./net_client.mjs";
+import { TIMED, TIMED_INFO as INFO, TIMED_STAMPS as STAMPS, closeNetConnections, netConnect, netPublish, netPublishTimed, netSubscribe, netWaitActive } from "./net_client.mjs";
 import * as Net from "@moq/net";
 import { waitLog } from "./raw.mjs";
 
 const started = [];
-const conns = [];
 after(async () => {
-  for (const c of conns) {
-    try {
-      c.close();
-    } catch {}
-  }
+  closeNetConnections();
   for (const m of started) await m.stop().catch(() => {});
 });
 
-async function netConnect(url) {
-  const conn = await H.withDeadline(Net.Connection.connect(new URL(url)), 10_000, `@moq/net connect to ${url}`);
-  conns.push(conn);
-  return conn;
-}
-
-// Answers every request for a track of `broadcast` with serve(request), each on its own: with
-// moq-lite-05 a relay's TRACK (which only wants the track's properties) and its SUBSCRIBE are two
-// requests that may be pending at once.
-function serveRequests(broadcast, serve, what) {
-  (async () => {
-    for (;;) {
-      const req = await broadcast.requested();
-      if (!req) break;
-      serve(req).catch((err) => {
-        if (!/closed/.test(String(err?.message ?? err))) console.error(what, err);
-      });
-    }
-  })().catch((err) => console.error(what, err));
-}
-
-// Serves `groups` (arrays of Uint8Array frames) on every track requested from `path`; before
-// group i > 0, waits for before(i) (the relay may skip a group a newer one overtakes).
-function netPublish(conn, p, groups, before = async () => {}) {
-  const broadcast = new Net.Broadcast.Producer();
-  conn.publish(Net.Path.from(p), broadcast);
-  serveRequests(broadcast, async (req) => {
-    const track = req.accept();
-    let ts = 0;
-    for (const [i, frames] of groups.entries()) {
-      if (i > 0) await before(i);
-      const g = track.appendGroup();
-      for (const payload of frames) g.writeFrame({ payload, timestamp: Net.Time.Timestamp.fromMillis(ts++) });
-      g.close();
-    }
-    // Leave the track open: the subscriber reads what it needs, then closes.
-  }, "netPublish");
-  return broadcast;
-}
+// netPublish (net_client.mjs) leaves the track open here: the subscriber reads what it needs, then
+// closes; the relay may skip a group a newer one overtakes.
 
 // Reads `count` frames from `track` of `path`, groups in any order, frames in order;
 // progress.n counts the frames read so far; stamps (if given) gets [group, timestamp] per frame.
 async function netCollect(conn, p, track, count, progress = { n: 0 }, ms = 10_000, stamps = undefined) {
-  const sub = conn.consume(Net.Path.from(p)).subscribe(track);
-  const groups = new Map();
-  let n = 0;
-  const bump = () => {
-    n++;
-    progress.n = n;
-  };
-  // Groups are read concurrently; the receive loop ends with the subscription.
-  (async () => {
-    for (;;) {
-      const g = await sub.recvGroup();
-      if (!g) break;
-      const frames = [];
-      groups.set(g.sequence, frames);
-      (async () => {
-        for (;;) {
-          const f = await g.readFrame();
-          if (!f) break;
-          frames.push(Buffer.from(f.payload));
-          stamps?.push([g.sequence, f.timestamp]);
-          bump();
-        }
-      })().catch(() => {});
-    }
-  })().catch(() => {});
-  await H.waitFor(() => n >= count, ms, `${count} frames of ${p}/${track}`);
-  sub.close();
-  return [...groups.entries()].sort((a, b) => a[0] - b[0]).map(([, f]) => f);
+  const s = netSubscribe(conn, p, track, {
+    onFrame: (sequence, f) => {
+      stamps?.push([sequence, f.timestamp]);
+      progress.n = s.state.n;
+    },
+  });
+  await H.waitFor(() => s.state.n >= count, ms, `${count} frames of ${p}/${track}`);
+  s.sub.close();
+  return s.ordered();
 }
 
 const GROUPS = [[H.text("sync"), H.randomFrame(40_000)], [new Uint8Array(0), H.randomFrame(17), H.randomFrame(3000)]];
@@ -108,7 +47,7 @@ for (const version of ["moq-lite-05", "moq-lite-04", "moq-lite-03", "moq-lite-02
     assert.equal(pub.version, version);
     assert.equal(sub.version, version);
     const progress = { n: 0 };
-    netPublish(pub, p, GROUPS, (i) => H.waitFor(() => progress.n >= GROUPS.slice(0, i).flat().length, 10_000, `group ${i - 1}`));
+    netPublish(pub, p, GROUPS, { before: (i) => H.waitFor(() => progress.n >= GROUPS.slice(0, i).flat().length, 10_000, `group ${i - 1}`) });
     await netWaitActive(sub, p);
     const got = await netCollect(sub, p, "video", flat(GROUPS).length, progress);
     assert.deepEqual(got.flat(), flat(GROUPS));
@@ -117,29 +56,6 @@ for (const version of ["moq-lite-05", "moq-lite-04", "moq-lite-03", "moq-lite-02
     sub.close();
     await H.stopMoqdClean(moqd);
   });
-}
-
-// A lite-05 track with its own properties and timescale (90 kHz, as video), and timestamps that
-// go backwards inside a group (B-frames: negative zigzag deltas).
-const INFO = { timescale: 90_000, priority: 3, ordered: true, latencyMax: 1234 };
-const STAMPS = [[900_000, 903_000], [906_000, 904_500, 909_000]];
-const TIMED = [[H.text("i0"), H.randomFrame(20_000)], [H.text("p1"), H.randomFrame(5), new Uint8Array(0)]];
-
-function netPublishTimed(conn, p, before) {
-  const broadcast = new Net.Broadcast.Producer();
-  conn.publish(Net.Path.from(p), broadcast);
-  serveRequests(broadcast, async (req) => {
-    const track = req.accept(INFO);
-    for (const [i, frames] of TIMED.entries()) {
-      if (i > 0) await before(i);
-      const g = track.appendGroup();
-      for (const [j, payload] of frames.entries()) {
-        g.writeFrame({ payload, timestamp: new Net.Time.Timestamp(STAMPS[i][j], INFO.timescale) });
-      }
-      g.close();
-    }
-  }, "netPublishTimed");
-  return broadcast;
 }
 
 test("moq-lite-05: timestamps, TRACK_INFO and FETCH reach a @moq/net 0.3.4 viewer exactly", { timeout: H.TEST_TIMEOUT_MS }, async () => {
@@ -199,7 +115,7 @@ test("@moq/net 0.3.4 and @moq/lite 0.2.2 on either side of moqd, both ways", { t
   const litePub = await H.connect(moqd.url);
   const liteSub = await H.connect(moqd.url);
   let sub1;
-  netPublish(netPub, p1, GROUPS, (i) => H.waitFor(() => sub1?.frameCount() >= GROUPS.slice(0, i).flat().length, 10_000, `group ${i - 1}`));
+  netPublish(netPub, p1, GROUPS, { before: (i) => H.waitFor(() => sub1?.frameCount() >= GROUPS.slice(0, i).flat().length, 10_000, `group ${i - 1}`) });
   await H.waitActive(liteSub, p1);
   sub1 = H.subscribeTrack(liteSub, p1, "video");
   await sub1.waitFrames(flat(GROUPS).length);

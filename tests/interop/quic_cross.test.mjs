@@ -8,43 +8,14 @@ import * as H from "./harness.mjs";
 const ctx = H.useMoqd();
 const T = { timeout: H.TEST_TIMEOUT_MS };
 const QUIC = ["--transport", "quic"];
-const lines = (frames) => Buffer.concat(frames.flat().map((f) => Buffer.concat([H.bytes(f), Buffer.from("\n")])));
 const hasLine = (path) => (out) => out.toString().split("\n").some((l) => l.split(/\s+/).includes(path));
 
-// A JS publisher over WebSocket whose first group stays open until `attached` opens, so the CLI
-// subscriber (a late joiner) is attached before the rest is written (as in cli.test.mjs).
-async function publishSynced(url, p, groups) {
-  const pubConn = await H.connect(url);
-  const observer = await H.connect(url);
-  const attached = H.gate();
-  const end = H.gate();
-  H.publishBroadcast(pubConn, p, { video: groups }, {
-    holdOpen: (i) => i === 0,
-    before: (i) => (i === 1 ? attached.wait : undefined),
-    afterLast: () => end.wait,
-  });
-  await H.waitActive(observer, p);
-  return { attached, end };
-}
-
 async function jsToQuicSub(url, p, subArgs) {
-  const groups = [
-    [H.text("sync")],
-    [H.text("hello"), H.text("world")],
-    [new Uint8Array(0), H.text("after an empty frame")],
-    [H.randomFrame(3000).map((b) => (b === 10 ? 11 : b))],
-    [H.text("x".repeat(20_000))],
-  ];
-  const { attached, end } = await publishSynced(url, p, groups);
+  const groups = H.lineGroups();
+  // The JS publisher is over WebSocket (as in cli.test.mjs).
+  const synced = await H.publishSynced(await H.connect(url), await H.connect(url), p, groups);
   const sub = H.spawnMoq(["sub", ...subArgs, "--track", "video", ...QUIC]);
-  await sub.waitStdout((out) => out.toString() === "sync\n", 10_000, "the sync line");
-  attached.open();
-  const expected = lines(groups);
-  await sub.waitStdout((out) => out.length >= expected.length, 10_000, "every line");
-  end.open();
-  const exit = await sub.wait(10_000, "moq sub to exit after the track ended");
-  assert.deepEqual(exit, { code: 0, signal: null }, sub.describe());
-  assert.deepStrictEqual(sub.stdout(), expected, sub.describe());
+  await H.cliSubReadsLines(sub, groups, synced);
 }
 
 test("JS publisher over WebSocket -> moq sub over QUIC (http:// pins the hash), byte for byte", T, async () => {
@@ -60,22 +31,7 @@ test("moq pub over QUIC -> JS subscriber over WebSocket, byte for byte, exit 0 a
     throw new Error(`${err.message}\n${pub.describe()}`);
   });
   const sub = H.subscribeTrack(subConn, p, "video");
-  const frames = [H.text("f0"), H.randomFrame(1), new Uint8Array(0), H.randomFrame(40_000), H.randomFrame(1200), H.text("f5")];
-  const framed = (f) => {
-    const len = Buffer.alloc(4);
-    len.writeUInt32BE(f.length);
-    return Buffer.concat([len, H.bytes(f)]);
-  };
-  pub.write(framed(frames[0])); // group 0 stays open until the next frame: the subscriber attaches on it
-  await sub.waitFrames(1, 10_000);
-  pub.write(Buffer.concat(frames.slice(1).map(framed)));
-  pub.endStdin();
-  await sub.waitFrames(frames.length, 10_000);
-  const expected = [];
-  for (let i = 0; i < frames.length; i += 2) expected.push([frames[i], frames[i + 1]]);
-  H.assertGroups(sub.received(), expected);
-  const exit = await pub.wait(10_000, "moq pub to exit after stdin EOF");
-  assert.deepEqual(exit, { code: 0, signal: null }, pub.describe());
+  await H.cliPubFramesReachJs(pub, sub);
 });
 
 test("moq sub over QUIC at a URL path sees the paths under it, as over WebSocket", T, async () => {

@@ -1,7 +1,7 @@
 // Raw IETF MoQ Transport client pieces over raw.mjs's RawWs / RawMux, shared by the ietf_*.test.mjs
 // files that write and read the drafts' bytes themselves:
 //   drafts 14..16 - QUIC varints (raw.mjs varint/readVarint), one control stream: msg16, tuple16,
-//                   controlMessages16, controlSession16
+//                   controlMessages16, controlSession16, parseSubgroup16
 //   drafts 17..20 - leading-ones varints (lo/readLo), a bidi stream per request, SETUP on uni
 //                   streams: msg17, messages, loStr, loTuple, parseSubgroup17, rawSession
 //   qmux-01       - RawMux01, which splits moqd's packed records into the one-frame messages
@@ -96,31 +96,36 @@ export function messages(buf) {
   return out;
 }
 
-// A SUBGROUP stream moqd wrote on 17+: {group, frames}. Type, alias, group, publisher priority;
-// objects: delta, [extension block when the type's 0x01 bit is set], length, payload, or Object
-// Status after a zero length.
-export function parseSubgroup17(b) {
-  const type = readLo(b, 0);
-  const alias = readLo(b, type.next);
-  const group = readLo(b, alias.next);
-  let pos = group.next + 1; // publisher priority
-  const frames = [];
-  while (pos < b.length) {
-    const delta = readLo(b, pos);
-    let at = delta.next;
-    if (type.value & 0x01) {
-      // The publisher's extension block (@moq/net's timestamp property), forwarded as it came.
-      const ext = readLo(b, at);
-      at = ext.next + ext.value;
+// A SUBGROUP stream moqd wrote, read with the varint reader `read` (readVarint on 14..16, readLo on
+// 17+): {alias, group, frames}. Type, alias, group, publisher priority; objects: delta,
+// [extension block when the type's 0x01 bit is set], length, payload, or Object Status after a
+// zero length.
+function subgroupParser(read) {
+  return (b) => {
+    const type = read(b, 0);
+    const alias = read(b, type.next);
+    const group = read(b, alias.next);
+    let pos = group.next + 1; // publisher priority
+    const frames = [];
+    while (pos < b.length) {
+      const delta = read(b, pos);
+      let at = delta.next;
+      if (type.value & 0x01) {
+        // The publisher's extension block (@moq/net's timestamp property), forwarded as it came.
+        const ext = read(b, at);
+        at = ext.next + ext.value;
+      }
+      const len = read(b, at);
+      pos = len.next;
+      if (len.value === 0) pos = read(b, pos).next; // Object Status
+      frames.push(Buffer.from(b.subarray(pos, pos + len.value)));
+      pos += len.value;
     }
-    const len = readLo(b, at);
-    pos = len.next;
-    if (len.value === 0) pos = readLo(b, pos).next; // Object Status
-    frames.push(Buffer.from(b.subarray(pos, pos + len.value)));
-    pos += len.value;
-  }
-  return { group: group.value, frames };
+    return { alias: alias.value, group: group.value, frames };
+  };
 }
+export const parseSubgroup16 = subgroupParser(readVarint);
+export const parseSubgroup17 = subgroupParser(readLo);
 
 // ---------------------------------------------------------------------------------------------
 // qmux-01

@@ -11,7 +11,6 @@ import { waitLog } from "./raw.mjs";
 const ctx = H.useMoqd();
 const T = { timeout: H.TEST_TIMEOUT_MS };
 const WT = ["--transport", "webtransport"];
-const lines = (frames) => Buffer.concat(frames.flat().map((f) => Buffer.concat([H.bytes(f), Buffer.from("\n")])));
 const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 // moqd logged a WebTransport session (the CLI's: the JS client is on WebSocket) rooted at `room`.
@@ -34,55 +33,17 @@ test("moq pub over WebTransport at /room -> JS subscriber over WebSocket at /roo
   // Rooted at the room, not prefixed twice: at / the broadcast is the room's path + "alice".
   await H.waitActive(await H.connect(ctx.moqd.url), `${room}/alice`, { ms: 10_000 });
   const sub = H.subscribeTrack(subConn, "alice", "video");
-  const frames = [H.text("f0"), H.randomFrame(1), new Uint8Array(0), H.randomFrame(40_000), H.randomFrame(1200), H.text("f5")];
-  const framed = (f) => {
-    const len = Buffer.alloc(4);
-    len.writeUInt32BE(f.length);
-    return Buffer.concat([len, H.bytes(f)]);
-  };
-  pub.write(framed(frames[0])); // group 0 stays open until the next frame: the subscriber attaches on it
-  await sub.waitFrames(1, 10_000);
-  pub.write(Buffer.concat(frames.slice(1).map(framed)));
-  pub.endStdin();
-  await sub.waitFrames(frames.length, 10_000);
-  const expected = [];
-  for (let i = 0; i < frames.length; i += 2) expected.push([frames[i], frames[i + 1]]);
-  H.assertGroups(sub.received(), expected);
-  const exit = await pub.wait(10_000, "moq pub to exit after stdin EOF");
-  assert.deepEqual(exit, { code: 0, signal: null }, pub.describe());
+  await H.cliPubFramesReachJs(pub, sub);
 });
 
 test("JS publisher over WebSocket at /room -> moq sub over WebTransport at /room, byte for byte", T, async () => {
   const room = H.uniquePrefix("wtsub");
   const roomUrl = `${ctx.moqd.url}${room}`;
-  const groups = [
-    [H.text("sync")],
-    [H.text("hello"), H.text("world")],
-    [new Uint8Array(0), H.text("after an empty frame")],
-    [H.randomFrame(3000).map((b) => (b === 10 ? 11 : b))],
-    [H.text("x".repeat(20_000))],
-  ];
-  const pubConn = await H.connect(roomUrl);
-  const observer = await H.connect(roomUrl);
-  const attached = H.gate();
-  const end = H.gate();
-  H.publishBroadcast(pubConn, "bob", { video: groups }, {
-    holdOpen: (i) => i === 0,
-    before: (i) => (i === 1 ? attached.wait : undefined),
-    afterLast: () => end.wait,
-  });
-  await H.waitActive(observer, "bob");
+  const groups = H.lineGroups();
+  const synced = await H.publishSynced(await H.connect(roomUrl), await H.connect(roomUrl), "bob", groups);
   // The publisher is at the room too: the JS client sees it as "bob", and so must the CLI.
   const sub = H.spawnMoq(["sub", roomUrl, "bob", "--track", "video", ...WT]);
-  await sub.waitStdout((out) => out.toString() === "sync\n", 10_000, "the sync line");
-  await assertWebTransportSession(room);
-  attached.open();
-  const expected = lines(groups);
-  await sub.waitStdout((out) => out.length >= expected.length, 10_000, "every line");
-  end.open();
-  const exit = await sub.wait(10_000, "moq sub to exit after the track ended");
-  assert.deepEqual(exit, { code: 0, signal: null }, sub.describe());
-  assert.deepStrictEqual(sub.stdout(), expected, sub.describe());
+  await H.cliSubReadsLines(sub, groups, synced, () => assertWebTransportSession(room));
 });
 
 test("moq announced over WebTransport (wt) at https:// with --tls-fingerprint lists paths under its root", T, async () => {
