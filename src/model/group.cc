@@ -153,7 +153,7 @@ void GroupCursor::advance(const Step& step) {
   settle();
 }
 
-GroupCursor::Kind GroupCursor::next(size_t max_bytes, Step& step) {
+GroupCursor::Kind GroupCursor::next_step(size_t max_bytes, Step& step, bool whole) {
   step.object = nullptr;
   step.completes_object = false;
   if (done_ || !group_) {
@@ -182,8 +182,16 @@ GroupCursor::Kind GroupCursor::next(size_t max_bytes, Step& step) {
     }
   };
   if (!object_started_) {
-    object_started_ = true;
     step.object = &o;
+    // One chunk holding the whole (non-empty: empty chunks are never appended) payload.
+    if (whole && o.chunks.size() == 1 && o.is_complete() && o.size <= max_bytes) {
+      step.chunk = o.chunks.front();
+      step.completes_object = true;
+      taken_ += o.size;
+      ++object_;  // chunk_ and chunk_offset_ are still 0: the object was never started
+      return step.kind = Kind::kObjectStart;
+    }
+    object_started_ = true;
     step.completes_object = o.size == 0;
     settle_on(o);
     return step.kind = Kind::kObjectStart;

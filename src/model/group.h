@@ -223,8 +223,11 @@ class GroupCursor {
   struct Step {
     Kind kind = Kind::kNothing;
     const Object* object = nullptr;  // kObjectStart and kChunk
-    Bytes chunk;                     // kChunk: a slice, at most `max_bytes`
-    // kChunk: this slice takes the object's last byte; kObjectStart: the object is empty.
+    // kChunk: a slice, at most `max_bytes`; kObjectStart taken `whole` with completes_object set
+    // and a non-empty object: its whole payload.
+    Bytes chunk;
+    // kChunk: this slice takes the object's last byte; kObjectStart: the object is empty, or was
+    // taken whole.
     bool completes_object = false;
   };
   // Peeks the next step; advance() moves past it. For kChunk at most `max_bytes` (> 0) are
@@ -235,7 +238,19 @@ class GroupCursor {
   void advance(const Step& step);
   // peek() and advance() in one, for the fan-out loop: fills `step` (reused from call to call) with
   // what comes next, moves past it, and returns its kind. The chunk is the caller's to keep.
-  Kind next(size_t max_bytes, Step& step);
+  // With `whole`, an object that is complete and whose payload is one chunk of at most `max_bytes`
+  // comes as a single kObjectStart step carrying that chunk (completes_object set): a chat-sized
+  // message is one step, not a kObjectStart and a kChunk. `step.chunk` is written only when a
+  // step carries one.
+  Kind next(size_t max_bytes, Step& step, bool whole = false) {
+    // Caught up with a group still open: how nearly every pump ends, answered without a call.
+    if (!done_ && group_ && object_ == group_->objects().size() && !group_->is_done()) {
+      step.object = nullptr;
+      step.completes_object = false;
+      return step.kind = Kind::kNothing;
+    }
+    return next_step(max_bytes, step, whole);
+  }
   // Bytes of the group not yet taken (what this reader is behind by, in this group). O(1).
   uint64_t backlog() const;
   // kEnd or kAborted was taken; nothing more will come.
@@ -251,6 +266,7 @@ class GroupCursor {
   bool done_ = false;
 
   void settle();
+  Kind next_step(size_t max_bytes, Step& step, bool whole);
 };
 
 }  // namespace moqd::model

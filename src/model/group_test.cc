@@ -229,17 +229,29 @@ TEST_F(GroupTest, LongGroupKeepsEveryObjectInPlaceAndInOrder) {
 }
 
 // What next() hands out, written as drain() writes peek()'s steps, plus each step's
-// completes_object flag.
-std::string drain_next(GroupCursor& c, size_t max_bytes, std::string* completes) {
+// completes_object flag. An object taken `whole` (a kObjectStart that completes a non-empty
+// object) is written as the kObjectStart and kChunk that peek() gives for it ("01"); `wholes`
+// counts them.
+std::string drain_next(GroupCursor& c, size_t max_bytes, std::string* completes, bool whole = false,
+                       int* wholes = nullptr) {
   std::string out;
   GroupCursor::Step s;
   for (;;) {
-    GroupCursor::Kind k = c.next(max_bytes, s);
+    GroupCursor::Kind k = c.next(max_bytes, s, whole);
     if (k == GroupCursor::Kind::kNothing) {
       return out;
     }
-    *completes += s.completes_object ? '1' : '0';
     out += drain_one(s);
+    if (k == GroupCursor::Kind::kObjectStart && s.completes_object && s.object->size > 0) {
+      EXPECT_TRUE(whole);
+      EXPECT_EQ(s.chunk.size(), s.object->size);
+      out += "C:" + std::string(s.chunk.view()) + " ";
+      *completes += "01";
+      ++*wholes;
+      s.chunk = Bytes();
+      continue;
+    }
+    *completes += s.completes_object ? '1' : '0';
   }
 }
 
@@ -266,10 +278,11 @@ TEST_F(GroupTest, NextHandsOutExactlyWhatPeekAndAdvanceDo) {
     x = x * 1103515245u + 12345u;
     return (x >> 8) % n;
   };
+  int wholes = 0;
   for (int round = 0; round < 300; ++round) {
     GroupRef g = make_group(round);
-    GroupCursor a(g), b(g);
-    std::string seen_a, seen_b, flags_a, flags_b;
+    GroupCursor a(g), b(g), w(g);
+    std::string seen_a, seen_b, flags_a, flags_b, seen_w, flags_w;
     int objects = static_cast<int>(rnd(5));
     for (int o = 0; o < objects; ++o) {
       size_t size = rnd(4) == 0 ? 0 : 1 + rnd(20);
@@ -281,8 +294,12 @@ TEST_F(GroupTest, NextHandsOutExactlyWhatPeekAndAdvanceDo) {
         size_t limit = 1 + rnd(8);
         seen_a += drain_next(a, limit, &flags_a);
         seen_b += drain_peek(b, limit, &flags_b);
+        seen_w += drain_next(w, limit, &flags_w, /*whole=*/true, &wholes);
         ASSERT_EQ(seen_a, seen_b);
         ASSERT_EQ(a.backlog(), b.backlog());
+        // Taken whole or not, the same bytes in the same order, once every piece arrived.
+        ASSERT_EQ(seen_w, seen_b);
+        ASSERT_EQ(w.backlog(), b.backlog());
         if (o + 1 == objects && left > 0 && rnd(4) == 0) {
           break;  // the last object stays short: finishing now truncates it
         }
@@ -295,11 +312,63 @@ TEST_F(GroupTest, NextHandsOutExactlyWhatPeekAndAdvanceDo) {
     }
     seen_a += drain_next(a, SIZE_MAX, &flags_a);
     seen_b += drain_peek(b, SIZE_MAX, &flags_b);
+    seen_w += drain_next(w, SIZE_MAX, &flags_w, /*whole=*/true, &wholes);
     ASSERT_EQ(seen_a, seen_b) << "round " << round;
     ASSERT_EQ(flags_a, flags_b) << "round " << round;
+    ASSERT_EQ(seen_w, seen_b) << "round " << round;
+    ASSERT_EQ(flags_w, flags_b) << "round " << round;
+    EXPECT_EQ(w.is_done(), b.is_done());
     EXPECT_TRUE(a.is_done());
     EXPECT_EQ(a.is_done(), b.is_done());
   }
+  EXPECT_GT(wholes, 20);  // the random groups do exercise the whole-object step (42 of them)
+}
+
+TEST_F(GroupTest, WholeStepTakesOnlyACompleteOneChunkObjectThatFits) {
+  GroupRef g = make_group();
+  GroupCursor c(g);
+  GroupCursor::Step s;
+  g->begin_object(3);
+  g->append_chunk(Bytes::copy("abc"));
+  // Complete, one chunk, fits: one step with the payload; then caught up.
+  ASSERT_EQ(c.next(3, s, /*whole=*/true), GroupCursor::Kind::kObjectStart);
+  EXPECT_TRUE(s.completes_object);
+  EXPECT_EQ(s.chunk.view(), "abc");
+  EXPECT_EQ(c.backlog(), 0u);
+  EXPECT_EQ(c.next(3, s, true), GroupCursor::Kind::kNothing);
+  // Larger than max_bytes: a plain start, then slices.
+  g->begin_object(3);
+  g->append_chunk(Bytes::copy("def"));
+  ASSERT_EQ(c.next(2, s, true), GroupCursor::Kind::kObjectStart);
+  EXPECT_FALSE(s.completes_object);
+  ASSERT_EQ(c.next(2, s, true), GroupCursor::Kind::kChunk);
+  EXPECT_EQ(s.chunk.view(), "de");
+  ASSERT_EQ(c.next(2, s, true), GroupCursor::Kind::kChunk);
+  EXPECT_EQ(s.chunk.view(), "f");
+  EXPECT_TRUE(s.completes_object);
+  // Two chunks, or still arriving: a plain start.
+  g->begin_object(4);
+  g->append_chunk(Bytes::copy("gh"));
+  ASSERT_EQ(c.next(8, s, true), GroupCursor::Kind::kObjectStart);
+  EXPECT_FALSE(s.completes_object);
+  ASSERT_EQ(c.next(8, s, true), GroupCursor::Kind::kChunk);
+  g->append_chunk(Bytes::copy("ij"));
+  ASSERT_EQ(c.next(8, s, true), GroupCursor::Kind::kChunk);
+  EXPECT_EQ(s.chunk.view(), "ij");
+  EXPECT_TRUE(s.completes_object);
+  // Zero-size: a start that completes it, carrying nothing.
+  g->begin_object(0);
+  s.chunk = Bytes();
+  ASSERT_EQ(c.next(8, s, true), GroupCursor::Kind::kObjectStart);
+  EXPECT_TRUE(s.completes_object);
+  EXPECT_TRUE(s.chunk.empty());
+  g->finish();
+  EXPECT_EQ(c.next(8, s, true), GroupCursor::Kind::kEnd);
+  EXPECT_EQ(c.backlog(), 0u);
+  s = GroupCursor::Step();
+  c = GroupCursor(GroupRef());
+  g = GroupRef();
+  EXPECT_EQ(Bytes::live_buffers(), buffers_at_start_);
 }
 
 TEST_F(GroupTest, BeginObjectBeforePreviousCompleteIsAProducerBug) {

@@ -361,12 +361,17 @@ bool Subscription::open_writers() {
 
 void Subscription::write_group(GroupWriter& w) {
   model::GroupCursor::Step& step = step_;
+  // write_capacity() is asked once and then counted down by the bytes written, asked again only
+  // when the count reaches 0: QUIC's and WebSocket's capacity falls by exactly the bytes written
+  // (both budgets count them), and write() takes all it is given, so a transport whose capacity
+  // fell faster is only written past the point where it asks for a pause, as write() allows.
+  size_t capacity = w.stream_->write_capacity();
+  auto wrote = [&capacity](size_t n) { capacity = n < capacity ? capacity - n : 0; };
   while (!w.done_) {
-    size_t capacity = w.stream_->write_capacity();
-    if (capacity == 0) {
+    if (capacity == 0 && (capacity = w.stream_->write_capacity()) == 0) {
       return;
     }
-    switch (w.cursor_.next(capacity, step)) {
+    switch (w.cursor_.next(capacity, step, /*whole=*/true)) {
       case model::GroupCursor::Kind::kNothing:
         return;
       case model::GroupCursor::Kind::kObjectStart: {
@@ -388,13 +393,26 @@ void Subscription::write_group(GroupWriter& w) {
           break;
         }
         w.stream_->write(header);
-        if (step.completes_object) [[unlikely]] {  // a zero-size object; otherwise no bytes to count
-          count_delivery(step);
+        wrote(header.size());
+        if (!step.completes_object) {
+          break;  // the payload follows as chunks
+        }
+        count_delivery(step);
+        if (step.object->size == 0) [[unlikely]] {
+          break;  // a zero-size object: nothing more to write
+        }
+        // Taken whole: the header and the payload in one step.
+        wrote(step.chunk.size());
+        w.stream_->write(std::move(step.chunk));
+        served_ = true;
+        if (session_.config().limits.debug_spin_per_delivery > Duration::zero()) [[unlikely]] {
+          spin(session_.config().limits.debug_spin_per_delivery);
         }
         break;
       }
       case model::GroupCursor::Kind::kChunk:
         count_delivery(step);
+        wrote(step.chunk.size());
         w.stream_->write(std::move(step.chunk));
         served_ = true;
         if (session_.config().limits.debug_spin_per_delivery > Duration::zero()) [[unlikely]] {
