@@ -1,10 +1,10 @@
 #pragma once
-// What a moq-lite stream handler may do to the session it belongs to. The handlers (handlers.h)
-// hold one of these contexts instead of the Session: each kind sees only what it needs, the
-// Session implements them (Session::Context, session.cc), and a test implements them with a fake
-// (lite_handlers_test.cc) to drive one handler on one fake stream. One worker thread: every call
-// is made from, and answers on, the session's thread; no member ever calls back into the calling
-// handler synchronously, except fail() (the transport may report the close at once).
+// What a moq-lite stream handler may do to its session: handlers (handlers.h) hold one of these
+// instead of the Session, each kind only what it needs; Session implements them (Session::Context,
+// session.h) and tests a fake (lite_handlers_test.cc) to drive one handler on one fake stream.
+// One worker thread. fail(), admit_ingress(), announce_from_peer(), on_setup_complete() and
+// on_goaway() may close the session, or run other handlers, before they return: a caller
+// rechecks its stream (null once on_session_closed() ran).
 #include <cstddef>
 #include <cstdint>
 #include <memory>

@@ -235,6 +235,43 @@ TEST(LiteSetupServer, ResetSessionStreamIsAProtocolViolation) {
   EXPECT_EQ(ctx.failures[0].code, ErrorCode::kProtocolViolation);
 }
 
+// --- LiteSetupReceiver (lite-05's uni SETUP stream) and GoawayStream (lite-04, client side).
+
+TEST(LiteSetupReceiver, KeepsThePeersOriginAndEndsWithItsFin) {
+  FakeLiteContext ctx(wire::Version::kLite05);
+  FakeStream& s = ctx.peer_uni();
+  ctx.make<LiteSetupReceiver>(s);
+  // @moq/net's SETUP after its 01 stream type (src/wire/lite05_test.cc): Origin 0x0fbf0986f96e88.
+  s.receive(from_hex("0b 01 05 08 c0 0f bf 09 86 f9 6e 88"));
+  EXPECT_EQ(ctx.peer_hop_id, uint64_t{0x0fbf0986f96e88});
+  EXPECT_EQ(ctx.retired, 0);
+  s.receive(std::vector<uint8_t>{}, /*fin=*/true);
+  EXPECT_EQ(ctx.retired, 1);
+  EXPECT_TRUE(ctx.failures.empty());
+}
+
+TEST(LiteSetupReceiver, MalformedSetupFailsTheSession) {
+  FakeLiteContext ctx(wire::Version::kLite05);
+  FakeStream& s = ctx.peer_uni();
+  ctx.make<LiteSetupReceiver>(s);
+  s.receive(from_hex("0b 01 05 08 c0 0f"), /*fin=*/true);
+  ASSERT_EQ(ctx.failures.size(), 1u);
+  EXPECT_EQ(ctx.failures[0].code, ErrorCode::kDecode);
+  EXPECT_EQ(ctx.peer_hop_id, 0u);
+}
+
+TEST(LiteGoawayStream, TellsTheUriOnceThenDrains) {
+  FakeLiteContext ctx(wire::Version::kLite04);
+  FakeStream& s = ctx.peer_bidi();
+  ctx.make<GoawayStream>(s, /*receiving=*/true);
+  s.receive(from_hex("04 03 6d 6f"));  // GOAWAY{"moq"}, one byte short
+  EXPECT_TRUE(ctx.goaways.empty());
+  s.receive(from_hex("71"), /*fin=*/true);
+  EXPECT_EQ(ctx.goaways, (std::vector<std::string>{"moq"}));
+  EXPECT_EQ(ctx.retired, 1);
+  EXPECT_TRUE(s.written().empty());
+}
+
 // --- Subscription: SUBSCRIBE -> SUBSCRIBE_OK and the group streams, or a reset.
 
 class LiteSubscriptionTest : public ::testing::Test {
@@ -473,7 +510,7 @@ class LiteGroupReceiverTest : public ::testing::Test {
 TEST_F(LiteGroupReceiverTest, SubscribesUpstreamThenWritesFramesIntoTheTrack) {
   ASSERT_TRUE(subscribed);
   ASSERT_EQ(ctx.opened.size(), 1u);
-  // The UpstreamTrack's SUBSCRIBE: stream type 2, SUBSCRIBE{id 0, "bob", "t", priority 128: upstream_priority}.
+  // The UpstreamTrack's SUBSCRIBE: type 2, SUBSCRIBE{id 0, "bob", "t", upstream_priority 128}.
   EXPECT_EQ(written_hex(ctx.opened[0]->written()), wire_hex("02 08 00 03 62 6f 62 01 74 80"));
   FakeStream& g = group_stream();
   // GROUP{subscribe 0, sequence 1}, FRAME "hello", FRAME "abc", FIN.
