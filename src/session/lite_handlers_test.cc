@@ -161,6 +161,58 @@ class FakeLiteContext final : public LiteContext {
   std::vector<std::unique_ptr<StreamHandler>> handlers_;
 };
 
+// --- PendingStream: a stream's type picks its handler.
+
+TEST(LitePendingStream, SubscribeTypeHandsTheStreamToASubscription) {
+  FakeLiteContext ctx(wire::Version::kLite02);
+  moqd::testing::TestBroadcast bob(ctx.origin(), "bob");
+  FakeStream& s = ctx.peer_bidi();
+  ctx.make<PendingStream>(s);
+  // Type 2 (SUBSCRIBE), then SUBSCRIBE id 0 "bob" "t" priority 5.
+  s.receive(from_hex("02 08 00 03 62 6f 62 01 74 05"));
+  EXPECT_EQ(written_hex(s.written()), wire_hex("00"));  // SUBSCRIBE_OK from the Subscription
+  EXPECT_EQ(ctx.subscriptions.size(), 1u);
+  EXPECT_EQ(ctx.retired, 1);  // the PendingStream itself
+}
+
+TEST(LitePendingStream, UnknownBidiTypeIsResetAndStopped) {
+  FakeLiteContext ctx(wire::Version::kLite02);
+  FakeStream& s = ctx.peer_bidi();
+  ctx.make<PendingStream>(s);
+  s.receive(from_hex("06 00"));  // TRACK: lite-05 only
+  EXPECT_EQ(s.reset_code(), error_value(ErrorCode::kUnexpectedStream));
+  EXPECT_EQ(s.stop_sending_code(), error_value(ErrorCode::kUnexpectedStream));
+  EXPECT_TRUE(s.released());
+  EXPECT_TRUE(ctx.failures.empty());
+}
+
+TEST(LitePendingStream, UniStreamWaitsUnreadUntilSetupCompletes) {
+  FakeLiteContext ctx(wire::Version::kLite02);
+  ctx.set_version(std::nullopt);
+  FakeStream& g = ctx.peer_uni();
+  PendingStream* p = ctx.make<PendingStream>(g);
+  g.receive(from_hex("00 02 09 01"));
+  EXPECT_EQ(g.unread(), 4u);  // held: a group may overtake SETUP
+  ctx.set_version(wire::Version::kLite02);
+  p->on_session_ready();
+  // Type 0 (group) taken; the GroupReceiver read the header of an unknown subscription (9).
+  EXPECT_EQ(g.stop_sending_code(), error_value(ErrorCode::kCancel));
+  EXPECT_TRUE(ctx.failures.empty());
+}
+
+TEST(LitePendingStream, SecondLite05SetupStreamIsAProtocolViolation) {
+  FakeLiteContext ctx(wire::Version::kLite05);
+  FakeStream& first = ctx.peer_uni();
+  ctx.make<PendingStream>(first);
+  first.receive(from_hex("01 01 00"), /*fin=*/true);  // type 1 (SETUP), empty SETUP
+  EXPECT_TRUE(ctx.failures.empty());
+  FakeStream& second = ctx.peer_uni();
+  ctx.make<PendingStream>(second);
+  second.receive(from_hex("01 01 00"), /*fin=*/true);
+  ASSERT_EQ(ctx.failures.size(), 1u);
+  EXPECT_EQ(ctx.failures[0].code, ErrorCode::kProtocolViolation);
+}
+
 // --- SetupServer: the compat CLIENT_SETUP (lite-01/02) on the first bidi stream.
 
 // @moq/lite's CLIENT_SETUP offering lite-02, lite-01 and draft 14 (src/wire/lite_test.cc).
