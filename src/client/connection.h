@@ -13,7 +13,7 @@
 #include "runtime/event_loop.h"
 #include "runtime/tcp.h"
 #include "runtime/udp.h"
-#include "session/session.h"
+#include "session/moq_session.h"
 #include "transport/quic/connection.h"
 #include "transport/websocket/mux_session.h"
 #include "transport/websocket/ws_connection.h"

@@ -12,7 +12,7 @@
 #include "relay/relay.h"
 #include "relay/relay_session.h"
 #include "relay/worker.h"
-#include "session/session.h"
+#include "session/moq_session.h"
 #include "transport/quic/cid.h"
 #include "transport/quic/tls.h"
 #include "transport/webtransport/server.h"

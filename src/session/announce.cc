@@ -7,7 +7,7 @@
 
 namespace moqd::session {
 
-AnnounceResponder::AnnounceResponder(Session& s, transport::Stream& stream) : StreamHandler(s) {
+AnnounceResponder::AnnounceResponder(ServeContext& s, transport::Stream& stream) : HandlerOf(s) {
   attach(stream);
 }
 
@@ -17,7 +17,7 @@ void AnnounceResponder::stop() {
   if (listening_) {
     session_.origin().remove_listener(this);
     listening_ = false;
-    session_.set_announce_stream_count(session_.announce_stream_count() - 1);
+    session_.remove_announce_stream();
   }
 }
 
@@ -38,7 +38,7 @@ void AnnounceResponder::on_readable() {
       return;
     }
     std::string full = session_.to_full(please->prefix);
-    if (!session_.handler().authorize(Action::kDiscover, full, session_.config().query)) {
+    if (!session_.authorize(Action::kDiscover, full)) {
       MOQD_LOG(kInfo, "session %llu announce refused prefix=%s code=%u (unauthorized)",
                static_cast<unsigned long long>(session_.id()), full.c_str(),
                static_cast<unsigned>(ErrorCode::kUnauthorized));
@@ -46,7 +46,7 @@ void AnnounceResponder::on_readable() {
       finish();
       return;
     }
-    if (session_.announce_stream_count() >= session_.config().limits.max_announce_streams) {
+    if (!session_.add_announce_stream()) {
       MOQD_LOG(kInfo, "session %llu announce refused prefix=%s code=%u (too many announce streams)",
                static_cast<unsigned long long>(session_.id()), full.c_str(),
                static_cast<unsigned>(ErrorCode::kBoundsExceeded));
@@ -54,7 +54,6 @@ void AnnounceResponder::on_readable() {
       finish();
       return;
     }
-    session_.set_announce_stream_count(session_.announce_stream_count() + 1);
     full_prefix_ = full;
     exclude_hop_ = please->exclude_hop;
     const wire::Version v = *session_.version();
@@ -100,12 +99,12 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, const 
     return;
   }
   // Paths the peer may not subscribe to are not revealed (ended ones were never sent).
-  if (active && !session_.handler().authorize(Action::kSee, path, session_.config().query)) {
+  if (active && !session_.authorize(Action::kSee, path)) {
     return;
   }
   // Split horizon: never announce a broadcast back to the peer it came from. (A switch to another
   // publisher arrives as ended-then-active, so the check on active is enough.)
-  if (active && session_.origin().active_source(path) == &session_) {
+  if (active && session_.origin().active_source(path) == session_.peer_source()) {
     return;
   }
   // A route that already crossed the peer would be a loop there: the peer asked not to get it
@@ -155,7 +154,7 @@ void AnnounceResponder::on_announce(const std::string& path, bool active, const 
 }
 
 bool AnnounceResponder::is_relay_peer() const {
-  return exclude_hop_ != 0 && session_.handler().is_relay_link();
+  return exclude_hop_ != 0 && session_.is_relay_link();
 }
 
 void AnnounceResponder::on_carrying(const std::string& path, const model::Hops& hops, bool) {
@@ -191,8 +190,8 @@ void AnnounceResponder::send(std::vector<uint8_t> out) {
   write_bytes(std::move(out));
 }
 
-AnnounceRequester::AnnounceRequester(Session& s, transport::Stream& stream, std::string prefix)
-    : StreamHandler(s), prefix_(model::normalize_path(prefix)) {
+AnnounceRequester::AnnounceRequester(PeerContext& s, transport::Stream& stream, std::string prefix)
+    : HandlerOf(s), prefix_(model::normalize_path(prefix)) {
   attach(stream);
   std::vector<uint8_t> out;
   out.push_back(static_cast<uint8_t>(wire::BidiType::kAnnounce));
@@ -274,7 +273,7 @@ void AnnounceRequester::apply(const std::string& suffix, bool active, model::Hop
   }
   MOQD_LOG(kDebug, "session %llu peer announced %s %s", static_cast<unsigned long long>(session_.id()),
            active ? "active" : "ended", full.c_str());
-  if (active && !session_.handler().authorize(Action::kPublish, full, session_.config().query)) {
+  if (active && !session_.authorize(Action::kPublish, full)) {
     MOQD_LOG(kInfo, "session %llu publish refused path=%s code=%u (unauthorized)",
              static_cast<unsigned long long>(session_.id()), full.c_str(),
              static_cast<unsigned>(ErrorCode::kUnauthorized));
@@ -293,7 +292,7 @@ void AnnounceRequester::apply(const std::string& suffix, bool active, model::Hop
     }
   } else if (active_.count(full) == 0) {
     return;
-  } else if (session_.handler().is_relay_link() && hopped_.count(full) != 0) {
+  } else if (session_.is_relay_link() && hopped_.count(full) != 0) {
     withdrawing_.insert(full);
     if (flush_timer_ == 0) {
       flush_timer_ = session_.timers().schedule(kUpdateGrace, [this] {

@@ -2,6 +2,7 @@
 // client where to reconnect.
 #include "base/log.h"
 #include "session/handlers.h"
+#include "session/session.h"
 
 namespace moqd::session {
 
@@ -19,14 +20,14 @@ bool Session::send_goaway(const std::string& uri) {
   wire::encode(*version_, wire::Goaway{uri}, out);
   stream->write(Bytes::from(out));
   stream->finish();
-  adopt<GoawayStream>(*stream, false);
+  ctx_.make<GoawayStream>(*stream, false);
   MOQD_LOG(kInfo, "session %llu goaway sent uri=%s", static_cast<unsigned long long>(id_),
            uri.empty() ? "(same)" : uri.c_str());
   return true;
 }
 
-GoawayStream::GoawayStream(Session& s, transport::Stream& stream, bool receiving)
-    : StreamHandler(s), receiving_(receiving) {
+GoawayStream::GoawayStream(ControlContext& s, transport::Stream& stream, bool receiving)
+    : HandlerOf(s), receiving_(receiving) {
   attach(stream);
 }
 
@@ -42,7 +43,7 @@ void GoawayStream::on_readable() {
       return;
     }
     told_ = true;
-    session_.handler().on_goaway(m->uri);
+    session_.on_goaway(m->uri);
     if (stream_ == nullptr) {
       return;
     }

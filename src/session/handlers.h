@@ -1,5 +1,7 @@
 #pragma once
-// The per-stream state machines of a moq-lite session. Internal to the session layer.
+// The per-stream state machines of a moq-lite session. Internal to the session layer. Each holds,
+// as `session_`, the narrowest context (lite_context.h) its kind needs, never the Session: a
+// handler can be driven on a fake stream with a fake context (lite_handlers_test.cc).
 #include <deque>
 #include <map>
 #include <memory>
@@ -11,24 +13,100 @@
 #include "model/group.h"
 #include "model/origin.h"
 #include "model/track.h"
-#include "session/session.h"
+#include "session/lite_context.h"
+#include "transport/transport.h"
+#include "wire/lite.h"
 
 namespace moqd::session {
 
+// Base of the per-stream state machines. Owned by the session (LiteContext::adopt); destroyed
+// after HandlerContext::retire, or when the session ends.
+class StreamHandler : public transport::StreamVisitor {
+ public:
+  explicit StreamHandler(HandlerContext& ctx) : base_ctx_(ctx) {}
+  ~StreamHandler() override = default;
+  // Called when the session ends: drop every reference into the transport (overrides call this).
+  virtual void on_session_closed() { stream_ = nullptr; }
+  // Called once SETUP completes, for handlers that held their stream until then.
+  virtual void on_session_ready() {}
+  void on_writable() override {}
+  void on_reset(uint64_t) override { finish(); }
+  void on_stop_sending(uint64_t) override { finish(); }
+
+  bool is_retired() const { return retired_; }
+  // For HandlerContext::retire: marks this handler retired; false when it already was.
+  bool mark_retired() { return !std::exchange(retired_, true); }
+
+ protected:
+  // Releases the stream (if any) and retires this handler.
+  void finish() {
+    if (stream_ != nullptr) {
+      stream_->set_visitor(nullptr);
+      stream_->release();
+      stream_ = nullptr;
+    }
+    base_ctx_.retire(this);
+  }
+  void attach(transport::Stream& stream) {
+    stream_ = &stream;
+    stream.set_visitor(this);
+  }
+  // Decodes one message from the stream's buffer with `decode`; on success consumes its bytes.
+  // Returns nullopt on need-more or after failing the session.
+  template <class T, class F>
+  std::optional<T> read_message(F&& decode);
+  void write_bytes(std::vector<uint8_t> bytes) { stream_->write(Bytes::from(bytes)); }
+
+  transport::Stream* stream_ = nullptr;
+
+ private:
+  HandlerContext& base_ctx_;
+  bool retired_ = false;
+};
+
+// A handler of one kind, holding the context that kind may use.
+template <class Ctx>
+class HandlerOf : public StreamHandler {
+ protected:
+  explicit HandlerOf(Ctx& ctx) : StreamHandler(ctx), session_(ctx) {}
+  Ctx& session_;  // the session, as this kind of handler sees it
+};
+
+template <class T, class F>
+std::optional<T> StreamHandler::read_message(F&& decode) {
+  if (stream_ == nullptr) {
+    return std::nullopt;
+  }
+  auto r = decode(stream_->peek());
+  if (!r) {
+    base_ctx_.fail(r.error());
+    return std::nullopt;
+  }
+  if (!r->has_value()) {
+    if (stream_->has_peer_fin()) {
+      // The peer ended the stream in the middle of a message.
+      base_ctx_.fail(make_error(ErrorCode::kDecode, "truncated message"));
+    }
+    return std::nullopt;
+  }
+  stream_->consume((*r)->consumed);
+  return std::move((*r)->value);
+}
+
 // A stream whose type is not known yet: waits for the type (a varint on bidi streams, a byte on
 // uni streams) and hands the stream to the handler for that type.
-class PendingStream final : public StreamHandler {
+class PendingStream final : public HandlerOf<LiteContext> {
  public:
-  PendingStream(Session& s, transport::Stream& stream);
+  PendingStream(LiteContext& ctx, transport::Stream& stream);
   void on_readable() override;
   void on_session_ready() override { on_readable(); }
 };
 
 // Server side of the compat SETUP (0x20/0x21) on the first bidi stream; the stream then stays open
 // as the lite-01/02 session stream (SESSION_INFO is read and ignored; it is never reset).
-class SetupServer final : public StreamHandler {
+class SetupServer final : public HandlerOf<ControlContext> {
  public:
-  SetupServer(Session& s, transport::Stream& stream);
+  SetupServer(ControlContext& ctx, transport::Stream& stream);
   void on_readable() override;
   void on_reset(uint64_t code) override;
 
@@ -37,9 +115,9 @@ class SetupServer final : public StreamHandler {
 };
 
 // Client side of the compat SETUP.
-class SetupClient final : public StreamHandler {
+class SetupClient final : public HandlerOf<ControlContext> {
  public:
-  SetupClient(Session& s, transport::Stream& stream);
+  SetupClient(ControlContext& ctx, transport::Stream& stream);
   void on_readable() override;
   void on_reset(uint64_t code) override;
 
@@ -49,9 +127,9 @@ class SetupClient final : public StreamHandler {
 
 // lite-05: the peer's uni SETUP stream. Its SETUP is decoded (a malformed one closes the session)
 // and its Origin kept; the stream ends with the peer's FIN.
-class LiteSetupReceiver final : public StreamHandler {
+class LiteSetupReceiver final : public HandlerOf<ControlContext> {
  public:
-  LiteSetupReceiver(Session& s, transport::Stream& stream);
+  LiteSetupReceiver(ControlContext& ctx, transport::Stream& stream);
   void on_readable() override;
   void on_reset(uint64_t) override { finish(); }
 
@@ -63,9 +141,9 @@ class LiteSetupReceiver final : public StreamHandler {
 // track and FINs. When the track's properties are still being asked of its publisher (a lite-05
 // publisher's TRACK_INFO, or another worker's), it listens to the track until they arrive; it
 // resets the stream for an unknown track, or when the track ends first.
-class TrackResponder final : public StreamHandler, public model::TrackListener {
+class TrackResponder final : public HandlerOf<ServeContext>, public model::TrackListener {
  public:
-  TrackResponder(Session& s, transport::Stream& stream);
+  TrackResponder(ServeContext& ctx, transport::Stream& stream);
   ~TrackResponder() override;
   void on_readable() override;
   void on_session_closed() override;
@@ -84,9 +162,9 @@ class TrackResponder final : public StreamHandler, public model::TrackListener {
 // lite-05 FETCH stream (bidi type 3) opened by the peer: one cached group, as lite-05 FRAMEs
 // directly on the stream, then FIN. A group still arriving is followed until it ends. The stream is
 // reset when the group is not cached (not found) or is aborted.
-class FetchResponder final : public StreamHandler, public model::TrackListener {
+class FetchResponder final : public HandlerOf<ServeContext>, public model::TrackListener {
  public:
-  FetchResponder(Session& s, transport::Stream& stream);
+  FetchResponder(ServeContext& ctx, transport::Stream& stream);
   ~FetchResponder() override;
   void on_readable() override;
   void on_writable() override { pump(); }
@@ -108,9 +186,9 @@ class FetchResponder final : public StreamHandler, public model::TrackListener {
 
 // A lite-03+ PROBE stream opened by the peer: kept open and drained; never reset, because
 // @moq/lite 0.2.2 treats a reset probe stream as fatal.
-class ProbeHolder final : public StreamHandler {
+class ProbeHolder final : public HandlerOf<ControlContext> {
  public:
-  ProbeHolder(Session& s, transport::Stream& stream);
+  ProbeHolder(ControlContext& ctx, transport::Stream& stream);
   void on_readable() override;
   void on_reset(uint64_t) override {}
   void on_stop_sending(uint64_t) override {}
@@ -118,9 +196,9 @@ class ProbeHolder final : public StreamHandler {
 
 // GOAWAY (lite-04, bidi type 5). The server's side writes the message and FIN and drains what the
 // peer sends; the client's side reads the message and tells the SessionHandler (on_goaway).
-class GoawayStream final : public StreamHandler {
+class GoawayStream final : public HandlerOf<ControlContext> {
  public:
-  GoawayStream(Session& s, transport::Stream& stream, bool receiving);
+  GoawayStream(ControlContext& ctx, transport::Stream& stream, bool receiving);
   void on_readable() override;
   void on_reset(uint64_t) override {}
   void on_stop_sending(uint64_t) override {}
@@ -132,9 +210,9 @@ class GoawayStream final : public StreamHandler {
 
 // The peer asked for announcements (ANNOUNCE_PLEASE): we publish the origin's paths under its
 // prefix, then live changes, alternating active/ended per path.
-class AnnounceResponder final : public StreamHandler, public model::AnnounceListener {
+class AnnounceResponder final : public HandlerOf<ServeContext>, public model::AnnounceListener {
  public:
-  AnnounceResponder(Session& s, transport::Stream& stream);
+  AnnounceResponder(ServeContext& ctx, transport::Stream& stream);
   ~AnnounceResponder() override;
   void on_readable() override;
   void on_announce(const std::string& path, bool active, const model::Hops& hops) override;
@@ -163,13 +241,13 @@ class AnnounceResponder final : public StreamHandler, public model::AnnounceList
 
 // We asked the peer for announcements: its broadcasts go into the origin with the session as
 // their source.
-class AnnounceRequester final : public StreamHandler {
+class AnnounceRequester final : public HandlerOf<PeerContext> {
  public:
   // How long a relay peer's withdrawal waits for the active that makes it an update: the pair
   // is written at once, but may arrive in two reads.
   static constexpr Duration kUpdateGrace = std::chrono::milliseconds(50);
 
-  AnnounceRequester(Session& s, transport::Stream& stream, std::string prefix);
+  AnnounceRequester(PeerContext& ctx, transport::Stream& stream, std::string prefix);
   ~AnnounceRequester() override;
   void on_readable() override;
   void on_reset(uint64_t code) override;
@@ -194,9 +272,9 @@ class AnnounceRequester final : public StreamHandler {
 
 // One downstream subscription: the peer's SUBSCRIBE stream, a listener on the origin's track, and
 // a uni stream per group being forwarded.
-class Subscription final : public StreamHandler, public model::TrackListener {
+class Subscription final : public HandlerOf<ServeContext>, public model::TrackListener {
  public:
-  Subscription(Session& s, transport::Stream& stream);
+  Subscription(ServeContext& ctx, transport::Stream& stream);
   ~Subscription() override;
   void on_readable() override;
   void on_reset(uint64_t code) override;
@@ -287,7 +365,7 @@ bool encode_lite05_frame_header(const model::Group& group, const model::Object& 
 // Owned by the Session (one per track name, reused across start/stop).
 class UpstreamTrack final : public model::TrackSource, public transport::StreamVisitor {
  public:
-  UpstreamTrack(Session& s, std::string path, std::string name);
+  UpstreamTrack(PeerContext& ctx, std::string path, std::string name);
   ~UpstreamTrack() override;
   void start_track(model::Track& track) override;
   void stop_track(model::Track& track) override;
@@ -319,7 +397,7 @@ class UpstreamTrack final : public model::TrackSource, public transport::StreamV
   void on_track_info(const wire::TrackInfo& info);
   void release_track_stream();
 
-  Session& session_;
+  PeerContext& session_;  // the session, as an upstream subscription sees it
   std::string path_;  // full
   std::string name_;
   model::Track* track_ = nullptr;
@@ -335,9 +413,9 @@ class UpstreamTrack final : public model::TrackSource, public transport::StreamV
 
 // A group uni stream from the peer: GROUP header, then FRAMEs until FIN, written into the track
 // as chunks arrive (a large frame is forwarded before it is complete).
-class GroupReceiver final : public StreamHandler {
+class GroupReceiver final : public HandlerOf<PeerContext> {
  public:
-  GroupReceiver(Session& s, transport::Stream& stream);
+  GroupReceiver(PeerContext& ctx, transport::Stream& stream);
   ~GroupReceiver() override { done(); }
   void on_readable() override;
   void on_reset(uint64_t code) override;

@@ -69,12 +69,28 @@ void Session::withdraw_peer_announcements() {
   }
 }
 
-std::string Session::to_full(std::string_view peer_path) const {
-  return full_path_of(config_.root, peer_path);
+std::string Session::Context::to_full(std::string_view peer_path) const {
+  return full_path_of(s_.config_.root, peer_path);
 }
 
-std::optional<std::string> Session::to_peer(std::string_view full_path) const {
-  return peer_path_of(config_.root, full_path);
+std::optional<std::string> Session::Context::to_peer(std::string_view full_path) const {
+  return peer_path_of(s_.config_.root, full_path);
+}
+
+bool Session::Context::authorize(Action action, std::string_view full_path) {
+  return s_.handler_.authorize(action, full_path, s_.config_.query);
+}
+
+bool Session::Context::add_announce_stream() {
+  if (s_.announce_streams_ >= s_.config_.limits.max_announce_streams) {
+    return false;
+  }
+  ++s_.announce_streams_;
+  return true;
+}
+
+void Session::Context::adopt(std::unique_ptr<StreamHandler> h) {
+  s_.handlers_.push_back(std::move(h));
 }
 
 void Session::start() {
@@ -101,7 +117,7 @@ void Session::admit() {
     waiting.push_back(h.get());
   }
   for (StreamHandler* h : waiting) {
-    if (!closed_ && !h->retired_) {
+    if (!closed_ && !h->is_retired()) {
       h->on_readable();
     }
   }
@@ -145,7 +161,7 @@ void Session::open_setup_stream() {
     return;
   }
   setup_waits_for_stream_ = false;
-  adopt<SetupClient>(*stream);
+  ctx_.make<SetupClient>(*stream);
 }
 
 void Session::on_setup_complete(wire::Version version) {
@@ -167,7 +183,7 @@ void Session::on_setup_complete(wire::Version version) {
   handler_.on_session_ready(version);
   // Streams that overtook SETUP were held unread: read them now, in the order they arrived.
   for (size_t i = 0; i < handlers_.size() && !closed_; ++i) {
-    if (!handlers_[i]->retired_) {
+    if (!handlers_[i]->is_retired()) {
       handlers_[i]->on_session_ready();
     }
   }
@@ -205,7 +221,7 @@ void Session::open_discovery() {
     return;
   }
   discovery_waits_for_stream_ = false;
-  adopt<AnnounceRequester>(*stream, *config_.discover_prefix);
+  ctx_.make<AnnounceRequester>(*stream, *config_.discover_prefix);
 }
 
 void Session::close(Error reason) {
@@ -227,7 +243,7 @@ void Session::on_incoming_stream(transport::Stream& stream) {
     return;
   }
   ++peer_streams_;
-  adopt<PendingStream>(stream);
+  ctx_.make<PendingStream>(stream);
 }
 
 void Session::on_streams_available() {
@@ -252,46 +268,47 @@ void Session::on_streams_available() {
   }
 }
 
-void Session::wait_for_streams(UpstreamTrack* u) {
-  if (std::find(upstreams_waiting_.begin(), upstreams_waiting_.end(), u) == upstreams_waiting_.end()) {
-    upstreams_waiting_.push_back(u);
+void Session::Context::wait_for_streams(UpstreamTrack* u) {
+  auto& waiting = s_.upstreams_waiting_;
+  if (std::find(waiting.begin(), waiting.end(), u) == waiting.end()) {
+    waiting.push_back(u);
   }
 }
 
-void Session::wait_for_streams(Subscription* s) {
-  if (std::find(waiting_for_streams_.begin(), waiting_for_streams_.end(), s) ==
-      waiting_for_streams_.end()) {
-    waiting_for_streams_.push_back(s);
+void Session::Context::wait_for_streams(Subscription* sub) {
+  auto& waiting = s_.waiting_for_streams_;
+  if (std::find(waiting.begin(), waiting.end(), sub) == waiting.end()) {
+    waiting.push_back(sub);
   }
 }
 
-void Session::add_subscription(Subscription* s) {
-  subscriptions_.push_back(s);
-  if (config_.traffic != nullptr) {
-    config_.traffic->subscriptions_opened.add();
+void Session::Context::add_subscription(Subscription* sub) {
+  s_.subscriptions_.push_back(sub);
+  if (s_.config_.traffic != nullptr) {
+    s_.config_.traffic->subscriptions_opened.add();
   }
 }
 
-void Session::forget_subscription(Subscription* s) {
-  if (std::erase(subscriptions_, s) > 0 && config_.traffic != nullptr) {
-    config_.traffic->subscriptions_closed.add();
+void Session::Context::forget_subscription(Subscription* sub) {
+  if (std::erase(s_.subscriptions_, sub) > 0 && s_.config_.traffic != nullptr) {
+    s_.config_.traffic->subscriptions_closed.add();
   }
-  std::erase(waiting_for_streams_, s);
+  std::erase(s_.waiting_for_streams_, sub);
 }
 
-void Session::forget_upstream(UpstreamTrack* u) {
-  std::erase(upstreams_waiting_, u);
-  for (auto it = upstreams_.begin(); it != upstreams_.end(); ++it) {
+void Session::Context::forget_upstream(UpstreamTrack* u) {
+  std::erase(s_.upstreams_waiting_, u);
+  for (auto it = s_.upstreams_.begin(); it != s_.upstreams_.end(); ++it) {
     if (it->second == u) {
-      upstreams_.erase(it);
+      s_.upstreams_.erase(it);
       return;
     }
   }
 }
 
-UpstreamTrack* Session::upstream_by_id(uint64_t id) {
-  auto it = upstreams_.find(id);
-  return it == upstreams_.end() ? nullptr : it->second;
+UpstreamTrack* Session::Context::upstream_by_id(uint64_t id) {
+  auto it = s_.upstreams_.find(id);
+  return it == s_.upstreams_.end() ? nullptr : it->second;
 }
 
 void Session::on_closed(uint64_t code, std::string_view reason) {
@@ -321,7 +338,7 @@ model::TrackSource& Session::track_source(const std::string& path, const std::st
   auto key = std::make_pair(path, name);
   auto it = upstream_tracks_.find(key);
   if (it == upstream_tracks_.end()) {
-    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamTrack>(*this, path, name)).first;
+    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamTrack>(ctx_, path, name)).first;
   }
   return *it->second;
 }
@@ -371,10 +388,9 @@ void Session::announce_from_peer(const std::string& full, bool active, const mod
 }
 
 void Session::retire(StreamHandler* h) {
-  if (h->retired_) {
+  if (!h->mark_retired()) {
     return;
   }
-  h->retired_ = true;
   retired_.push_back(h);
   if (sweep_timer_ == 0) {
     sweep_timer_ = timers_.schedule(Duration::zero(), [this] {
@@ -416,19 +432,6 @@ void Session::check_stalls() {
       break;
   }
   stall_timer_ = timers_.schedule(LivenessWatch::period(config_.limits), [this] { check_stalls(); });
-}
-
-// --- StreamHandler ---
-
-StreamHandler::~StreamHandler() = default;
-
-void StreamHandler::finish() {
-  if (stream_ != nullptr) {
-    stream_->set_visitor(nullptr);
-    stream_->release();
-    stream_ = nullptr;
-  }
-  session_.retire(this);
 }
 
 }  // namespace moqd::session

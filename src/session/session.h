@@ -18,6 +18,7 @@
 #include "model/origin.h"
 #include "session/config.h"
 #include "session/guards.h"
+#include "session/lite_context.h"
 #include "session/moq_session.h"
 #include "transport/transport.h"
 #include "wire/lite.h"
@@ -27,7 +28,6 @@ namespace moqd::session {
 class StreamHandler;
 class Subscription;
 class UpstreamTrack;
-class AnnounceRequester;
 
 class Session final : public transport::SessionVisitor, public MoqSession {
  public:
@@ -56,14 +56,6 @@ class Session final : public transport::SessionVisitor, public MoqSession {
   bool is_ready() const override { return version_.has_value(); }
   const SessionConfig& config() const { return config_; }
   transport::Session& transport() override { return transport_; }
-  model::Origin& origin() { return origin_; }
-  SessionHandler& handler() { return handler_; }
-  const Clock& clock() const { return clock_; }
-  Timers& timers() { return timers_; }
-
-  // Path conversions between the peer's view (relative to root) and the origin's (full).
-  std::string to_full(std::string_view peer_path) const;
-  std::optional<std::string> to_peer(std::string_view full_path) const;
 
   // transport::SessionVisitor
   void on_incoming_stream(transport::Stream& stream) override;
@@ -74,39 +66,72 @@ class Session final : public transport::SessionVisitor, public MoqSession {
   model::TrackSource& track_source(const std::string& path, const std::string& name) override;
   model::CacheBudget* cache_budget() override { return &publisher_budget_; }
 
-  // Counts `n` payload bytes received from the publishing peer against --max-publisher-rate
-  // (a token bucket holding one second of the rate). False, and the session is closing with
-  // bounds_exceeded, once the peer sends faster.
-  bool admit_ingress(uint64_t n);
+  size_t subscription_count() const override { return subscriptions_.size(); }
+  // lite-05: the Origin the peer's SETUP named (0: none).
+  uint64_t peer_hop_id() const { return peer_hop_id_; }
 
-  // --- used by the stream handlers ---
+ private:
+  // The handlers' view of this session (lite_context.h): forwards to the members below.
+  class Context final : public LiteContext {
+   public:
+    explicit Context(Session& s) : s_(s) {}
+    // HandlerContext
+    std::optional<wire::Version> version() const override { return s_.version_; }
+    uint64_t id() const override { return s_.id_; }
+    const SessionConfig& config() const override { return s_.config_; }
+    const Clock& clock() const override { return s_.clock_; }
+    Timers& timers() override { return s_.timers_; }
+    std::string to_full(std::string_view peer_path) const override;
+    std::optional<std::string> to_peer(std::string_view full_path) const override;
+    bool authorize(Action action, std::string_view full_path) override;
+    bool is_relay_link() const override { return s_.handler_.is_relay_link(); }
+    void fail(Error e) override { s_.fail(std::move(e)); }
+    void retire(StreamHandler* h) override { s_.retire(h); }
+    // ServeContext
+    model::Origin& origin() override { return s_.origin_; }
+    const model::BroadcastSource* peer_source() const override { return &s_; }
+    transport::Stream* open_uni() override { return s_.transport_.open_uni(); }
+    size_t subscription_count() const override { return s_.subscriptions_.size(); }
+    void add_subscription(Subscription* sub) override;
+    void forget_subscription(Subscription* sub) override;
+    void wait_for_streams(Subscription* sub) override;
+    bool add_announce_stream() override;
+    void remove_announce_stream() override { --s_.announce_streams_; }
+    // PeerContext
+    transport::Stream* open_bidi() override { return s_.transport_.open_bidi(); }
+    void wait_for_streams(UpstreamTrack* u) override;
+    uint64_t next_upstream_id() override { return s_.next_upstream_id_++; }
+    void register_upstream(uint64_t id, UpstreamTrack* u) override { s_.upstreams_[id] = u; }
+    UpstreamTrack* upstream_by_id(uint64_t id) override;
+    void forget_upstream(UpstreamTrack* u) override;
+    bool admit_ingress(uint64_t n) override { return s_.admit_ingress(n); }
+    void announce_from_peer(const std::string& full, bool active,
+                            const model::Hops& hops) override {
+      s_.announce_from_peer(full, active, hops);
+    }
+    // ControlContext
+    bool is_admission_pending() const override { return s_.admission_pending_; }
+    void on_setup_complete(wire::Version version) override { s_.on_setup_complete(version); }
+    bool note_peer_setup_stream() override { return !std::exchange(s_.peer_setup_seen_, true); }
+    void set_peer_hop_id(uint64_t id) override { s_.peer_hop_id_ = id; }
+    void on_goaway(const std::string& uri) override { s_.handler_.on_goaway(uri); }
+    // LiteContext
+    void adopt(std::unique_ptr<StreamHandler> h) override;
+
+   private:
+    Session& s_;
+  };
+
   void on_setup_complete(wire::Version version);
   // Closes the session because of the peer (logged with the code).
   void fail(Error e);
   // Destroys `h` from the loop, after the current callback returns.
   void retire(StreamHandler* h);
-  // A subscription that could not open a stream waits for on_streams_available.
-  void wait_for_streams(Subscription* s);
-  void wait_for_streams(UpstreamTrack* u);
-  void forget_subscription(Subscription* s);
-  void forget_upstream(UpstreamTrack* u);
-  UpstreamTrack* upstream_by_id(uint64_t id);
-  uint64_t next_upstream_id() { return next_upstream_id_++; }
-  size_t subscription_count() const override { return subscriptions_.size(); }
-  void add_subscription(Subscription* s);
-  void register_upstream(uint64_t id, UpstreamTrack* u) { upstreams_[id] = u; }
+  // Counts `n` payload bytes received from the publishing peer against --max-publisher-rate
+  // (a token bucket holding one second of the rate). False, and the session is closing with
+  // bounds_exceeded, once the peer sends faster.
+  bool admit_ingress(uint64_t n);
   void announce_from_peer(const std::string& full, bool active, const model::Hops& hops);
-  size_t announce_stream_count() const { return announce_streams_; }
-  // lite-05: the peer opened its SETUP stream; false when it already had one.
-  bool note_peer_setup_stream() { return !std::exchange(peer_setup_seen_, true); }
-  // lite-05: the Origin the peer's SETUP named (0: none).
-  void set_peer_hop_id(uint64_t id) { peer_hop_id_ = id; }
-  uint64_t peer_hop_id() const { return peer_hop_id_; }
-  void set_announce_stream_count(size_t n) { announce_streams_ = n; }
-  template <class H, class... Args>
-  H* adopt(Args&&... args);
-
- private:
   void open_discovery();
   // The transport is gone: every handler drops its stream pointers.
   void detach_from_transport();
@@ -129,6 +154,7 @@ class Session final : public transport::SessionVisitor, public MoqSession {
   const Clock& clock_;
   Timers& timers_;
   uint64_t id_;
+  Context ctx_{*this};
   std::optional<wire::Version> version_;
   bool closed_ = false;
   bool setup_waits_for_stream_ = false;
@@ -161,67 +187,5 @@ class Session final : public transport::SessionVisitor, public MoqSession {
   TokenBucket ingress_;          // max_publisher_rate
   TokenBucket announce_changes_; // max_announce_rate
 };
-
-// Base of the per-stream state machines. Owned by the Session.
-class StreamHandler : public transport::StreamVisitor {
- public:
-  explicit StreamHandler(Session& s) : session_(s) {}
-  ~StreamHandler() override;
-  // Called when the session ends: drop every reference into the transport (overrides call this).
-  virtual void on_session_closed() { stream_ = nullptr; }
-  // Called once SETUP completes, for handlers that held their stream until then.
-  virtual void on_session_ready() {}
-  void on_writable() override {}
-  void on_reset(uint64_t) override { finish(); }
-  void on_stop_sending(uint64_t) override { finish(); }
-
- protected:
-  // Releases the stream (if any) and retires this handler.
-  void finish();
-  void attach(transport::Stream& stream) {
-    stream_ = &stream;
-    stream.set_visitor(this);
-  }
-  // Decodes one message from the stream's buffer with `decode`; on success consumes its bytes.
-  // Returns nullopt on need-more or after failing the session.
-  template <class T, class F>
-  std::optional<T> read_message(F&& decode);
-  void write_bytes(std::vector<uint8_t> bytes) { stream_->write(Bytes::from(bytes)); }
-
-  Session& session_;
-  transport::Stream* stream_ = nullptr;
-  bool retired_ = false;
-
-  friend class Session;
-};
-
-template <class H, class... Args>
-H* Session::adopt(Args&&... args) {
-  auto h = std::make_unique<H>(*this, std::forward<Args>(args)...);
-  H* raw = h.get();
-  handlers_.push_back(std::move(h));
-  return raw;
-}
-
-template <class T, class F>
-std::optional<T> StreamHandler::read_message(F&& decode) {
-  if (stream_ == nullptr) {
-    return std::nullopt;
-  }
-  auto r = decode(stream_->peek());
-  if (!r) {
-    session_.fail(r.error());
-    return std::nullopt;
-  }
-  if (!r->has_value()) {
-    if (stream_->has_peer_fin()) {
-      // The peer ended the stream in the middle of a message.
-      session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
-    }
-    return std::nullopt;
-  }
-  stream_->consume((*r)->consumed);
-  return std::move((*r)->value);
-}
 
 }  // namespace moqd::session

@@ -20,7 +20,7 @@ bool is_setup_version(wire::Version v) {
 
 }  // namespace
 
-PendingStream::PendingStream(Session& s, transport::Stream& stream) : StreamHandler(s) {
+PendingStream::PendingStream(LiteContext& s, transport::Stream& stream) : HandlerOf(s) {
   attach(stream);
 }
 
@@ -36,7 +36,7 @@ void PendingStream::on_readable() {
     return;
   }
   transport::Stream& stream = *stream_;
-  const bool ready = session_.is_ready();
+  const bool ready = session_.version().has_value();
   if (stream.is_uni()) {
     if (!ready) {
       return;  // held until SETUP completes (on_session_ready): loss can reorder streams
@@ -71,10 +71,10 @@ void PendingStream::on_readable() {
         session_.fail(make_error(ErrorCode::kProtocolViolation, "second SETUP stream"));
         return;
       }
-      session_.adopt<LiteSetupReceiver>(stream)->on_readable();
+      session_.make<LiteSetupReceiver>(stream)->on_readable();
       return;
     }
-    session_.adopt<GroupReceiver>(stream)->on_readable();
+    session_.make<GroupReceiver>(stream)->on_readable();
     return;
   }
   auto type = wire::decode_stream_type(data);
@@ -96,7 +96,7 @@ void PendingStream::on_readable() {
     }
     stream_ = nullptr;
     session_.retire(this);
-    session_.adopt<SetupServer>(stream)->on_readable();
+    session_.make<SetupServer>(stream)->on_readable();
     return;
   }
   stream.consume((*type)->consumed);
@@ -105,32 +105,32 @@ void PendingStream::on_readable() {
   const bool lite03 = wire::is_lite03_plus(*session_.version());
   switch (static_cast<wire::BidiType>(t)) {
     case wire::BidiType::kAnnounce:
-      session_.adopt<AnnounceResponder>(stream)->on_readable();
+      session_.make<AnnounceResponder>(stream)->on_readable();
       return;
     case wire::BidiType::kSubscribe:
-      session_.adopt<Subscription>(stream)->on_readable();
+      session_.make<Subscription>(stream)->on_readable();
       return;
     case wire::BidiType::kProbe:
       if (lite03) {
-        session_.adopt<ProbeHolder>(stream)->on_readable();
+        session_.make<ProbeHolder>(stream)->on_readable();
         return;
       }
       break;
     case wire::BidiType::kGoaway:
       if (wire::is_lite04_plus(*session_.version()) && session_.config().role == Role::kClient) {
-        session_.adopt<GoawayStream>(stream, true)->on_readable();
+        session_.make<GoawayStream>(stream, true)->on_readable();
         return;
       }
       break;
     case wire::BidiType::kTrack:
       if (wire::is_lite05(*session_.version())) {
-        session_.adopt<TrackResponder>(stream)->on_readable();
+        session_.make<TrackResponder>(stream)->on_readable();
         return;
       }
       break;
     case wire::BidiType::kFetch:
       if (wire::is_lite05(*session_.version())) {
-        session_.adopt<FetchResponder>(stream)->on_readable();
+        session_.make<FetchResponder>(stream)->on_readable();
         return;
       }
       break;
@@ -145,7 +145,7 @@ void PendingStream::on_readable() {
   stream.release();
 }
 
-SetupServer::SetupServer(Session& s, transport::Stream& stream) : StreamHandler(s) {
+SetupServer::SetupServer(ControlContext& s, transport::Stream& stream) : HandlerOf(s) {
   attach(stream);
 }
 
@@ -193,7 +193,7 @@ void SetupServer::on_reset(uint64_t) {
   session_.fail(make_error(ErrorCode::kProtocolViolation, "session stream reset"));
 }
 
-SetupClient::SetupClient(Session& s, transport::Stream& stream) : StreamHandler(s) {
+SetupClient::SetupClient(ControlContext& s, transport::Stream& stream) : HandlerOf(s) {
   attach(stream);
   wire::ClientSetup setup;
   for (auto v : kSetupVersions) {
@@ -233,7 +233,7 @@ void SetupClient::on_reset(uint64_t) {
   session_.fail(make_error(ErrorCode::kProtocolViolation, "session stream reset"));
 }
 
-LiteSetupReceiver::LiteSetupReceiver(Session& s, transport::Stream& stream) : StreamHandler(s) {
+LiteSetupReceiver::LiteSetupReceiver(ControlContext& s, transport::Stream& stream) : HandlerOf(s) {
   attach(stream);
 }
 
@@ -258,7 +258,7 @@ void LiteSetupReceiver::on_readable() {
   }
 }
 
-ProbeHolder::ProbeHolder(Session& s, transport::Stream& stream) : StreamHandler(s) {
+ProbeHolder::ProbeHolder(ControlContext& s, transport::Stream& stream) : HandlerOf(s) {
   attach(stream);
 }
 

@@ -61,7 +61,7 @@ class Subscription::GroupWriter final : public transport::StreamVisitor {
   bool done_ = false;
 };
 
-Subscription::Subscription(Session& s, transport::Stream& stream) : StreamHandler(s) {
+Subscription::Subscription(ServeContext& s, transport::Stream& stream) : HandlerOf(s) {
   attach(stream);
 }
 
@@ -141,7 +141,7 @@ void Subscription::start(const wire::Subscribe& req) {
     refuse(ErrorCode::kBoundsExceeded, "too many subscriptions");
     return;
   }
-  if (!session_.handler().authorize(Action::kSubscribe, full, session_.config().query)) {
+  if (!session_.authorize(Action::kSubscribe, full)) {
     refuse(ErrorCode::kUnauthorized, "unauthorized");
     return;
   }
@@ -324,7 +324,7 @@ void Subscription::note_refused(const model::Group& g, const char* what) {
 
 bool Subscription::open_writers() {
   while (!pending_.empty()) {
-    transport::Stream* stream = session_.transport().open_uni();
+    transport::Stream* stream = session_.open_uni();
     if (stream == nullptr) {
       MOQD_LOG(kDebug, "session %llu subscription %llu waits for a stream (%zu groups pending)",
                static_cast<unsigned long long>(session_.id()), static_cast<unsigned long long>(req_.id),

@@ -5,7 +5,7 @@
 
 namespace moqd::session {
 
-TrackResponder::TrackResponder(Session& s, transport::Stream& stream) : StreamHandler(s) {
+TrackResponder::TrackResponder(ServeContext& s, transport::Stream& stream) : HandlerOf(s) {
   attach(stream);
 }
 
@@ -44,7 +44,7 @@ void TrackResponder::on_readable() {
       stream_->reset(static_cast<uint64_t>(code));
       finish();
     };
-    if (!session_.handler().authorize(Action::kSubscribe, full, session_.config().query)) {
+    if (!session_.authorize(Action::kSubscribe, full)) {
       refuse(ErrorCode::kUnauthorized, "unauthorized");
       return;
     }
@@ -101,7 +101,7 @@ void TrackResponder::on_track_ended(model::Track&, Error) {
   finish();
 }
 
-FetchResponder::FetchResponder(Session& s, transport::Stream& stream) : StreamHandler(s) {
+FetchResponder::FetchResponder(ServeContext& s, transport::Stream& stream) : HandlerOf(s) {
   attach(stream);
 }
 
@@ -152,7 +152,7 @@ void FetchResponder::start(const wire::Fetch& req) {
     stream_->reset(static_cast<uint64_t>(code));
     finish();
   };
-  if (!session_.handler().authorize(Action::kSubscribe, full, session_.config().query)) {
+  if (!session_.authorize(Action::kSubscribe, full)) {
     refuse(ErrorCode::kUnauthorized, "unauthorized");
     return;
   }

@@ -27,7 +27,7 @@ class UpstreamTrack::TrackInfoRequest final : public transport::StreamVisitor {
     if (stream_ == nullptr || done_) {
       return;
     }
-    Session& s = owner_.session_;
+    PeerContext& s = owner_.session_;
     auto r = wire::decode_track_info(*s.version(), stream_->peek(), s.config().decode);
     if (!r) {
       s.fail(r.error());
@@ -58,7 +58,7 @@ class UpstreamTrack::TrackInfoRequest final : public transport::StreamVisitor {
   bool done_ = false;
 };
 
-UpstreamTrack::UpstreamTrack(Session& s, std::string path, std::string name)
+UpstreamTrack::UpstreamTrack(PeerContext& s, std::string path, std::string name)
     : session_(s), path_(std::move(path)), name_(std::move(name)) {}
 
 UpstreamTrack::~UpstreamTrack() {
@@ -102,7 +102,7 @@ void UpstreamTrack::open_subscribe_stream() {
   const wire::Version v = *session_.version();
   if (wire::is_lite05(v) && info_request_ == nullptr) {
     // TRACK first: the track's properties (its timescale above all) come from TRACK_INFO.
-    transport::Stream* ts = session_.transport().open_bidi();
+    transport::Stream* ts = session_.open_bidi();
     if (ts == nullptr) {
       session_.wait_for_streams(this);
       return;
@@ -113,7 +113,7 @@ void UpstreamTrack::open_subscribe_stream() {
     ts->write(Bytes::from(out));
     info_request_ = std::make_unique<TrackInfoRequest>(*this, *ts);
   }
-  transport::Stream* stream = session_.transport().open_bidi();
+  transport::Stream* stream = session_.open_bidi();
   if (stream == nullptr) {
     session_.wait_for_streams(this);
     return;
@@ -278,7 +278,7 @@ void UpstreamTrack::on_reset(uint64_t code) {
 // when it ends a subscription. Only FIN or RESET end the track.
 void UpstreamTrack::on_stop_sending(uint64_t) {}
 
-GroupReceiver::GroupReceiver(Session& s, transport::Stream& stream) : StreamHandler(s) {
+GroupReceiver::GroupReceiver(PeerContext& s, transport::Stream& stream) : HandlerOf(s) {
   attach(stream);
 }
 
