@@ -10,6 +10,7 @@
 #include "session/ietf_cluster.h"
 #include "session/ietf_fetch.h"
 #include "session/ietf_datagram.h"
+#include "session/ietf_handlers.h"
 #include "session/ietf_publish.h"
 #include "wire/ietf_namespace.h"
 #include "wire/ietf_properties.h"
@@ -35,15 +36,6 @@ constexpr uint64_t kErrNotSupported = 0x3;
 uint64_t does_not_exist(const wi::Draft& d) { return d.request_ok ? 0x10 : 0x4; }
 constexpr uint64_t kErrDuplicate = 0x5;  // PUBLISH_NAMESPACE of a namespace already announced
 
-// PUBLISH_DONE status codes (draft-14 §9.12).
-constexpr uint64_t kDoneInternal = 0x0;
-constexpr uint64_t kDoneTrackEnded = 0x2;
-constexpr uint64_t kDoneSubscriptionEnded = 0x3;
-
-// Stream reset codes on SUBGROUP streams we send or refuse (draft-14 §10.4.3 has none fixed for
-// these; moqd's own ErrorCode values, as the moq-lite Session uses).
-uint64_t reset_code(ErrorCode c) { return static_cast<uint64_t>(c); }
-
 // The request id of a request we queue for its own stream (drafts 17+): SUBSCRIBE or, in the
 // client role, PUBLISH_NAMESPACE.
 uint64_t request_id_of(const wire::ietf::ControlMessage& m) {
@@ -60,322 +52,19 @@ uint64_t request_id_of(const wire::ietf::ControlMessage& m) {
 
 namespace ietf_detail {
 
-// Base of the per-stream state machines. Owned by the IetfSession.
-class Handler : public transport::StreamVisitor {
- public:
-  explicit Handler(IetfSession& s) : session_(s) {}
-  ~Handler() override { release_stream(); }
-  void on_readable() override {}
-  void on_writable() override {}
-  void on_reset(uint64_t) override { done(); }
-  void on_stop_sending(uint64_t) override { done(); }
-  // The transport is gone: drop every stream pointer.
-  virtual void on_session_closed() { stream_ = nullptr; }
-  virtual void on_ready() {}
-
- protected:
-  void attach(transport::Stream& s) {
-    stream_ = &s;
-    s.set_visitor(this);
-  }
-  void release_stream() {
-    if (stream_ != nullptr) {
-      stream_->set_visitor(nullptr);
-      stream_->release();
-      stream_ = nullptr;
-    }
-  }
-  virtual void done() {
-    release_stream();
-    session_.retire(this);
-  }
-
-  IetfSession& session_;
-  transport::Stream* stream_ = nullptr;
-  friend class moqd::session::IetfSession;
-};
-
-// Skips one control message of `type` (a u16-length body) that the codec does not model:
-// d14/15 UNSUBSCRIBE_NAMESPACE (0x14), which the relay answers by dropping nothing (it sends no
-// namespace updates on a request it no longer tracks). Returns the bytes taken, 0 for need-more.
-constexpr uint64_t kUnsubscribeNamespace = 0x14;
-
-size_t skip_message(std::span<const uint8_t> in, wi::VarintForm f) {
-  auto t = wi::read_varint(f, in);
-  if (!t || !t->has_value()) {
-    return 0;
-  }
-  size_t at = (*t)->consumed;
-  if (in.size() < at + 2) {
-    return 0;
-  }
-  size_t len = (static_cast<size_t>(in[at]) << 8) | in[at + 1];
-  if (in.size() < at + 2 + len) {
-    return 0;
-  }
-  return at + 2 + len;
-}
-
-// The control stream (d14..16): CLIENT_SETUP, then every control message.
-class ControlReader final : public Handler {
- public:
-  ControlReader(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
-  transport::Stream* stream() const { return stream_; }
-
-  void on_readable() override {
-    while (stream_ != nullptr && !session_.is_closed()) {
-      auto data = stream_->peek();
-      if (data.empty()) {
-        break;
-      }
-      if (session_.is_ready() && session_.row().number <= 15) {
-        // d14/15 UNSUBSCRIBE_NAMESPACE (0x14) is not in the codec: read here, its request id is
-        // all it says.
-        auto t = wi::read_varint(session_.row().varint_form, data);
-        if (t && t->has_value() && (*t)->value == kUnsubscribeNamespace) {
-          size_t n = skip_message(data, session_.row().varint_form);
-          if (n == 0) {
-            if (stream_->has_peer_fin()) {
-              session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
-            }
-            break;
-          }
-          auto body = data.subspan((*t)->consumed + 2, n - (*t)->consumed - 2);
-          auto id = wi::read_varint(session_.row().varint_form, body);
-          stream_->consume(n);
-          // @moq/net names the request id; the d14 text names the namespace prefix, which moqd
-          // does not map back (its updates then continue until the session ends).
-          if (id && id->has_value() && (*id)->consumed == body.size()) {
-            session_.stop_namespace((*id)->value);
-          }
-          continue;
-        }
-      }
-      auto r = wi::decode_control(session_.draft(), data, session_.limits());
-      if (!r) {
-        session_.fail(r.error());
-        return;
-      }
-      if (!r->has_value()) {
-        break;
-      }
-      stream_->consume((*r)->consumed);
-      wi::ControlMessage m = std::move((*r)->value);
-      if (!session_.is_ready()) {
-        if (session_.is_client()) {
-          session_.on_server_setup(m);
-          continue;
-        }
-        auto* setup = std::get_if<wi::ClientSetup>(&m);
-        if (setup == nullptr) {
-          session_.fail(wi::TerminationCode::kProtocolViolation, "first message is not CLIENT_SETUP");
-          return;
-        }
-        session_.on_control_setup(*setup);
-        continue;
-      }
-      session_.on_control_message(std::move(m));
-    }
-    if (stream_ != nullptr && !session_.is_closed() && stream_->has_peer_fin()) {
-      session_.fail(wi::TerminationCode::kProtocolViolation, "control stream closed");
-    }
-  }
-  void on_reset(uint64_t) override {
-    session_.fail(wi::TerminationCode::kProtocolViolation, "control stream reset");
-  }
-  void on_stop_sending(uint64_t) override {
-    session_.fail(wi::TerminationCode::kProtocolViolation, "control stream stopped");
-  }
-  void write(std::vector<uint8_t> bytes) {
-    if (stream_ != nullptr) {
-      stream_->write(Bytes::from(bytes));
-    }
-  }
-};
-
 // A peer stream whose role is not known yet: a bidi stream before the control stream is the
 // control stream; later bidi streams (d16) carry SUBSCRIBE_NAMESPACE; uni streams carry SUBGROUPs.
-class PendingStream final : public Handler {
+class PendingStream final : public HandlerOf<ControlContext> {
  public:
-  PendingStream(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
+  PendingStream(ControlContext& s, transport::Stream& stream) : HandlerOf(s) { attach(stream); }
   void on_readable() override;
   void on_ready() override { on_readable(); }
-};
-
-// One downstream SUBSCRIBE: the peer reads a track of the origin. Each group goes out on its own
-// SUBGROUP uni stream (type 0x18: publisher priority, subgroup 0, the group's end with FIN).
-class DownstreamSubscription final : public Handler, public model::TrackListener {
- public:
-  DownstreamSubscription(IetfSession& s, uint64_t request_id, model::Track& track,
-                         uint8_t priority, bool next_group)
-      : Handler(s), request_id_(request_id), track_(&track), priority_(priority) {
-    next_arrival_ = next_group ? track.next_arrival() : track.late_join_arrival();
-    largest_at_start_ = largest_location(track);  // a joining FETCH ends here (d14 §9.16.2)
-    largest_filter_ = !next_group;
-  }
-  ~DownstreamSubscription() override {
-    stop_listening();
-    for (auto& w : writers_) {
-      reset_writer(*w, ErrorCode::kCancel);
-    }
-    session_.timers().cancel(drain_timer_);
-    for (transport::Stream* st : draining_) {
-      st->release();  // finished: what it queued is still delivered
-    }
-  }
-  uint64_t request_id() const { return request_id_; }
-  uint64_t alias() const { return request_id_; }
-
-  // `ok` goes out from pump() once the track's properties are known (a moq-lite-05 source asks
-  // its publisher for them first), with a TIMESCALE track property on 17+ when moqd knows the
-  // units of the track's timestamps.
-  void begin(wi::SubscribeOk ok) {
-    ok_ = std::move(ok);
-    track_->add_listener(this);
-    pump();
-  }
-
-  // The peer unsubscribed.
-  void unsubscribe() {
-    stop_listening();
-    for (auto& w : writers_) {
-      reset_writer(*w, ErrorCode::kCancel);
-    }
-    writers_.clear();
-    wi::PublishDone d{request_id_, kDoneSubscriptionEnded, streams_opened_, "unsubscribed"};
-    session_.send_control(d);
-    done();
-  }
-
-  // model::TrackListener
-  void on_track_data(model::Track&) override { pump(); }
-  void on_track_ended(model::Track&, Error reason) override {
-    track_ = nullptr;
-    end_reason_ = reason;
-    ended_ = true;
-    pump();
-  }
-
-  void on_session_closed() override {
-    stop_listening();
-    for (auto& w : writers_) {
-      w->stream = nullptr;
-    }
-    writers_.clear();
-    draining_.clear();
-    session_.timers().cancel(drain_timer_);
-    drain_timer_ = 0;
-    Handler::on_session_closed();
-  }
-
-  void pump();
-  // Sends the held SUBSCRIBE_OK once the track's properties are known (or the track is gone);
-  // false while it waits.
-  bool send_ok();
-  // For FETCH and SUBSCRIBE_UPDATE (ietf_fetch.h).
-  model::Track* track() const { return track_; }
-  const std::optional<wi::Location>& largest_at_start() const { return largest_at_start_; }
-  bool is_largest_filter() const { return largest_filter_; }
-  std::optional<uint64_t> last_group() const { return last_group_; }
-  bool forward() const { return forward_; }
-  void narrow(const Narrowing& n);
-  // Objects of this subscription wait to be written (for stall_timeout).
-  bool has_waiting_data() const {
-    for (const auto& w : writers_) {
-      if (w->cursor.peek(1).kind != model::GroupCursor::Kind::kNothing) {
-        return true;
-      }
-    }
-    return false;
-  }
-
- private:
-  void done() override {
-    done_sent_ = true;
-    session_.forget_downstream(this);
-    Handler::done();
-  }
-  struct Writer final : transport::StreamVisitor {
-    Writer(DownstreamSubscription& o, model::GroupRef g) : owner(o), cursor(std::move(g)) {}
-    void on_readable() override {}
-    void on_writable() override { owner.pump(); }
-    void on_reset(uint64_t) override {}
-    void on_stop_sending(uint64_t) override {
-      stopped = true;
-      owner.pump();
-    }
-    DownstreamSubscription& owner;
-    model::GroupCursor cursor;
-    transport::Stream* stream = nullptr;
-    bool stopped = false;
-    bool finished = false;
-    std::optional<uint64_t> previous_object;
-    model::GroupCursor::Step step;
-  };
-
-  void stop_listening() {
-    if (track_ != nullptr) {
-      model::Track* t = track_;
-      track_ = nullptr;
-      t->remove_listener(this);
-    }
-  }
-  void reset_writer(Writer& w, ErrorCode code) {
-    if (w.stream != nullptr) {
-      w.stream->set_visitor(nullptr);
-      w.stream->reset(reset_code(code));
-      w.stream->release();
-      w.stream = nullptr;
-    }
-  }
-  // Writes what `w` may now; true when the group is complete (FIN or reset sent).
-  bool write_group(Writer& w);
-  // The SUBGROUP_HEADER type (and nothing else) for `g`'s stream in this draft.
-  wi::SubgroupHeader subgroup_header(const model::Group& g) const;
-  // Releases the finished streams whose bytes the transport has handed to the network; true when
-  // none is left. PUBLISH_DONE waits for that, and then kSettlePolls polls more: @moq/net 0.3.4
-  // (d14-16) ends the track as soon as it reads PUBLISH_DONE, without waiting for its Stream
-  // Count, and drops the objects it has not read by then; the transport sends the control stream
-  // ahead of queued group data, and PUBLISH_DONE in the same read as the last group's bytes
-  // still overtakes them in the peer's processing (docs/ARCHITECTURE.md: an @moq/net d16 viewer
-  // lost frames of the last groups in 8 runs of 8 without this wait).
-  bool drained();
-  // Calls pump() again in 1 ms while the end waits, for at most kDrainPolls polls (a peer that
-  // stops granting credit then gets PUBLISH_DONE anyway); false once that bound is spent.
-  bool wait_drain();
-  static constexpr uint32_t kSettlePolls = 5;
-  std::optional<wi::SubscribeOk> ok_;  // held until the track's properties are known
-  // TIMESCALE was declared: objects without an extension block get a Timestamp property.
-  bool stamp_ = false;
-  std::vector<uint8_t> stamp_scratch_;
-
-  uint64_t request_id_;
-  model::Track* track_;
-  uint8_t priority_;
-  uint64_t next_arrival_ = 0;
-  uint64_t streams_opened_ = 0;
-  bool ended_ = false;
-  bool done_sent_ = false;
-  Error end_reason_{};
-  std::deque<std::unique_ptr<Writer>> writers_;
-  std::vector<transport::Stream*> draining_;  // finished, not yet drained (see drained())
-  TimerId drain_timer_ = 0;
-  uint32_t drain_polls_ = 0;
-  uint32_t settle_polls_ = 0;       // polls left after the last stream drained
-  bool finished_in_pump_ = false;  // a group stream got its FIN in this pump()
-  std::optional<wi::Location> largest_at_start_;
-  bool largest_filter_ = true;
-  // SUBSCRIBE_UPDATE: the last group delivered (inclusive), and whether a group past it appeared
-  // (the subscription then ends with SUBSCRIPTION_ENDED once its open groups are written).
-  std::optional<uint64_t> last_group_;
-  bool past_end_ = false;
-  bool forward_ = true;
 };
 
 // One upstream subscription: the relay reads a track of a broadcast the peer published.
 class UpstreamSubscription final : public model::TrackSource {
  public:
-  UpstreamSubscription(IetfSession& s, std::string path, std::string name)
+  UpstreamSubscription(UpstreamContext& s, std::string path, std::string name)
       : session_(s), path_(std::move(path)), name_(std::move(name)) {}
   ~UpstreamSubscription() override {
     session_.timers().cancel(done_timer_);
@@ -585,7 +274,7 @@ class UpstreamSubscription final : public model::TrackSource {
     }
   }
 
-  IetfSession& session_;
+  UpstreamContext& session_;
   std::string path_;
   std::string name_;
   model::Track* track_ = nullptr;
@@ -600,86 +289,16 @@ class UpstreamSubscription final : public model::TrackSource {
   TimerId grace_timer_ = 0;
 };
 
-// One SUBGROUP uni stream from the peer, feeding one group of an upstream track.
-class SubgroupReader final : public Handler {
- public:
-  SubgroupReader(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
-  ~SubgroupReader() override { abandon_group(); }
-
-  void on_readable() override;
-  void on_reset(uint64_t) override {
-    abandon_group();
-    done();
-  }
-  void on_session_closed() override {
-    group_ = model::GroupRef();
-    Handler::on_session_closed();
-  }
-  // A SUBSCRIBE_OK arrived: the alias may be known now.
-  void retry() { on_readable(); }
-
- private:
-  model::Track* track() const {
-    auto* u = alias_ ? session_.upstream_by_alias(*alias_) : nullptr;
-    return u != nullptr ? u->track() : nullptr;
-  }
-  void abandon_group() {
-    if (group_) {
-      if (model::Track* t = track(); t != nullptr && !group_->is_done()) {
-        t->abort_group(*group_);
-      }
-      group_ = model::GroupRef();
-    }
-    count_done();
-  }
-  void count_done() {
-    if (counted_) {
-      counted_ = false;
-      if (auto* u = alias_ ? session_.upstream_by_alias(*alias_) : nullptr) {
-        u->on_reader_done();
-      }
-    }
-  }
-  // The timestamp of an extension block that holds only a Timestamp property; nullopt otherwise.
-  std::optional<uint64_t> object_timestamp(const std::string& ext) const;
-  // Begins the stream's group in the track (its subgroup `subgroup`); false when refused.
-  bool open_group(uint64_t subgroup);
-  // Refuses the stream: what it carries cannot be expressed in moqd's model.
-  void refuse(ErrorCode code, const char* why) {
-    MOQD_LOG(kInfo, "session %llu subgroup stream refused code=%u: %s",
-             static_cast<unsigned long long>(session_.id()), static_cast<unsigned>(code), why);
-    abandon_group();
-    if (stream_ != nullptr) {
-      stream_->stop_sending(reset_code(code));
-    }
-    done();
-  }
-  void done() override {
-    count_done();
-    session_.on_subgroup_reader_done(this);
-    Handler::done();
-  }
-
-  std::optional<wi::SubgroupHeader> header_;
-  std::optional<uint64_t> alias_;
-  model::GroupRef group_;
-  bool counted_ = false;
-  std::optional<uint64_t> previous_object_;
-  uint64_t payload_left_ = 0;
-  bool in_payload_ = false;
-  bool waited_ = false;  // its subscription was looked up (open_group ran, or waits for the id)
-};
-
 // SUBSCRIBE_NAMESPACE answered from the origin: the peer hears of broadcasts under its prefix.
 // d14: as PUBLISH_NAMESPACE / PUBLISH_NAMESPACE_DONE on the control stream; d15: NAMESPACE /
 // NAMESPACE_DONE on the control stream; d16: the same on the request's own bidi stream.
-class NamespaceAnnouncer final : public Handler, public model::AnnounceListener {
+class NamespaceAnnouncer final : public HandlerOf<NamespaceContext>, public model::AnnounceListener {
  public:
   // `publish`: announce with PUBLISH_NAMESPACE in every draft (a client-role session publishing
   // its origin's broadcasts to the relay), not as answers to a SUBSCRIBE_NAMESPACE.
-  NamespaceAnnouncer(IetfSession& s, transport::Stream* own, std::string full_prefix,
+  NamespaceAnnouncer(NamespaceContext& s, transport::Stream* own, std::string full_prefix,
                      size_t prefix_fields, bool publish = false)
-      : Handler(s),
+      : HandlerOf(s),
         full_prefix_(std::move(full_prefix)),
         prefix_fields_(prefix_fields),
         publish_(publish) {
@@ -759,7 +378,7 @@ void PendingStream::on_readable() {
   stream.set_visitor(nullptr);
   session_.retire(this);
   if (stream.is_uni()) {
-    session_.adopt<SubgroupReader>(stream)->on_readable();
+    session_.on_subgroup_stream(stream);
   } else {
     session_.on_namespace_stream(stream);
   }
@@ -827,7 +446,7 @@ void DownstreamSubscription::pump() {
       continue;
     }
     if (w.stream == nullptr) {
-      transport::Stream* s = session_.transport().open_uni();
+      transport::Stream* s = session_.open_uni();
       if (s == nullptr) {
         session_.wait_for_streams(this);
         break;
@@ -1082,19 +701,19 @@ std::optional<uint64_t> SubgroupReader::object_timestamp(const std::string& ext)
 }
 
 bool SubgroupReader::open_group(uint64_t subgroup) {
-  UpstreamSubscription* u = session_.upstream_by_alias(*alias_);
-  if (u == nullptr || u->track() == nullptr) {
+  model::Track* t = session_.upstream_track(*alias_);
+  if (t == nullptr) {
     refuse(ErrorCode::kCancel, "no live subscription for this track alias");
     return false;
   }
-  model::Group* g = u->track()->begin_group(header_->group, subgroup, header_->has_extensions());
+  model::Group* g = t->begin_group(header_->group, subgroup, header_->has_extensions());
   if (g == nullptr) {
     refuse(ErrorCode::kDuplicate, "group already cached");
     return false;
   }
   group_ = model::GroupRef(g);
   counted_ = true;
-  u->on_reader_started();
+  session_.upstream_reader(*alias_, true);
   return true;
 }
 
@@ -1134,8 +753,7 @@ void SubgroupReader::on_readable() {
     alias_ = header_->track_alias;
   }
   if (!group_ && !waited_) {
-    UpstreamSubscription* u = session_.upstream_by_alias(*alias_);
-    if (u == nullptr && session_.hold_subgroup(this)) {
+    if (session_.hold_subgroup(this, *alias_)) {
       // Its SUBSCRIBE_OK may still be on its way on the control stream: held unread until then.
       return;
     }
@@ -1257,7 +875,7 @@ void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const
     return;
   }
   // Split horizon: the peer's own broadcasts are not announced back to it.
-  if (active && session_.origin().active_source(path) == &session_) {
+  if (active && session_.origin().active_source(path) == &session_.source()) {
     return;
   }
   if (active == (sent_.count(path) != 0)) {
@@ -1324,61 +942,6 @@ void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const
 // ---------------------------------------------------------------------------------------------
 // Drafts 17+ (Draft::request_streams): the stream kinds that replace the control stream.
 
-// The peer's SETUP stream (its first uni stream): SETUP 0x2F00, then at most GOAWAY (which a client
-// may not send). Its FIN or reset after SETUP is tolerated.
-class SetupStreamReader final : public Handler {
- public:
-  SetupStreamReader(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
-  void on_readable() override {
-    while (stream_ != nullptr && !session_.is_closed() && !session_.is_admission_pending()) {
-      auto data = stream_->peek();
-      if (data.empty()) {
-        if (stream_->is_fin_received()) {
-          if (!got_setup_) {
-            session_.fail(wi::TerminationCode::kProtocolViolation, "SETUP stream ended before SETUP");
-            return;
-          }
-          done();
-        }
-        return;
-      }
-      // In the draft's form: the peer's form is known only from its SETUP.
-      std::optional<wi::ControlMessage> read = session_.read_message(*stream_, wi::Peer::kDraftText);
-      if (!read) {
-        return;
-      }
-      wi::ControlMessage m = std::move(*read);
-      if (!got_setup_) {
-        auto* setup = std::get_if<wi::Setup>(&m);
-        if (setup == nullptr) {
-          session_.fail(wi::TerminationCode::kProtocolViolation, "first message is not SETUP");
-          return;
-        }
-        got_setup_ = true;
-        session_.on_peer_setup(*setup);
-        continue;
-      }
-      if (std::holds_alternative<wi::Setup>(m)) {
-        session_.fail(wi::TerminationCode::kProtocolViolation, "second SETUP");
-        return;
-      }
-      session_.on_control_message(std::move(m));  // GOAWAY from a client: a violation
-      return;
-    }
-  }
-  void on_ready() override {}
-  void on_reset(uint64_t) override {
-    if (!got_setup_) {
-      session_.fail(wi::TerminationCode::kProtocolViolation, "SETUP stream reset before SETUP");
-      return;
-    }
-    done();
-  }
-
- private:
-  bool got_setup_ = false;
-};
-
 // One request and its responses on a bidi stream: a SUBSCRIBE, PUBLISH_NAMESPACE, FETCH or
 // TRACK_STATUS of the peer's, or a SUBSCRIBE of ours (upstream). FETCH and TRACK_STATUS are served
 // by FetchService (ietf_fetch.h): TRACK_STATUS's answer ends the stream; a FETCH's stream ends
@@ -1387,7 +950,7 @@ class SetupStreamReader final : public Handler {
 // the stream's end into the messages 17 removed: the peer closing a SUBSCRIBE stream is
 // UNSUBSCRIBE, a PUBLISH_NAMESPACE stream PUBLISH_NAMESPACE_DONE; the publisher closing ours ends
 // the track (PUBLISH_DONE, or REQUEST_ERROR before SUBSCRIBE_OK).
-class RequestStream final : public Handler {
+class RequestStream final : public HandlerOf<ControlContext> {
  public:
   enum class Kind : uint8_t {
     kPeerSubscribe,
@@ -1397,8 +960,8 @@ class RequestStream final : public Handler {
     kPeerFetch,
     kPeerTrackStatus
   };
-  RequestStream(IetfSession& s, transport::Stream& stream, Kind kind, uint64_t id)
-      : Handler(s), kind_(kind), id_(id) {
+  RequestStream(ControlContext& s, transport::Stream& stream, Kind kind, uint64_t id)
+      : HandlerOf(s), kind_(kind), id_(id) {
     attach(stream);
   }
   Kind kind() const { return kind_; }
@@ -1648,7 +1211,7 @@ UpstreamSubscription* IetfSession::adopt_published(const std::string& full,
     return nullptr;
   }
   if (it == upstream_tracks_.end()) {
-    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(*this, full, name)).first;
+    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(static_cast<UpstreamContext&>(*this), full, name)).first;
   }
   UpstreamSubscription* u = it->second.get();
   u->adopt_publish(request_id, alias);
@@ -1664,7 +1227,7 @@ model::Track* IetfSession::upstream_track(uint64_t alias) {
 
 void IetfSession::on_datagram(std::span<const uint8_t> payload) {
   if (!datagrams_) {
-    datagrams_ = std::make_unique<DatagramReceiver>(*this);
+    datagrams_ = std::make_unique<DatagramReceiver>(static_cast<IngressContext&>(*this));
   }
   datagrams_->on_datagram(payload);
 }
@@ -1686,7 +1249,7 @@ void IetfSession::retry_held_subgroups() {
 
 FetchService& IetfSession::fetches() {
   if (!fetches_) {
-    fetches_ = std::make_unique<FetchService>(*this);
+    fetches_ = std::make_unique<FetchService>(static_cast<FetchContext&>(*this));
   }
   return *fetches_;
 }
@@ -1999,7 +1562,7 @@ model::TrackSource& IetfSession::track_source(const std::string& path, const std
   auto key = std::make_pair(path, name);
   auto it = upstream_tracks_.find(key);
   if (it == upstream_tracks_.end()) {
-    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(*this, path, name)).first;
+    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(static_cast<UpstreamContext&>(*this), path, name)).first;
   }
   return *it->second;
 }
@@ -2406,7 +1969,10 @@ UpstreamSubscription* IetfSession::upstream_by_alias(uint64_t alias) {
   return it == upstream_by_alias_.end() ? nullptr : it->second;
 }
 
-bool IetfSession::hold_subgroup(SubgroupReader* r) {
+bool IetfSession::hold_subgroup(SubgroupReader* r, uint64_t alias) {
+  if (upstream_by_alias(alias) != nullptr) {
+    return false;
+  }
   for (const auto& [id, u] : upstream_by_request_) {
     if (!u->alias()) {
       if (std::find(held_subgroups_.begin(), held_subgroups_.end(), r) == held_subgroups_.end()) {
@@ -2444,6 +2010,20 @@ void IetfSession::stop_namespace(uint64_t request_id) {
   namespace_announcers_.erase(it);
   a->stop();
   retire(a);
+}
+
+void IetfSession::upstream_reader(uint64_t alias, bool started) {
+  if (UpstreamSubscription* u = upstream_by_alias(alias)) {
+    if (started) {
+      u->on_reader_started();
+    } else {
+      u->on_reader_done();
+    }
+  }
+}
+
+void IetfSession::on_subgroup_stream(transport::Stream& stream) {
+  adopt<SubgroupReader>(stream)->on_readable();
 }
 
 void IetfSession::on_subgroup_reader_done(SubgroupReader* r) { std::erase(held_subgroups_, r); }
@@ -2782,10 +2362,10 @@ namespace ietf_detail {
 // the request's own bidi stream (d16) or routed here from the control stream (d15). Each namespace
 // learned is announced to the handler with the session as its source, and withdrawn when the
 // request or the session ends.
-class NamespaceDiscovery final : public Handler {
+class NamespaceDiscovery final : public HandlerOf<NamespaceContext> {
  public:
-  NamespaceDiscovery(IetfSession& s, uint64_t request_id, wi::TrackNamespace prefix)
-      : Handler(s), request_id_(request_id), prefix_(std::move(prefix)) {}
+  NamespaceDiscovery(NamespaceContext& s, uint64_t request_id, wi::TrackNamespace prefix)
+      : HandlerOf(s), request_id_(request_id), prefix_(std::move(prefix)) {}
   uint64_t request_id() const { return request_id_; }
 
   // Sends the request on `own` (d16) or on the control stream (null).
@@ -2874,7 +2454,7 @@ class NamespaceDiscovery final : public Handler {
     auto paths = std::move(seen_);
     seen_.clear();
     for (const auto& p : paths) {
-      session_.handler().on_peer_announce(p, false, {}, session_);
+      session_.handler().on_peer_announce(p, false, {}, session_.source());
     }
   }
 
