@@ -151,13 +151,19 @@ struct Upstream {
   testing::FrameCollector viewer;
 };
 
-TEST(IetfSubgroupReader, Draft16HeaderAndObjectsFillTheGroup) {
+// A d16 SubgroupReader on a peer uni stream, alias 9 feeding room/alice "video".
+struct SubgroupCase {
+  SubgroupCase() { ctx.track = up.track(); }
   Upstream up;
-  FakeSubgroupContext ctx(wire::Version::kTransport16);
-  ctx.track = up.track();
+  FakeSubgroupContext ctx{wire::Version::kTransport16};
+  FakeStream s{3};
+  SubgroupReader r{ctx, s};
+};
+
+TEST(IetfSubgroupReader, Draft16HeaderAndObjectsFillTheGroup) {
+  SubgroupCase c;
+  auto& [up, ctx, s, r] = c;
   ASSERT_NE(ctx.track, nullptr);
-  FakeStream s(3);  // a peer uni stream
-  SubgroupReader r(ctx, s);
   // 0x18 alias 9 group 4 priority 0 | id delta 0, 3 "abc" | 0, 0 (empty) | 0, 1 "z" | FIN
   s.push("18 09 04 00 00 03 61 62 63 00 00 00 00 01 7a", true);
   up.turn();
@@ -175,11 +181,8 @@ TEST(IetfSubgroupReader, Draft16HeaderAndObjectsFillTheGroup) {
 }
 
 TEST(IetfSubgroupReader, HeaderCutShortByFinIsADecodeError) {
-  Upstream up;
-  FakeSubgroupContext ctx(wire::Version::kTransport16);
-  ctx.track = up.track();
-  FakeStream s(3);
-  SubgroupReader r(ctx, s);
+  SubgroupCase c;
+  auto& [up, ctx, s, r] = c;
   s.push("18 09");  // type and alias; group and priority still to come
   EXPECT_FALSE(ctx.is_closed());
   s.push("", true);  // FIN: the header will never be whole
@@ -189,11 +192,8 @@ TEST(IetfSubgroupReader, HeaderCutShortByFinIsADecodeError) {
 }
 
 TEST(IetfSubgroupReader, ObjectCutShortByFinAbortsTheGroup) {
-  Upstream up;
-  FakeSubgroupContext ctx(wire::Version::kTransport16);
-  ctx.track = up.track();
-  FakeStream s(3);
-  SubgroupReader r(ctx, s);
+  SubgroupCase c;
+  auto& [up, ctx, s, r] = c;
   s.push("18 09 04 00 00 05 61 62", true);  // object of 5 bytes, 2 arrive, then FIN
   up.turn();
   const auto* g = up.viewer.group(4);
