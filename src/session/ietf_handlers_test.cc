@@ -368,11 +368,17 @@ constexpr const char* kHandlersD16ClientSetup =
 constexpr const char* kHandlersD16PublishNamespace =
     "06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00";
 
+// A ControlReader on the peer's control stream (bidi 0); `ready`: SETUP already completed.
+struct ControlCase {
+  ControlCase(wire::Version v, bool ready) : ctx(v) { ctx.ready = ready; }
+  FakeControlContext ctx;
+  FakeStream s{0};
+  ControlReader r{ctx, s};
+};
+
 TEST(IetfControlReader, ClientSetupThenMessagesGoToTheSession) {
-  FakeControlContext ctx(wire::Version::kTransport16);
-  ctx.ready = false;
-  FakeStream s(0);
-  ControlReader r(ctx, s);
+  ControlCase c(wire::Version::kTransport16, false);
+  auto& [ctx, s, r] = c;
   s.push(kHandlersD16ClientSetup);
   EXPECT_EQ(ctx.client_setups, 1);
   EXPECT_TRUE(ctx.messages.empty());
@@ -387,10 +393,8 @@ TEST(IetfControlReader, ClientSetupThenMessagesGoToTheSession) {
 }
 
 TEST(IetfControlReader, FirstMessageOtherThanClientSetupIsAProtocolViolation) {
-  FakeControlContext ctx(wire::Version::kTransport16);
-  ctx.ready = false;
-  FakeStream s(0);
-  ControlReader r(ctx, s);
+  ControlCase c(wire::Version::kTransport16, false);
+  auto& [ctx, s, r] = c;
   s.push(kHandlersD16PublishNamespace);
   ASSERT_TRUE(ctx.failed_code.has_value());
   EXPECT_EQ(*ctx.failed_code, wi::TerminationCode::kProtocolViolation);
@@ -399,9 +403,8 @@ TEST(IetfControlReader, FirstMessageOtherThanClientSetupIsAProtocolViolation) {
 }
 
 TEST(IetfControlReader, Draft15UnsubscribeNamespaceAndTheStreamsEnd) {
-  FakeControlContext ctx(wire::Version::kTransport15);
-  FakeStream s(0);
-  ControlReader r(ctx, s);
+  ControlCase c(wire::Version::kTransport15, true);
+  auto& [ctx, s, r] = c;
   // d15 UNSUBSCRIBE_NAMESPACE (0x14, not in the codec): u16 length 1, request id 5.
   s.push("14 00 01 05");
   EXPECT_EQ(ctx.stopped_namespaces, std::vector<uint64_t>{5});
