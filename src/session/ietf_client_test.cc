@@ -10,6 +10,7 @@
 
 #include "base/codec.h"
 #include "session/ietf_session.h"
+#include "testing/ietf_fixture.h"
 #include "testing/session_fixture.h"
 #include "wire/ietf.h"
 
@@ -380,18 +381,10 @@ TEST(IetfClientTest, PublishDoneWithoutStreamCountWaitsWhileStreamsArrive) {
 // Named apart from ietf_session_test.cc's d17: the unity build compiles both in one TU.
 namespace client_d17 {
 
-struct Draft {
-  int number;
-  const char* alpn;
-  wire::Version version;
-};
-void PrintTo(const Draft& d, std::ostream* os) { *os << d.alpn; }
-
 std::vector<uint8_t> bytes_of(const std::string& hex_text) { return from_hex(hex_text); }
 
-class ClientRequestStreamsTest : public ::testing::TestWithParam<Draft> {
+class ClientRequestStreamsTest : public testing::IetfRequestStreamsTest {
  protected:
-  bool d17() const { return GetParam().number == 17; }
   // A request's id field: d17 adds the Required Request ID Delta (0).
   std::string id(const char* v) const { return d17() ? std::string(v) + " 00" : std::string(v); }
   // `type length(16) body` for a body of hex bytes (types below 0x40).
@@ -604,13 +597,8 @@ TEST_P(ClientRequestStreamsTest, ARefusedPublishNamespaceLeavesTheSessionUp) {
   EXPECT_EQ(*f2.relay_->closed_code, 0x3u);  // PROTOCOL_VIOLATION
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Drafts, ClientRequestStreamsTest,
-    ::testing::Values(Draft{17, "moqt-17", wire::Version::kTransport17},
-                      Draft{18, "moqt-18", wire::Version::kTransport18},
-                      Draft{19, "moqt-19", wire::Version::kTransport19},
-                      Draft{20, "moqt-20", wire::Version::kTransport20}),
-    [](const ::testing::TestParamInfo<Draft>& i) { return "D" + std::to_string(i.param.number); });
+INSTANTIATE_TEST_SUITE_P(Drafts, ClientRequestStreamsTest, testing::request_stream_drafts(),
+                         testing::request_stream_draft_name);
 
 }  // namespace client_d17
 

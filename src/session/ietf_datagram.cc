@@ -5,7 +5,6 @@
 #include <string>
 
 #include "base/log.h"
-#include "session/ietf_session.h"
 #include "wire/ietf_datagram.h"
 
 namespace moqd::session::ietf_detail {
@@ -57,7 +56,7 @@ void DatagramReceiver::finish(Open& o) {
 }
 
 void DatagramReceiver::on_datagram(std::span<const uint8_t> bytes) {
-  IetfSession& s = session_;
+  IngressContext& s = session_;
   if (s.is_closed() || !s.is_ready()) {
     return;
   }

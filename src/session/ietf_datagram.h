@@ -22,16 +22,15 @@
 
 #include "model/group.h"
 #include "model/track.h"
+#include "session/ietf_context.h"
 
 namespace moqd::session {
-
-class IetfSession;
 
 namespace ietf_detail {
 
 class DatagramReceiver {
  public:
-  explicit DatagramReceiver(IetfSession& s) : session_(s) {}
+  explicit DatagramReceiver(IngressContext& s) : session_(s) {}
   DatagramReceiver(const DatagramReceiver&) = delete;
   DatagramReceiver& operator=(const DatagramReceiver&) = delete;
 
@@ -56,7 +55,7 @@ class DatagramReceiver {
   void drop(const char* why);
   void finish(Open& o);
 
-  IetfSession& session_;
+  IngressContext& session_;
   std::map<uint64_t, Open> open_;  // by track alias
   uint64_t accepted_ = 0;
   uint64_t dropped_ = 0;

@@ -49,20 +49,6 @@ class Fixture : public moqd::testing::IetfServerFixture {
   }
 };
 
-// One message `type length(16) body` (one-byte varints throughout).
-std::vector<uint8_t> msg(uint8_t type, const std::string& body_hex) {
-  std::vector<uint8_t> body = hex(body_hex);
-  std::vector<uint8_t> out;
-  out.reserve(3 + body.size());
-  out.push_back(type);
-  out.push_back(static_cast<uint8_t>(body.size() >> 8));
-  out.push_back(static_cast<uint8_t>(body.size()));
-  for (uint8_t c : body) {
-    out.push_back(c);
-  }
-  return out;
-}
-
 // The objects both tests send (every varint below 0x40: the same bytes in QUIC, leading-ones and
 // d18's form), with the extension blocks delta-coded as d16+ write them:
 //   id 5: properties {0x0d: aa bb}, "abc"; id 8 (a gap of 2): {0x10: 5, 0x1d: cc}, "z".
@@ -141,15 +127,8 @@ INSTANTIATE_TEST_SUITE_P(Drafts, ControlStreamTest, ::testing::Values(15, 16),
                          [](const auto& info) { return "D" + std::to_string(info.param); });
 
 // 17 to 20: a request stream per request and SETUP on uni streams; 18+ types carry FIRST_OBJECT.
-class RequestStreamTest : public ::testing::TestWithParam<int> {
+class RequestStreamTest : public testing::IetfRequestStreamsTest {
  protected:
-  bool d17() const { return GetParam() == 17; }
-  // The request id field (d17: then the Required Request ID Delta 0).
-  std::string id(int v) const {
-    char b[8];
-    std::snprintf(b, sizeof b, d17() ? "%02x 00" : "%02x", v);
-    return b;
-  }
   // A SUBGROUP_HEADER type of 17 (0x1d, 0x19) with FIRST_OBJECT on 18+.
   std::string type(int base) const {
     char b[4];
@@ -159,14 +138,10 @@ class RequestStreamTest : public ::testing::TestWithParam<int> {
 };
 
 TEST_P(RequestStreamTest, SubgroupsGapsAndPropertiesComeBackUnchanged) {
-  Fixture f("moqt-" + std::to_string(GetParam()));
-  transport::Stream* setup = f.client_mux_->open_uni();
-  ASSERT_NE(setup, nullptr);
+  Fixture f(GetParam().alpn);
   // @moq/net 0.3.4's SETUP (src/session/ietf_session_test.cc kSetup).
-  setup->write(Bytes::from(hex("af 00 00 1b 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73 c4 0b 4e 08 fe "
-                               "0a 5a 2a db 5a 87 d4 05 01")));
-  f.pump();
-  ASSERT_TRUE(f.session_->is_ready());
+  send_setup(f, "af 00 00 1b 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73 c4 0b 4e 08 fe "
+                "0a 5a 2a db 5a 87 d4 05 01");
   RawStream* pn = f.raw_->open_bidi(msg(0x06, id(0) + " 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));
   f.pump();
   ASSERT_TRUE(f.origin_.is_active("room/alice"));
@@ -174,7 +149,7 @@ TEST_P(RequestStreamTest, SubgroupsGapsAndPropertiesComeBackUnchanged) {
   // LargestObject, 20 relative 1 (the current group).
   RawStream* sub = f.raw_->open_bidi(
       msg(0x03, id(2) + " 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f 04 10 01 10 07 01 01 " +
-                    (GetParam() == 20 ? "01" : "02") + " 01 02"));
+                    (d20() ? "01" : "02") + " 01 02"));
   f.pump();
   // moqd's SUBSCRIBE upstream on a bidi stream of its own: SUBSCRIBE_OK alias 9 there.
   RawStream* up = nullptr;
@@ -201,8 +176,8 @@ TEST_P(RequestStreamTest, SubgroupsGapsAndPropertiesComeBackUnchanged) {
   (void)pn;
 }
 
-INSTANTIATE_TEST_SUITE_P(Drafts, RequestStreamTest, ::testing::Values(17, 18, 19, 20),
-                         [](const auto& info) { return "D" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Drafts, RequestStreamTest, testing::request_stream_drafts(),
+                         testing::request_stream_draft_name);
 
 // The subgroup named by its first object's id (type 0x1b: extensions, end of group, subgroup =
 // first object id): a group of its own, subgroup 6, sent back with an explicit subgroup field.

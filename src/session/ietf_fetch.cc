@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "base/log.h"
-#include "session/ietf_session.h"
 #include "wire/ietf_namespace.h"
 #include "wire/ietf_properties.h"
 
@@ -97,7 +96,7 @@ class FetchResponder final : public transport::StreamVisitor, public model::Trac
 
   // Opens the stream (false: no uni stream credit; call again from on_streams_available).
   bool open() {
-    transport::Stream* s = svc_.session().transport().open_uni();
+    transport::Stream* s = svc_.session().open_uni();
     if (s == nullptr) {
       return false;
     }
@@ -275,7 +274,7 @@ struct FetchService::Range {
   std::optional<wi::Location> last_collected;  // the largest location in `parts`
 };
 
-FetchService::FetchService(IetfSession& s) : session_(s) {}
+FetchService::FetchService(FetchContext& s) : session_(s) {}
 
 FetchService::~FetchService() {
   session_.timers().cancel(sweep_);

@@ -16,11 +16,10 @@
 
 #include "base/clock.h"
 #include "model/track.h"
+#include "session/ietf_context.h"
 #include "wire/ietf.h"
 
 namespace moqd::session {
-
-class IetfSession;
 
 namespace ietf_detail {
 
@@ -51,7 +50,7 @@ bool subscription_forward(const DownstreamSubscription& s);
 
 class FetchService {
  public:
-  explicit FetchService(IetfSession& s);
+  explicit FetchService(FetchContext& s);
   ~FetchService();
   FetchService(const FetchService&) = delete;
   FetchService& operator=(const FetchService&) = delete;
@@ -67,7 +66,7 @@ class FetchService {
   void on_session_closed();
   // A responder finished (FIN, reset or cancel); it is destroyed after the current callback.
   void retire(FetchResponder* r);
-  IetfSession& session() { return session_; }
+  FetchContext& session() { return session_; }
   size_t active() const { return live_.size(); }
 
  private:
@@ -91,7 +90,7 @@ class FetchService {
   void serve(const wire::ietf::Fetch& m, const Range& r);
   std::vector<wire::ietf::Parameter> largest_param(const std::optional<wire::ietf::Location>& l);
 
-  IetfSession& session_;
+  FetchContext& session_;
   std::map<uint64_t, std::unique_ptr<FetchResponder>> live_;
   std::vector<std::unique_ptr<FetchResponder>> retired_;
   std::vector<FetchResponder*> waiting_;  // for a uni stream

@@ -412,48 +412,15 @@ namespace d17 {
 // A SETUP with no options: the peer is not @moq/net, so LARGEST_OBJECT is the text's Location.
 const char* kSetup = "af 00 00 00";
 
-struct Draft {
-  int number;
-  const char* alpn;
-};
-void PrintTo(const Draft& d, std::ostream* os) { *os << d.alpn; }
-
-class FetchRequestStreamsTest : public ::testing::TestWithParam<Draft> {
+class FetchRequestStreamsTest : public testing::IetfRequestStreamsTest {
  protected:
-  bool d17() const { return GetParam().number == 17; }
-  bool d20() const { return GetParam().number == 20; }
-  // The request id field (d17: then the Required Request ID Delta 0).
-  std::string id(uint8_t v) const {
-    char b[8];
-    std::snprintf(b, sizeof b, d17() ? "%02x 00" : "%02x", v);
-    return b;
-  }
-  // `type length(16) body` (types and values below 0x40 here: one-byte varints).
-  static std::vector<uint8_t> msg(uint8_t type, const std::string& body_hex) {
-    std::vector<uint8_t> body = hex(body_hex);
-    std::vector<uint8_t> out;
-    out.reserve(3 + body.size());
-    out.push_back(type);
-    out.push_back(static_cast<uint8_t>(body.size() >> 8));
-    out.push_back(static_cast<uint8_t>(body.size()));
-    for (uint8_t c : body) {
-      out.push_back(c);
-    }
-    return out;
-  }
   // SUBSCRIBE of ["room","alice"] "video": priority 7, group order 2, forward 1, the draft's
   // join filter (17..19 LargestObject; 20 relative 1, the current group).
   std::vector<uint8_t> subscribe(uint8_t request_id) const {
     return msg(0x03, id(request_id) + " " + kRoomAliceVideo + " 04 10 01 10 07 01 01 " +
                          (d20() ? "01" : "02") + " 01 02");
   }
-  void setup(Fixture& f) {
-    transport::Stream* u = f.client_mux_->open_uni();
-    ASSERT_NE(u, nullptr);
-    u->write(Bytes::from(hex(kSetup)));
-    f.pump();
-    ASSERT_TRUE(f.session_->is_ready());
-  }
+  static void setup(Fixture& f) { send_setup(f, kSetup); }
   // The FETCH stream's bytes: FETCH_HEADER of `id`, then objects {group, object, payload} of one
   // byte each, every field written (flags 0x1C, priority 128); from 18 (§11.4.4) the same group
   // leaves the Group ID Delta out (flags 0x14, Object ID Delta), a new one writes the distance to
@@ -796,12 +763,8 @@ TEST_P(FetchRequestStreamsTest, BadInputClosesWithProtocolViolation) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Drafts, FetchRequestStreamsTest,
-                         ::testing::Values(Draft{17, "moqt-17"}, Draft{18, "moqt-18"},
-                                           Draft{19, "moqt-19"}, Draft{20, "moqt-20"}),
-                         [](const ::testing::TestParamInfo<Draft>& i) {
-                           return "D" + std::to_string(i.param.number);
-                         });
+INSTANTIATE_TEST_SUITE_P(Drafts, FetchRequestStreamsTest, testing::request_stream_drafts(),
+                         testing::request_stream_draft_name);
 
 }  // namespace d17
 

@@ -10,6 +10,7 @@
 #include "session/ietf_cluster.h"
 #include "session/ietf_fetch.h"
 #include "session/ietf_datagram.h"
+#include "session/ietf_handlers.h"
 #include "session/ietf_publish.h"
 #include "wire/ietf_namespace.h"
 #include "wire/ietf_properties.h"
@@ -35,15 +36,6 @@ constexpr uint64_t kErrNotSupported = 0x3;
 uint64_t does_not_exist(const wi::Draft& d) { return d.request_ok ? 0x10 : 0x4; }
 constexpr uint64_t kErrDuplicate = 0x5;  // PUBLISH_NAMESPACE of a namespace already announced
 
-// PUBLISH_DONE status codes (draft-14 §9.12).
-constexpr uint64_t kDoneInternal = 0x0;
-constexpr uint64_t kDoneTrackEnded = 0x2;
-constexpr uint64_t kDoneSubscriptionEnded = 0x3;
-
-// Stream reset codes on SUBGROUP streams we send or refuse (draft-14 §10.4.3 has none fixed for
-// these; moqd's own ErrorCode values, as the moq-lite Session uses).
-uint64_t reset_code(ErrorCode c) { return static_cast<uint64_t>(c); }
-
 // The request id of a request we queue for its own stream (drafts 17+): SUBSCRIBE or, in the
 // client role, PUBLISH_NAMESPACE.
 uint64_t request_id_of(const wire::ietf::ControlMessage& m) {
@@ -60,322 +52,19 @@ uint64_t request_id_of(const wire::ietf::ControlMessage& m) {
 
 namespace ietf_detail {
 
-// Base of the per-stream state machines. Owned by the IetfSession.
-class Handler : public transport::StreamVisitor {
- public:
-  explicit Handler(IetfSession& s) : session_(s) {}
-  ~Handler() override { release_stream(); }
-  void on_readable() override {}
-  void on_writable() override {}
-  void on_reset(uint64_t) override { done(); }
-  void on_stop_sending(uint64_t) override { done(); }
-  // The transport is gone: drop every stream pointer.
-  virtual void on_session_closed() { stream_ = nullptr; }
-  virtual void on_ready() {}
-
- protected:
-  void attach(transport::Stream& s) {
-    stream_ = &s;
-    s.set_visitor(this);
-  }
-  void release_stream() {
-    if (stream_ != nullptr) {
-      stream_->set_visitor(nullptr);
-      stream_->release();
-      stream_ = nullptr;
-    }
-  }
-  virtual void done() {
-    release_stream();
-    session_.retire(this);
-  }
-
-  IetfSession& session_;
-  transport::Stream* stream_ = nullptr;
-  friend class moqd::session::IetfSession;
-};
-
-// Skips one control message of `type` (a u16-length body) that the codec does not model:
-// d14/15 UNSUBSCRIBE_NAMESPACE (0x14), which the relay answers by dropping nothing (it sends no
-// namespace updates on a request it no longer tracks). Returns the bytes taken, 0 for need-more.
-constexpr uint64_t kUnsubscribeNamespace = 0x14;
-
-size_t skip_message(std::span<const uint8_t> in, wi::VarintForm f) {
-  auto t = wi::read_varint(f, in);
-  if (!t || !t->has_value()) {
-    return 0;
-  }
-  size_t at = (*t)->consumed;
-  if (in.size() < at + 2) {
-    return 0;
-  }
-  size_t len = (static_cast<size_t>(in[at]) << 8) | in[at + 1];
-  if (in.size() < at + 2 + len) {
-    return 0;
-  }
-  return at + 2 + len;
-}
-
-// The control stream (d14..16): CLIENT_SETUP, then every control message.
-class ControlReader final : public Handler {
- public:
-  ControlReader(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
-  transport::Stream* stream() const { return stream_; }
-
-  void on_readable() override {
-    while (stream_ != nullptr && !session_.is_closed()) {
-      auto data = stream_->peek();
-      if (data.empty()) {
-        break;
-      }
-      if (session_.is_ready() && session_.row().number <= 15) {
-        // d14/15 UNSUBSCRIBE_NAMESPACE (0x14) is not in the codec: read here, its request id is
-        // all it says.
-        auto t = wi::read_varint(session_.row().varint_form, data);
-        if (t && t->has_value() && (*t)->value == kUnsubscribeNamespace) {
-          size_t n = skip_message(data, session_.row().varint_form);
-          if (n == 0) {
-            if (stream_->has_peer_fin()) {
-              session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
-            }
-            break;
-          }
-          auto body = data.subspan((*t)->consumed + 2, n - (*t)->consumed - 2);
-          auto id = wi::read_varint(session_.row().varint_form, body);
-          stream_->consume(n);
-          // @moq/net names the request id; the d14 text names the namespace prefix, which moqd
-          // does not map back (its updates then continue until the session ends).
-          if (id && id->has_value() && (*id)->consumed == body.size()) {
-            session_.stop_namespace((*id)->value);
-          }
-          continue;
-        }
-      }
-      auto r = wi::decode_control(session_.draft(), data, session_.limits());
-      if (!r) {
-        session_.fail(r.error());
-        return;
-      }
-      if (!r->has_value()) {
-        break;
-      }
-      stream_->consume((*r)->consumed);
-      wi::ControlMessage m = std::move((*r)->value);
-      if (!session_.is_ready()) {
-        if (session_.is_client()) {
-          session_.on_server_setup(m);
-          continue;
-        }
-        auto* setup = std::get_if<wi::ClientSetup>(&m);
-        if (setup == nullptr) {
-          session_.fail(wi::TerminationCode::kProtocolViolation, "first message is not CLIENT_SETUP");
-          return;
-        }
-        session_.on_control_setup(*setup);
-        continue;
-      }
-      session_.on_control_message(std::move(m));
-    }
-    if (stream_ != nullptr && !session_.is_closed() && stream_->has_peer_fin()) {
-      session_.fail(wi::TerminationCode::kProtocolViolation, "control stream closed");
-    }
-  }
-  void on_reset(uint64_t) override {
-    session_.fail(wi::TerminationCode::kProtocolViolation, "control stream reset");
-  }
-  void on_stop_sending(uint64_t) override {
-    session_.fail(wi::TerminationCode::kProtocolViolation, "control stream stopped");
-  }
-  void write(std::vector<uint8_t> bytes) {
-    if (stream_ != nullptr) {
-      stream_->write(Bytes::from(bytes));
-    }
-  }
-};
-
 // A peer stream whose role is not known yet: a bidi stream before the control stream is the
 // control stream; later bidi streams (d16) carry SUBSCRIBE_NAMESPACE; uni streams carry SUBGROUPs.
-class PendingStream final : public Handler {
+class PendingStream final : public HandlerOf<ControlContext> {
  public:
-  PendingStream(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
+  PendingStream(ControlContext& s, transport::Stream& stream) : HandlerOf(s) { attach(stream); }
   void on_readable() override;
   void on_ready() override { on_readable(); }
-};
-
-// One downstream SUBSCRIBE: the peer reads a track of the origin. Each group goes out on its own
-// SUBGROUP uni stream (type 0x18: publisher priority, subgroup 0, the group's end with FIN).
-class DownstreamSubscription final : public Handler, public model::TrackListener {
- public:
-  DownstreamSubscription(IetfSession& s, uint64_t request_id, model::Track& track,
-                         uint8_t priority, bool next_group)
-      : Handler(s), request_id_(request_id), track_(&track), priority_(priority) {
-    next_arrival_ = next_group ? track.next_arrival() : track.late_join_arrival();
-    largest_at_start_ = largest_location(track);  // a joining FETCH ends here (d14 §9.16.2)
-    largest_filter_ = !next_group;
-  }
-  ~DownstreamSubscription() override {
-    stop_listening();
-    for (auto& w : writers_) {
-      reset_writer(*w, ErrorCode::kCancel);
-    }
-    session_.timers().cancel(drain_timer_);
-    for (transport::Stream* st : draining_) {
-      st->release();  // finished: what it queued is still delivered
-    }
-  }
-  uint64_t request_id() const { return request_id_; }
-  uint64_t alias() const { return request_id_; }
-
-  // `ok` goes out from pump() once the track's properties are known (a moq-lite-05 source asks
-  // its publisher for them first), with a TIMESCALE track property on 17+ when moqd knows the
-  // units of the track's timestamps.
-  void begin(wi::SubscribeOk ok) {
-    ok_ = std::move(ok);
-    track_->add_listener(this);
-    pump();
-  }
-
-  // The peer unsubscribed.
-  void unsubscribe() {
-    stop_listening();
-    for (auto& w : writers_) {
-      reset_writer(*w, ErrorCode::kCancel);
-    }
-    writers_.clear();
-    wi::PublishDone d{request_id_, kDoneSubscriptionEnded, streams_opened_, "unsubscribed"};
-    session_.send_control(d);
-    done();
-  }
-
-  // model::TrackListener
-  void on_track_data(model::Track&) override { pump(); }
-  void on_track_ended(model::Track&, Error reason) override {
-    track_ = nullptr;
-    end_reason_ = reason;
-    ended_ = true;
-    pump();
-  }
-
-  void on_session_closed() override {
-    stop_listening();
-    for (auto& w : writers_) {
-      w->stream = nullptr;
-    }
-    writers_.clear();
-    draining_.clear();
-    session_.timers().cancel(drain_timer_);
-    drain_timer_ = 0;
-    Handler::on_session_closed();
-  }
-
-  void pump();
-  // Sends the held SUBSCRIBE_OK once the track's properties are known (or the track is gone);
-  // false while it waits.
-  bool send_ok();
-  // For FETCH and SUBSCRIBE_UPDATE (ietf_fetch.h).
-  model::Track* track() const { return track_; }
-  const std::optional<wi::Location>& largest_at_start() const { return largest_at_start_; }
-  bool is_largest_filter() const { return largest_filter_; }
-  std::optional<uint64_t> last_group() const { return last_group_; }
-  bool forward() const { return forward_; }
-  void narrow(const Narrowing& n);
-  // Objects of this subscription wait to be written (for stall_timeout).
-  bool has_waiting_data() const {
-    for (const auto& w : writers_) {
-      if (w->cursor.peek(1).kind != model::GroupCursor::Kind::kNothing) {
-        return true;
-      }
-    }
-    return false;
-  }
-
- private:
-  void done() override {
-    done_sent_ = true;
-    session_.forget_downstream(this);
-    Handler::done();
-  }
-  struct Writer final : transport::StreamVisitor {
-    Writer(DownstreamSubscription& o, model::GroupRef g) : owner(o), cursor(std::move(g)) {}
-    void on_readable() override {}
-    void on_writable() override { owner.pump(); }
-    void on_reset(uint64_t) override {}
-    void on_stop_sending(uint64_t) override {
-      stopped = true;
-      owner.pump();
-    }
-    DownstreamSubscription& owner;
-    model::GroupCursor cursor;
-    transport::Stream* stream = nullptr;
-    bool stopped = false;
-    bool finished = false;
-    std::optional<uint64_t> previous_object;
-    model::GroupCursor::Step step;
-  };
-
-  void stop_listening() {
-    if (track_ != nullptr) {
-      model::Track* t = track_;
-      track_ = nullptr;
-      t->remove_listener(this);
-    }
-  }
-  void reset_writer(Writer& w, ErrorCode code) {
-    if (w.stream != nullptr) {
-      w.stream->set_visitor(nullptr);
-      w.stream->reset(reset_code(code));
-      w.stream->release();
-      w.stream = nullptr;
-    }
-  }
-  // Writes what `w` may now; true when the group is complete (FIN or reset sent).
-  bool write_group(Writer& w);
-  // The SUBGROUP_HEADER type (and nothing else) for `g`'s stream in this draft.
-  wi::SubgroupHeader subgroup_header(const model::Group& g) const;
-  // Releases the finished streams whose bytes the transport has handed to the network; true when
-  // none is left. PUBLISH_DONE waits for that, and then kSettlePolls polls more: @moq/net 0.3.4
-  // (d14-16) ends the track as soon as it reads PUBLISH_DONE, without waiting for its Stream
-  // Count, and drops the objects it has not read by then; the transport sends the control stream
-  // ahead of queued group data, and PUBLISH_DONE in the same read as the last group's bytes
-  // still overtakes them in the peer's processing (docs/ARCHITECTURE.md: an @moq/net d16 viewer
-  // lost frames of the last groups in 8 runs of 8 without this wait).
-  bool drained();
-  // Calls pump() again in 1 ms while the end waits, for at most kDrainPolls polls (a peer that
-  // stops granting credit then gets PUBLISH_DONE anyway); false once that bound is spent.
-  bool wait_drain();
-  static constexpr uint32_t kSettlePolls = 5;
-  std::optional<wi::SubscribeOk> ok_;  // held until the track's properties are known
-  // TIMESCALE was declared: objects without an extension block get a Timestamp property.
-  bool stamp_ = false;
-  std::vector<uint8_t> stamp_scratch_;
-
-  uint64_t request_id_;
-  model::Track* track_;
-  uint8_t priority_;
-  uint64_t next_arrival_ = 0;
-  uint64_t streams_opened_ = 0;
-  bool ended_ = false;
-  bool done_sent_ = false;
-  Error end_reason_{};
-  std::deque<std::unique_ptr<Writer>> writers_;
-  std::vector<transport::Stream*> draining_;  // finished, not yet drained (see drained())
-  TimerId drain_timer_ = 0;
-  uint32_t drain_polls_ = 0;
-  uint32_t settle_polls_ = 0;       // polls left after the last stream drained
-  bool finished_in_pump_ = false;  // a group stream got its FIN in this pump()
-  std::optional<wi::Location> largest_at_start_;
-  bool largest_filter_ = true;
-  // SUBSCRIBE_UPDATE: the last group delivered (inclusive), and whether a group past it appeared
-  // (the subscription then ends with SUBSCRIPTION_ENDED once its open groups are written).
-  std::optional<uint64_t> last_group_;
-  bool past_end_ = false;
-  bool forward_ = true;
 };
 
 // One upstream subscription: the relay reads a track of a broadcast the peer published.
 class UpstreamSubscription final : public model::TrackSource {
  public:
-  UpstreamSubscription(IetfSession& s, std::string path, std::string name)
+  UpstreamSubscription(UpstreamContext& s, std::string path, std::string name)
       : session_(s), path_(std::move(path)), name_(std::move(name)) {}
   ~UpstreamSubscription() override {
     session_.timers().cancel(done_timer_);
@@ -585,7 +274,7 @@ class UpstreamSubscription final : public model::TrackSource {
     }
   }
 
-  IetfSession& session_;
+  UpstreamContext& session_;
   std::string path_;
   std::string name_;
   model::Track* track_ = nullptr;
@@ -600,86 +289,16 @@ class UpstreamSubscription final : public model::TrackSource {
   TimerId grace_timer_ = 0;
 };
 
-// One SUBGROUP uni stream from the peer, feeding one group of an upstream track.
-class SubgroupReader final : public Handler {
- public:
-  SubgroupReader(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
-  ~SubgroupReader() override { abandon_group(); }
-
-  void on_readable() override;
-  void on_reset(uint64_t) override {
-    abandon_group();
-    done();
-  }
-  void on_session_closed() override {
-    group_ = model::GroupRef();
-    Handler::on_session_closed();
-  }
-  // A SUBSCRIBE_OK arrived: the alias may be known now.
-  void retry() { on_readable(); }
-
- private:
-  model::Track* track() const {
-    auto* u = alias_ ? session_.upstream_by_alias(*alias_) : nullptr;
-    return u != nullptr ? u->track() : nullptr;
-  }
-  void abandon_group() {
-    if (group_) {
-      if (model::Track* t = track(); t != nullptr && !group_->is_done()) {
-        t->abort_group(*group_);
-      }
-      group_ = model::GroupRef();
-    }
-    count_done();
-  }
-  void count_done() {
-    if (counted_) {
-      counted_ = false;
-      if (auto* u = alias_ ? session_.upstream_by_alias(*alias_) : nullptr) {
-        u->on_reader_done();
-      }
-    }
-  }
-  // The timestamp of an extension block that holds only a Timestamp property; nullopt otherwise.
-  std::optional<uint64_t> object_timestamp(const std::string& ext) const;
-  // Begins the stream's group in the track (its subgroup `subgroup`); false when refused.
-  bool open_group(uint64_t subgroup);
-  // Refuses the stream: what it carries cannot be expressed in moqd's model.
-  void refuse(ErrorCode code, const char* why) {
-    MOQD_LOG(kInfo, "session %llu subgroup stream refused code=%u: %s",
-             static_cast<unsigned long long>(session_.id()), static_cast<unsigned>(code), why);
-    abandon_group();
-    if (stream_ != nullptr) {
-      stream_->stop_sending(reset_code(code));
-    }
-    done();
-  }
-  void done() override {
-    count_done();
-    session_.on_subgroup_reader_done(this);
-    Handler::done();
-  }
-
-  std::optional<wi::SubgroupHeader> header_;
-  std::optional<uint64_t> alias_;
-  model::GroupRef group_;
-  bool counted_ = false;
-  std::optional<uint64_t> previous_object_;
-  uint64_t payload_left_ = 0;
-  bool in_payload_ = false;
-  bool waited_ = false;  // its subscription was looked up (open_group ran, or waits for the id)
-};
-
 // SUBSCRIBE_NAMESPACE answered from the origin: the peer hears of broadcasts under its prefix.
 // d14: as PUBLISH_NAMESPACE / PUBLISH_NAMESPACE_DONE on the control stream; d15: NAMESPACE /
 // NAMESPACE_DONE on the control stream; d16: the same on the request's own bidi stream.
-class NamespaceAnnouncer final : public Handler, public model::AnnounceListener {
+class NamespaceAnnouncer final : public HandlerOf<NamespaceContext>, public model::AnnounceListener {
  public:
   // `publish`: announce with PUBLISH_NAMESPACE in every draft (a client-role session publishing
   // its origin's broadcasts to the relay), not as answers to a SUBSCRIBE_NAMESPACE.
-  NamespaceAnnouncer(IetfSession& s, transport::Stream* own, std::string full_prefix,
+  NamespaceAnnouncer(NamespaceContext& s, transport::Stream* own, std::string full_prefix,
                      size_t prefix_fields, bool publish = false)
-      : Handler(s),
+      : HandlerOf(s),
         full_prefix_(std::move(full_prefix)),
         prefix_fields_(prefix_fields),
         publish_(publish) {
@@ -759,482 +378,9 @@ void PendingStream::on_readable() {
   stream.set_visitor(nullptr);
   session_.retire(this);
   if (stream.is_uni()) {
-    session_.adopt<SubgroupReader>(stream)->on_readable();
+    session_.on_subgroup_stream(stream);
   } else {
     session_.on_namespace_stream(stream);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-
-bool DownstreamSubscription::send_ok() {
-  if (!ok_) {
-    return true;
-  }
-  std::optional<model::TrackProperties> p;
-  if (track_ != nullptr) {
-    p = track_->properties();
-    if (!p) {
-      return false;  // on_track_data calls pump() again when they are set
-    }
-  }
-  // d17+ (LOC TIMESCALE 0x08 in the Properties registry): a declared TIMESCALE is what makes
-  // @moq/net 0.3.4 read object Timestamps at all; every object then carries one (write_group).
-  // A block of one pair, type 0x08 first, so its delta from 0 is the type itself.
-  if (p && p->timescale_known && session_.row().number >= 17) {
-    std::vector<uint8_t> block;
-    wi::write_varint(session_.row().varint_form, 0x08, block);
-    wi::write_varint(session_.row().varint_form, p->timescale, block);
-    ok_->track_extensions.assign(block.begin(), block.end());
-    stamp_ = true;
-  }
-  session_.send_control(*ok_);
-  ok_.reset();
-  return true;
-}
-
-void DownstreamSubscription::pump() {
-  if (session_.is_closed() || done_sent_) {
-    return;
-  }
-  if (!send_ok()) {
-    return;
-  }
-  finished_in_pump_ = false;
-  if (track_ != nullptr) {
-    // New groups, oldest first; a subscriber that falls behind past 32 open groups loses the
-    // oldest (reset), as the moq-lite subscriptions skip ahead.
-    track_->for_each_group_from(next_arrival_, [&](const model::GroupRef& g) {
-      next_arrival_ = g->arrival() + 1;
-      if (last_group_ && g->sequence() > *last_group_) {
-        past_end_ = true;
-        return;
-      }
-      if (forward_) {
-        writers_.push_back(std::make_unique<Writer>(*this, g));
-      }
-    });
-    while (writers_.size() > 32) {
-      reset_writer(*writers_.front(), ErrorCode::kOld);
-      writers_.pop_front();
-    }
-  }
-  for (auto it = writers_.begin(); it != writers_.end();) {
-    Writer& w = **it;
-    if (w.stopped) {
-      reset_writer(w, ErrorCode::kCancel);
-      it = writers_.erase(it);
-      continue;
-    }
-    if (w.stream == nullptr) {
-      transport::Stream* s = session_.transport().open_uni();
-      if (s == nullptr) {
-        session_.wait_for_streams(this);
-        break;
-      }
-      w.stream = s;
-      s->set_visitor(&w);
-      s->set_send_order(w.cursor.group()->sequence());
-      ++streams_opened_;
-      wi::SubgroupHeader h = subgroup_header(*w.cursor.group());
-      h.track_alias = alias();
-      h.group = w.cursor.group()->sequence();
-      h.subgroup = w.cursor.group()->subgroup();
-      h.publisher_priority = priority_;
-      std::vector<uint8_t> out;
-      wi::encode(session_.draft(), h, out);
-      s->write(Bytes::from(out));
-    }
-    if (write_group(w)) {
-      if (last_group_ && w.cursor.group()->sequence() >= *last_group_) {
-        past_end_ = true;
-      }
-      it = writers_.erase(it);
-      continue;
-    }
-    ++it;
-  }
-  // Only the track's end on 14-16 waits: SUBSCRIPTION_ENDED answers a SUBSCRIBE_UPDATE (which
-  // @moq/net does not send), and on 17+ @moq/net reads nothing after SUBSCRIBE_OK.
-  const bool finishing = ended_ && !past_end_ && writers_.empty() && !done_sent_ &&
-                         session_.draft() <= wire::Version::kTransport16;
-  const bool in_flight = !drained() || finished_in_pump_;
-  if (finishing && in_flight) {
-    settle_polls_ = kSettlePolls;
-  }
-  if (finishing && (in_flight || settle_polls_ > 0) && wait_drain()) {
-    return;
-  }
-  if (past_end_ && writers_.empty() && !done_sent_) {
-    // d14 §9.12 SUBSCRIPTION_ENDED: the end group of a SUBSCRIBE_UPDATE was reached.
-    stop_listening();
-    wi::PublishDone d{request_id_, kDoneSubscriptionEnded, streams_opened_, "end group reached"};
-    session_.send_control(d);
-    done();
-    return;
-  }
-  if (ended_ && writers_.empty() && !done_sent_) {
-    done_sent_ = true;
-    const bool clean = end_reason_.code == ErrorCode::kCancel || end_reason_.code == ErrorCode::kClosed;
-    wi::PublishDone d{request_id_, clean ? kDoneTrackEnded : kDoneInternal, streams_opened_,
-                      error_code_name(end_reason_.code)};
-    session_.send_control(d);
-    session_.await_unsubscribe(request_id_);
-    done();
-  }
-}
-
-void DownstreamSubscription::narrow(const Narrowing& n) {
-  if (n.priority) {
-    priority_ = *n.priority;
-  }
-  if (n.forward) {
-    forward_ = *n.forward;
-  }
-  if (n.set_end) {
-    last_group_ = n.last_group;
-    past_end_ = false;
-  }
-  if (last_group_) {
-    // Groups past the new end stop here (objects already sent may still arrive, d14 §9.10).
-    for (auto it = writers_.begin(); it != writers_.end();) {
-      if ((*it)->cursor.group()->sequence() > *last_group_) {
-        reset_writer(**it, ErrorCode::kCancel);
-        it = writers_.erase(it);
-        past_end_ = true;
-      } else {
-        ++it;
-      }
-    }
-    if (track_ != nullptr && track_->largest_sequence() && *track_->largest_sequence() > *last_group_) {
-      past_end_ = true;
-    }
-  }
-  pump();
-}
-
-model::Track* subscription_track(const DownstreamSubscription& s) { return s.track(); }
-std::optional<wi::Location> subscription_largest(const DownstreamSubscription& s) {
-  return s.largest_at_start();
-}
-bool subscription_is_largest_object(const DownstreamSubscription& s) {
-  return s.is_largest_filter();
-}
-std::optional<uint64_t> subscription_last_group(const DownstreamSubscription& s) {
-  return s.last_group();
-}
-void narrow_subscription(DownstreamSubscription& s, const Narrowing& n) { s.narrow(n); }
-bool subscription_forward(const DownstreamSubscription& s) { return s.forward(); }
-
-wi::SubgroupHeader DownstreamSubscription::subgroup_header(const model::Group& g) const {
-  // d18+: FIRST_OBJECT (0x40), the stream starts with the subgroup's first object (@moq/net drops
-  // a d18+ subgroup stream without it as one that starts partway through). The subgroup field
-  // only when it is not 0; extension blocks when the producer's stream had them.
-  wi::SubgroupHeader h;
-  h.type = wi::subgroup_type(g.has_extensions() || stamp_, g.subgroup() != 0, true, true,
-                             session_.row().first_object_bit);
-  return h;
-}
-
-bool DownstreamSubscription::drained() {
-  std::erase_if(draining_, [](transport::Stream* st) {
-    if (st->buffered() > 0) {
-      return false;
-    }
-    st->release();
-    return true;
-  });
-  return draining_.empty();
-}
-
-bool DownstreamSubscription::wait_drain() {
-  static constexpr uint32_t kDrainPolls = 2000;  // 1 ms apart: about 2 s
-  if (drain_polls_ >= kDrainPolls) {
-    return false;
-  }
-  if (drain_timer_ == 0) {
-    ++drain_polls_;
-    drain_timer_ = session_.timers().schedule(std::chrono::milliseconds(1), [this] {
-      drain_timer_ = 0;
-      if (settle_polls_ > 0) {
-        --settle_polls_;
-      }
-      pump();
-    });
-  }
-  return true;
-}
-
-bool DownstreamSubscription::write_group(Writer& w) {
-  static constexpr size_t kChunk = 16 * 1024;
-  const wi::SubgroupHeader h = subgroup_header(*w.cursor.group());
-  while (w.stream != nullptr) {
-    size_t cap = w.stream->write_capacity();
-    if (cap == 0) {
-      return false;
-    }
-    auto kind = w.cursor.next(std::min(cap, kChunk), w.step);
-    switch (kind) {
-      case model::GroupCursor::Kind::kNothing:
-        return false;
-      case model::GroupCursor::Kind::kObjectStart: {
-        const model::Object& o = *w.step.object;
-        wi::ObjectHeader oh;
-        uint64_t expected = w.previous_object ? *w.previous_object + 1 : 0;
-        oh.id_delta = o.id - expected;
-        w.previous_object = o.id;
-        oh.payload_length = o.size;
-        oh.status = 0;
-        if (!o.extensions.empty()) {
-          // The producer's block as it came when both drafts write it alike, else the same pairs
-          // in this draft's form; a block this draft cannot write refuses the group here.
-          const wi::Draft* from = wi::draft(static_cast<wire::Version>(0xff000000u + o.extensions_draft));
-          std::span<const uint8_t> raw(o.extensions.data(), o.extensions.size());
-          if (from != nullptr && wi::same_property_encoding(*from, session_.row())) {
-            oh.extensions.assign(reinterpret_cast<const char*>(raw.data()), raw.size());
-          } else {
-            std::vector<uint8_t> block;
-            if (from == nullptr || !wi::transcode_properties(*from, session_.row(), raw, block)) {
-              MOQD_LOG(kInfo, "session %llu subscription %llu group %llu: object %llu's extensions "
-                       "cannot be written in draft %u; the group is reset",
-                       static_cast<unsigned long long>(session_.id()),
-                       static_cast<unsigned long long>(request_id_),
-                       static_cast<unsigned long long>(w.cursor.group()->sequence()),
-                       static_cast<unsigned long long>(o.id), session_.row().number);
-              reset_writer(w, ErrorCode::kUnsupported);
-              return true;
-            }
-            oh.extensions.assign(block.begin(), block.end());
-          }
-        } else if (stamp_) {
-          // LOC Timestamp (0x10), in the TIMESCALE declared: at most 10 bytes, written into the
-          // subscription's scratch and held inline by the string (no allocation per object).
-          stamp_scratch_.clear();
-          wi::write_varint(session_.row().varint_form, 0x10, stamp_scratch_);
-          wi::write_varint(session_.row().varint_form, o.timestamp, stamp_scratch_);
-          oh.extensions.assign(reinterpret_cast<const char*>(stamp_scratch_.data()),
-                               stamp_scratch_.size());
-        }
-        std::vector<uint8_t> out;
-        wi::encode_object(session_.draft(), h, oh, out);
-        w.stream->write(Bytes::from(out));
-        if (TrafficCounters* tc = session_.config().traffic) {
-          tc->frames_out.add();
-        }
-        break;
-      }
-      case model::GroupCursor::Kind::kChunk:
-        if (TrafficCounters* tc = session_.config().traffic) {
-          tc->bytes_out.add(w.step.chunk.size());
-        }
-        if (track_ != nullptr) {
-          track_->note_bytes_out(w.step.chunk.size());
-        }
-        w.stream->write(std::move(w.step.chunk));
-        break;
-      case model::GroupCursor::Kind::kEnd:
-        w.stream->set_visitor(nullptr);
-        w.stream->finish();
-        finished_in_pump_ = true;
-        if (w.stream->buffered() > 0) {
-          draining_.push_back(w.stream);
-        } else {
-          w.stream->release();
-        }
-        w.stream = nullptr;
-        return true;
-      case model::GroupCursor::Kind::kAborted:
-        reset_writer(w, ErrorCode::kCancel);
-        return true;
-    }
-  }
-  return true;
-}
-
-// ---------------------------------------------------------------------------------------------
-
-std::optional<uint64_t> SubgroupReader::object_timestamp(const std::string& ext) const {
-  // Key-Value-Pairs to the end of the block: even types a varint, odd types length + bytes;
-  // types delta-coded from draft 16 on.
-  const wi::VarintForm f = session_.row().varint_form;
-  std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(ext.data()), ext.size());
-  std::optional<uint64_t> ts;
-  uint64_t prev = 0;
-  while (!in.empty()) {
-    auto t = wi::read_varint(f, in);
-    if (!t || !t->has_value()) {
-      return std::nullopt;
-    }
-    in = in.subspan((*t)->consumed);
-    uint64_t type = session_.row().delta_types ? prev + (*t)->value : (*t)->value;
-    prev = type;
-    auto v = wi::read_varint(f, in);
-    if (!v || !v->has_value()) {
-      return std::nullopt;
-    }
-    in = in.subspan((*v)->consumed);
-    if ((type & 1) != 0 || (type != 0x10 && type != 0x06)) {
-      return std::nullopt;  // another property: not carried
-    }
-    ts = (*v)->value;
-  }
-  return ts;
-}
-
-bool SubgroupReader::open_group(uint64_t subgroup) {
-  UpstreamSubscription* u = session_.upstream_by_alias(*alias_);
-  if (u == nullptr || u->track() == nullptr) {
-    refuse(ErrorCode::kCancel, "no live subscription for this track alias");
-    return false;
-  }
-  model::Group* g = u->track()->begin_group(header_->group, subgroup, header_->has_extensions());
-  if (g == nullptr) {
-    refuse(ErrorCode::kDuplicate, "group already cached");
-    return false;
-  }
-  group_ = model::GroupRef(g);
-  counted_ = true;
-  u->on_reader_started();
-  return true;
-}
-
-void SubgroupReader::on_readable() {
-  if (stream_ == nullptr || session_.is_closed()) {
-    return;
-  }
-  const wire::Version v = session_.draft();
-  if (!header_) {
-    auto data = stream_->peek();
-    auto t = wi::read_varint(session_.row().varint_form, data);
-    if (!t) {
-      session_.fail(t.error());
-      return;
-    }
-    if (!t->has_value()) {
-      return;
-    }
-    if (!wi::is_subgroup_type(v, (*t)->value)) {
-      // FETCH_HEADER (0x05) and anything else: moqd serves no FETCH and sends none.
-      session_.fail(wi::TerminationCode::kProtocolViolation, "unexpected uni stream type");
-      return;
-    }
-    auto h = wi::decode_subgroup_header(v, data, session_.limits());
-    if (!h) {
-      session_.fail(h.error());
-      return;
-    }
-    if (!h->has_value()) {
-      if (stream_->has_peer_fin()) {
-        session_.fail(make_error(ErrorCode::kDecode, "truncated SUBGROUP_HEADER"));
-      }
-      return;
-    }
-    stream_->consume((*h)->consumed);
-    header_ = (*h)->value;
-    alias_ = header_->track_alias;
-  }
-  if (!group_ && !waited_) {
-    UpstreamSubscription* u = session_.upstream_by_alias(*alias_);
-    if (u == nullptr && session_.hold_subgroup(this)) {
-      // Its SUBSCRIBE_OK may still be on its way on the control stream: held unread until then.
-      return;
-    }
-    waited_ = true;
-    // Each subgroup is a Group of its own in the model. One whose id is its first object's
-    // (types 0x12/0x13/0x1A/0x1B) is opened when that object's header arrives.
-    const uint64_t subgroup = header_->has_subgroup_field() ? header_->subgroup : 0;
-    if (!header_->subgroup_is_first_object() && !open_group(subgroup)) {
-      return;
-    }
-  }
-  model::Track* t = track();
-  if (t == nullptr) {
-    refuse(ErrorCode::kCancel, "subscription ended");
-    return;
-  }
-  while (stream_ != nullptr) {
-    auto data = stream_->peek();
-    if (!in_payload_) {
-      if (data.empty()) {
-        break;
-      }
-      auto o = wi::decode_object(v, *header_, data, session_.limits());
-      if (!o) {
-        session_.fail(o.error());
-        return;
-      }
-      if (!o->has_value()) {
-        break;
-      }
-      const wi::ObjectHeader& oh = (*o)->value;
-      auto id = wi::object_id(previous_object_, oh.id_delta);
-      if (!id) {
-        session_.fail(wi::TerminationCode::kProtocolViolation, "object id overflow");
-        return;
-      }
-      if (!group_ && !open_group(*id)) {
-        return;
-      }
-      if (oh.payload_length > session_.config().limits.max_frame_size) {
-        refuse(ErrorCode::kWrongSize, "object over --max-frame-size");
-        return;
-      }
-      stream_->consume((*o)->consumed);
-      previous_object_ = *id;
-      if (oh.payload_length == 0 && oh.status != 0) {
-        if (oh.status == static_cast<uint64_t>(model::ObjectStatus::kEndOfGroup) ||
-            oh.status == static_cast<uint64_t>(model::ObjectStatus::kEndOfTrack)) {
-          continue;  // the group's end: its FIN follows
-        }
-        refuse(ErrorCode::kUnsupported, "object status moq-lite cannot carry");
-        return;
-      }
-      if (TrafficCounters* tc = session_.config().traffic) {
-        tc->frames_in.add();
-      }
-      // The extension block is kept as it came, for IETF subscribers. moq-lite carries one
-      // property of it: the presentation timestamp (LOC Timestamp 0x10, or 0x06 of loc-03), which
-      // @moq/net writes on every object and moq-lite-05 FRAMEs carry; a block with anything else
-      // marks the object one that moq-lite subscribers refuse.
-      model::Track::IetfObject in;
-      in.id = *id;
-      in.size = oh.payload_length;
-      if (!oh.extensions.empty()) {
-        in.extensions = Bytes::copy(std::string_view(oh.extensions));
-        in.extensions_draft = session_.row().number;
-        in.timestamp = object_timestamp(oh.extensions);
-        in.lite_refused = !in.timestamp;
-      }
-      t->begin_ietf_object(*group_, std::move(in));
-      payload_left_ = oh.payload_length;
-      in_payload_ = payload_left_ > 0;
-      continue;
-    }
-    if (data.empty()) {
-      break;
-    }
-    size_t n = static_cast<size_t>(std::min<uint64_t>(payload_left_, data.size()));
-    if (!session_.admit_ingress(n)) {
-      return;
-    }
-    if (TrafficCounters* tc = session_.config().traffic) {
-      tc->bytes_in.add(n);
-    }
-    Bytes chunk = stream_->read(n);
-    payload_left_ -= n;
-    in_payload_ = payload_left_ > 0;
-    t->append_chunk(*group_, std::move(chunk));
-  }
-  if (stream_ != nullptr && stream_->is_fin_received()) {
-    if (group_) {
-      if (in_payload_) {
-        t->abort_group(*group_);
-      } else {
-        t->finish_group(*group_);
-      }
-    }
-    group_ = model::GroupRef();
-    done();
   }
 }
 
@@ -1257,7 +403,7 @@ void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const
     return;
   }
   // Split horizon: the peer's own broadcasts are not announced back to it.
-  if (active && session_.origin().active_source(path) == &session_) {
+  if (active && session_.origin().active_source(path) == &session_.source()) {
     return;
   }
   if (active == (sent_.count(path) != 0)) {
@@ -1324,61 +470,6 @@ void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const
 // ---------------------------------------------------------------------------------------------
 // Drafts 17+ (Draft::request_streams): the stream kinds that replace the control stream.
 
-// The peer's SETUP stream (its first uni stream): SETUP 0x2F00, then at most GOAWAY (which a client
-// may not send). Its FIN or reset after SETUP is tolerated.
-class SetupStreamReader final : public Handler {
- public:
-  SetupStreamReader(IetfSession& s, transport::Stream& stream) : Handler(s) { attach(stream); }
-  void on_readable() override {
-    while (stream_ != nullptr && !session_.is_closed() && !session_.is_admission_pending()) {
-      auto data = stream_->peek();
-      if (data.empty()) {
-        if (stream_->is_fin_received()) {
-          if (!got_setup_) {
-            session_.fail(wi::TerminationCode::kProtocolViolation, "SETUP stream ended before SETUP");
-            return;
-          }
-          done();
-        }
-        return;
-      }
-      // In the draft's form: the peer's form is known only from its SETUP.
-      std::optional<wi::ControlMessage> read = session_.read_message(*stream_, wi::Peer::kDraftText);
-      if (!read) {
-        return;
-      }
-      wi::ControlMessage m = std::move(*read);
-      if (!got_setup_) {
-        auto* setup = std::get_if<wi::Setup>(&m);
-        if (setup == nullptr) {
-          session_.fail(wi::TerminationCode::kProtocolViolation, "first message is not SETUP");
-          return;
-        }
-        got_setup_ = true;
-        session_.on_peer_setup(*setup);
-        continue;
-      }
-      if (std::holds_alternative<wi::Setup>(m)) {
-        session_.fail(wi::TerminationCode::kProtocolViolation, "second SETUP");
-        return;
-      }
-      session_.on_control_message(std::move(m));  // GOAWAY from a client: a violation
-      return;
-    }
-  }
-  void on_ready() override {}
-  void on_reset(uint64_t) override {
-    if (!got_setup_) {
-      session_.fail(wi::TerminationCode::kProtocolViolation, "SETUP stream reset before SETUP");
-      return;
-    }
-    done();
-  }
-
- private:
-  bool got_setup_ = false;
-};
-
 // One request and its responses on a bidi stream: a SUBSCRIBE, PUBLISH_NAMESPACE, FETCH or
 // TRACK_STATUS of the peer's, or a SUBSCRIBE of ours (upstream). FETCH and TRACK_STATUS are served
 // by FetchService (ietf_fetch.h): TRACK_STATUS's answer ends the stream; a FETCH's stream ends
@@ -1387,7 +478,7 @@ class SetupStreamReader final : public Handler {
 // the stream's end into the messages 17 removed: the peer closing a SUBSCRIBE stream is
 // UNSUBSCRIBE, a PUBLISH_NAMESPACE stream PUBLISH_NAMESPACE_DONE; the publisher closing ours ends
 // the track (PUBLISH_DONE, or REQUEST_ERROR before SUBSCRIBE_OK).
-class RequestStream final : public Handler {
+class RequestStream final : public HandlerOf<ControlContext> {
  public:
   enum class Kind : uint8_t {
     kPeerSubscribe,
@@ -1398,8 +489,8 @@ class RequestStream final : public Handler {
     kPeerTrackStatus,
     kPeerPublish  // d17+ PUBLISH: PUBLISH_DONE and FIN end it (PublishService)
   };
-  RequestStream(IetfSession& s, transport::Stream& stream, Kind kind, uint64_t id)
-      : Handler(s), kind_(kind), id_(id) {
+  RequestStream(ControlContext& s, transport::Stream& stream, Kind kind, uint64_t id)
+      : HandlerOf(s), kind_(kind), id_(id) {
     attach(stream);
   }
   Kind kind() const { return kind_; }
@@ -1656,7 +747,7 @@ UpstreamSubscription* IetfSession::adopt_published(const std::string& full,
     return nullptr;
   }
   if (it == upstream_tracks_.end()) {
-    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(*this, full, name)).first;
+    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(static_cast<UpstreamContext&>(*this), full, name)).first;
   }
   UpstreamSubscription* u = it->second.get();
   u->adopt_publish(request_id, alias);
@@ -1672,7 +763,7 @@ model::Track* IetfSession::upstream_track(uint64_t alias) {
 
 void IetfSession::on_datagram(std::span<const uint8_t> payload) {
   if (!datagrams_) {
-    datagrams_ = std::make_unique<DatagramReceiver>(*this);
+    datagrams_ = std::make_unique<DatagramReceiver>(static_cast<IngressContext&>(*this));
   }
   datagrams_->on_datagram(payload);
 }
@@ -1694,7 +785,7 @@ void IetfSession::retry_held_subgroups() {
 
 FetchService& IetfSession::fetches() {
   if (!fetches_) {
-    fetches_ = std::make_unique<FetchService>(*this);
+    fetches_ = std::make_unique<FetchService>(static_cast<FetchContext&>(*this));
   }
   return *fetches_;
 }
@@ -2007,7 +1098,7 @@ model::TrackSource& IetfSession::track_source(const std::string& path, const std
   auto key = std::make_pair(path, name);
   auto it = upstream_tracks_.find(key);
   if (it == upstream_tracks_.end()) {
-    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(*this, path, name)).first;
+    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(static_cast<UpstreamContext&>(*this), path, name)).first;
   }
   return *it->second;
 }
@@ -2414,7 +1505,10 @@ UpstreamSubscription* IetfSession::upstream_by_alias(uint64_t alias) {
   return it == upstream_by_alias_.end() ? nullptr : it->second;
 }
 
-bool IetfSession::hold_subgroup(SubgroupReader* r) {
+bool IetfSession::hold_subgroup(SubgroupReader* r, uint64_t alias) {
+  if (upstream_by_alias(alias) != nullptr) {
+    return false;
+  }
   for (const auto& [id, u] : upstream_by_request_) {
     if (!u->alias()) {
       if (std::find(held_subgroups_.begin(), held_subgroups_.end(), r) == held_subgroups_.end()) {
@@ -2452,6 +1546,20 @@ void IetfSession::stop_namespace(uint64_t request_id) {
   namespace_announcers_.erase(it);
   a->stop();
   retire(a);
+}
+
+void IetfSession::upstream_reader(uint64_t alias, bool started) {
+  if (UpstreamSubscription* u = upstream_by_alias(alias)) {
+    if (started) {
+      u->on_reader_started();
+    } else {
+      u->on_reader_done();
+    }
+  }
+}
+
+void IetfSession::on_subgroup_stream(transport::Stream& stream) {
+  adopt<SubgroupReader>(stream)->on_readable();
 }
 
 void IetfSession::on_subgroup_reader_done(SubgroupReader* r) { std::erase(held_subgroups_, r); }
@@ -2793,10 +1901,10 @@ namespace ietf_detail {
 // the request's own bidi stream (d16) or routed here from the control stream (d15). Each namespace
 // learned is announced to the handler with the session as its source, and withdrawn when the
 // request or the session ends.
-class NamespaceDiscovery final : public Handler {
+class NamespaceDiscovery final : public HandlerOf<NamespaceContext> {
  public:
-  NamespaceDiscovery(IetfSession& s, uint64_t request_id, wi::TrackNamespace prefix)
-      : Handler(s), request_id_(request_id), prefix_(std::move(prefix)) {}
+  NamespaceDiscovery(NamespaceContext& s, uint64_t request_id, wi::TrackNamespace prefix)
+      : HandlerOf(s), request_id_(request_id), prefix_(std::move(prefix)) {}
   uint64_t request_id() const { return request_id_; }
 
   // Sends the request on `own` (d16) or on the control stream (null).
@@ -2885,7 +1993,7 @@ class NamespaceDiscovery final : public Handler {
     auto paths = std::move(seen_);
     seen_.clear();
     for (const auto& p : paths) {
-      session_.handler().on_peer_announce(p, false, {}, session_);
+      session_.handler().on_peer_announce(p, false, {}, session_.source());
     }
   }
 

@@ -41,6 +41,7 @@
 #include "model/origin.h"
 #include "model/track.h"
 #include "session/guards.h"
+#include "session/ietf_context.h"
 #include "session/moq_session.h"
 #include "wire/ietf.h"
 
@@ -61,7 +62,16 @@ class PublishService;
 class DatagramReceiver;
 }  // namespace ietf_detail
 
-class IetfSession final : public transport::SessionVisitor, public MoqSession {
+// The relay, the client and the apps see a MoqSession; the handlers see the contexts of their kind
+// (ietf_context.h), which this implements (privately: nothing else calls them).
+class IetfSession final : public transport::SessionVisitor,
+                          public MoqSession,
+                          private ietf_detail::ControlContext,
+                          private ietf_detail::SubscriptionContext,
+                          private ietf_detail::UpstreamContext,
+                          private ietf_detail::SubgroupContext,
+                          private ietf_detail::NamespaceContext,
+                          private ietf_detail::FetchContext {
  public:
   // `version`: the draft the transport's protocol selected (moqt-15, moqt-16), or
   // moq-transport-14 for the SETUP path, where CLIENT_SETUP must offer it.
@@ -100,51 +110,80 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // OBJECT_DATAGRAM (ietf_datagram.h); drafts 17+ have no datagram codec yet (dropped, logged).
   void on_datagram(std::span<const uint8_t> payload) override;
 
-  // --- used by the handlers ---
-  wire::Version draft() const { return version_; }
-  const wire::ietf::Draft& row() const { return *row_; }
-  const wire::ietf::Limits& limits() const { return limits_; }
-  const SessionConfig& config() const { return config_; }
-  // The cluster extension is in effect (session/ietf_cluster.h); the peer's declared origin.
-  bool cluster_negotiated() const;
-  uint64_t peer_relay_hops() const { return peer_relay_hops_.value_or(0); }
-  model::Origin& origin() { return origin_; }
-  SessionHandler& handler() { return handler_; }
-  Timers& timers() { return timers_; }
-  // Closes the session because of the peer, with the draft's termination code for `e`.
-  void fail(Error e);
-  void fail(wire::ietf::TerminationCode code, const char* detail);
-  bool is_closed() const { return closed_; }
-  // Counts `n` payload bytes of a SUBGROUP stream against --max-publisher-rate; false (the
-  // session closing) once the peer publishes faster.
-  bool admit_ingress(uint64_t n);
-  // A SUBSCRIBE_NAMESPACE began (true) or ended (false) listening: activity for idle_timeout.
-  void count_namespace_listener(bool open) {
+
+ private:
+  // --- ietf_detail::HandlerContext and the contexts of each handler kind (ietf_context.h) ---
+  wire::Version draft() const override { return version_; }
+  const wire::ietf::Draft& row() const override { return *row_; }
+  const wire::ietf::Limits& limits() const override { return limits_; }
+  const SessionConfig& config() const override { return config_; }
+  Timers& timers() override { return timers_; }
+  bool is_closed() const override { return closed_; }
+  void fail(Error e) override;
+  void fail(wire::ietf::TerminationCode code, const char* detail) override;
+  void send_control(const wire::ietf::ControlMessage& m) override;
+  void retire(ietf_detail::Handler* h) override;
+  // ControlContext
+  bool is_client() const override { return config_.role == Role::kClient; }
+  wire::ietf::Peer peer_form() const override { return peer_form_; }
+  std::optional<wire::ietf::ControlMessage> read_message(transport::Stream& stream,
+                                                         wire::ietf::Peer form) override;
+  void on_control_message(wire::ietf::ControlMessage m) override;
+  void on_control_setup(const wire::ietf::ClientSetup& setup) override;
+  // Client role: the first message on the control stream we opened.
+  void on_server_setup(const wire::ietf::ControlMessage& m) override;
+  void on_peer_setup(const wire::ietf::Setup& setup) override;
+  void stop_namespace(uint64_t request_id) override;
+  void forget_request(uint64_t request_id, ietf_detail::RequestStream* r) override;
+  void on_subgroup_stream(transport::Stream& stream) override;
+  void on_namespace_stream(transport::Stream& stream) override;
+  // SubscriptionContext
+  transport::Stream* open_uni() override { return transport_.open_uni(); }
+  void wait_for_streams(ietf_detail::DownstreamSubscription* s) override;
+  void forget_downstream(ietf_detail::DownstreamSubscription* s) override;
+  // Client role: we sent PUBLISH_DONE for `request_id`. IETF has no acknowledgement of it, but a
+  // relay stops its upstream subscription with UNSUBSCRIBE once it has read every stream (moqd
+  // does): until then the subscription counts in subscription_count(), so that `moq pub` does not
+  // close the session under groups the relay is still reading (its --linger bounds the wait).
+  void await_unsubscribe(uint64_t request_id) override;
+  // UpstreamContext
+  std::optional<uint64_t> take_request_id() override;
+  std::optional<std::string> to_peer(const std::string& full) const override;
+  void request_upstream(ietf_detail::UpstreamSubscription* u) override;
+  void forget_upstream(ietf_detail::UpstreamSubscription* u) override;
+  // IngressContext, SubgroupContext
+  bool admit_ingress(uint64_t n) override;
+  model::Track* upstream_track(uint64_t alias) override;
+  bool hold_subgroup(ietf_detail::SubgroupReader* r, uint64_t alias) override;
+  void upstream_reader(uint64_t alias, bool started) override;
+  void on_subgroup_reader_done(ietf_detail::SubgroupReader* r) override;
+  // NamespaceContext
+  model::Origin& origin() override { return origin_; }
+  SessionHandler& handler() override { return handler_; }
+  model::BroadcastSource& source() override { return *this; }
+  void count_namespace_listener(bool open) override {
     if (open) {
       ++namespace_listeners_;
     } else {
       --namespace_listeners_;
     }
   }
-  // The next control message at the front of `stream`, read in `form` and consumed; nullopt while
-  // it is incomplete, or with the session failing when it does not decode or the peer's FIN cut it
-  // short.
-  std::optional<wire::ietf::ControlMessage> read_message(transport::Stream& stream,
-                                                         wire::ietf::Peer form);
-  // Queues a control message on the control stream.
-  void send_control(const wire::ietf::ControlMessage& m);
-  // Destroys `h` after the current callback.
-  void retire(ietf_detail::Handler* h);
-  // A subscription waiting for open_uni() to succeed.
-  void wait_for_streams(ietf_detail::DownstreamSubscription* s);
-  // Handlers of the control stream's messages.
-  void on_control_message(wire::ietf::ControlMessage m);
-  void on_control_setup(const wire::ietf::ClientSetup& setup);
-  // A SUBGROUP stream whose track alias is not known yet (its SUBSCRIBE_OK still on the way).
-  // False when no SUBSCRIBE_OK is outstanding (the stream is then refused).
-  bool hold_subgroup(ietf_detail::SubgroupReader* r);
-  // Sends the upstream SUBSCRIBE now, or once the peer's MAX_REQUEST_ID allows one.
-  void request_upstream(ietf_detail::UpstreamSubscription* u);
+  bool cluster_negotiated() const override;
+  uint64_t peer_relay_hops() const override { return peer_relay_hops_.value_or(0); }
+  std::string to_full(const std::string& peer_path) const override;
+  // The relay announced `full` (a namespace it told of, or told of again).
+  void client_announce(const std::string& full) override;
+  // The relay withdrew `full` (NAMESPACE_DONE, d14 PUBLISH_NAMESPACE_DONE). An IETF subscription
+  // outlives the namespace (it ends with PUBLISH_DONE), but the origin ends a broadcast's tracks
+  // when it is withdrawn: so the handler hears of it once no upstream subscription under it is
+  // live (groups still arriving are not cut off), or when the session ends.
+  void client_withdraw(const std::string& full) override;
+  // FetchContext
+  bool accept_peer_request_id(uint64_t id) override;
+  ietf_detail::DownstreamSubscription* downstream(uint64_t request_id) const override;
+  void end_request(uint64_t request_id, bool reset) override;
+
+  // --- used by PublishService (ietf_publish.cc, a friend) and the session itself ---
   // PUBLISH (ietf_publish.cc): the UpstreamSubscription of (`full`, `name`) fed by the peer's
   // PUBLISH `request_id` under `alias` (no SUBSCRIBE is sent for it), registered by request id and
   // alias; null when this session already subscribes that track. drop_published() undoes it.
@@ -152,73 +191,31 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
                                                      const std::string& name, uint64_t request_id,
                                                      uint64_t alias);
   void drop_published(ietf_detail::UpstreamSubscription* u);
-  // The live track fed through `alias` (an upstream subscription bound to a track), or null.
-  model::Track* upstream_track(uint64_t alias);
   // SUBGROUP streams held for an alias not known yet read again (a SUBSCRIBE_OK or PUBLISH came).
   void retry_held_subgroups();
-  // d14/15 UNSUBSCRIBE_NAMESPACE: the peer no longer wants namespace updates of `request_id`.
-  void stop_namespace(uint64_t request_id);
   ietf_detail::UpstreamSubscription* upstream_by_alias(uint64_t alias);
-  // Checks a request id the peer chose for a new request; false (the session failing) when it
-  // breaks the draft's rules.
-  bool accept_peer_request_id(uint64_t id);
-  // Our next request id, or nullopt while the peer's MAX_REQUEST_ID does not allow one.
-  std::optional<uint64_t> take_request_id();
-  void forget_downstream(ietf_detail::DownstreamSubscription* s);
-  // The live downstream subscription of `request_id`, or null (FETCH, SUBSCRIBE_UPDATE).
-  ietf_detail::DownstreamSubscription* downstream(uint64_t request_id) const;
-  void forget_upstream(ietf_detail::UpstreamSubscription* u);
-  void on_subgroup_reader_done(ietf_detail::SubgroupReader* r);
-  std::string to_full(const std::string& peer_path) const;
-  std::optional<std::string> to_peer(const std::string& full) const;
-  // A d16 SUBSCRIBE_NAMESPACE on its own bidi stream.
-  void on_namespace_stream(transport::Stream& stream);
+  // A d16 SUBSCRIBE_NAMESPACE (`own_stream`: its bidi stream; null: on the control stream).
   void handle_subscribe_namespace(const wire::ietf::SubscribeNamespace& m,
                                   transport::Stream* own_stream);
   // --- drafts 17+ (Draft::request_streams): SETUP on uni streams, a bidi stream per request ---
   // A peer bidi stream: its first message says which request it carries.
   void on_request_stream(transport::Stream& stream);
-  // The peer's SETUP (0x2F00) on its first uni stream.
-  void on_peer_setup(const wire::ietf::Setup& setup);
-  void forget_request(uint64_t request_id, ietf_detail::RequestStream* r);
-  // The data stream of the peer's FETCH `request_id` ended (FIN, or `reset`): its request stream
-  // ends the same way (d17 §5.2). No-op before 17 or once the stream is gone.
-  void end_request(uint64_t request_id, bool reset);
-  // How to read the peer's messages where @moq/net and the draft text disagree (SETUP's
-  // Implementation option names the peer).
-  wire::ietf::Peer peer_form() const { return peer_form_; }
-
   // --- client role (the end of ietf_session.cc) ---
-  bool is_client() const { return config_.role == Role::kClient; }
-  // The first message on the control stream we opened: SERVER_SETUP, or the session fails.
-  void on_server_setup(const wire::ietf::ControlMessage& m);
   // A d15 NAMESPACE / NAMESPACE_DONE on the control stream: an answer to our SUBSCRIBE_NAMESPACE.
   void on_client_namespace(const wire::ietf::Namespace& m);
   // A REQUEST_ERROR for none of our upstream subscriptions: a PUBLISH_NAMESPACE or
   // SUBSCRIBE_NAMESPACE of ours refused (logged), or a late answer.
   void on_client_request_error(const wire::ietf::RequestError& m);
-  // The relay announced `full` (a namespace it told of, or told of again).
-  void client_announce(const std::string& full);
-  // The relay withdrew `full` (NAMESPACE_DONE, d14 PUBLISH_NAMESPACE_DONE). An IETF subscription
-  // outlives the namespace (it ends with PUBLISH_DONE), but the origin ends a broadcast's tracks
-  // when it is withdrawn: so the handler hears of it once no upstream subscription under it is
-  // live (groups still arriving are not cut off), or when the session ends.
-  void client_withdraw(const std::string& full);
-  // Client role: we sent PUBLISH_DONE for `request_id`. IETF has no acknowledgement of it, but a
-  // relay stops its upstream subscription with UNSUBSCRIBE once it has read every stream (moqd
-  // does): until then the subscription counts in subscription_count(), so that `moq pub` does not
-  // close the session under groups the relay is still reading (its --linger bounds the wait).
-  void await_unsubscribe(uint64_t request_id);
 
   template <class H, class... Args>
   H* adopt(Args&&... args) {
-    auto h = std::make_unique<H>(*this, std::forward<Args>(args)...);
+    // new here, not std::make_unique: the context bases are private, so only a member converts.
+    std::unique_ptr<H> h(new H(*this, std::forward<Args>(args)...));
     H* raw = h.get();
     handlers_.push_back(std::move(h));
     return raw;
   }
 
- private:
   void continue_start();
   // Client role: request ids (ours even from 0, the relay's odd from 1), then the control stream
   // (14..16) or our SETUP stream (17+).
@@ -336,7 +333,6 @@ class IetfSession final : public transport::SessionVisitor, public MoqSession {
   // OBJECT_DATAGRAM receive (ietf_datagram.cc); made on the first datagram.
   std::unique_ptr<ietf_detail::DatagramReceiver> datagrams_;
   bool blocked_sent_ = false;  // REQUESTS_BLOCKED sent for the peer's current MAX_REQUEST_ID
-  friend class ietf_detail::UpstreamSubscription;
   friend class ietf_detail::PublishService;
 };
 

@@ -451,35 +451,8 @@ std::string hex_of(const std::string& bytes) {
 const char* kSetup =
     "af 00 00 1b 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73 c4 0b 4e 08 fe 0a 5a 2a db 5a 87 d4 05 01";
 
-struct Draft {
-  int number;
-  const char* alpn;
-  wire::Version version;
-};
-void PrintTo(const Draft& d, std::ostream* os) { *os << d.alpn; }
-
-class RequestStreamsTest : public ::testing::TestWithParam<Draft> {
+class RequestStreamsTest : public testing::IetfRequestStreamsTest {
  protected:
-  bool d17() const { return GetParam().number == 17; }
-  // The request id field (d17: then the Required Request ID Delta 0).
-  std::string id(uint8_t v) const {
-    char b[8];
-    std::snprintf(b, sizeof b, d17() ? "%02x 00" : "%02x", v);
-    return b;
-  }
-  // One message `type length(16) body` (types and values below 0x40: one-byte varints).
-  static std::vector<uint8_t> msg(uint8_t type, const std::string& body_hex) {
-    std::vector<uint8_t> body = hex(body_hex);
-    std::vector<uint8_t> out;
-    out.reserve(3 + body.size());
-    out.push_back(type);
-    out.push_back(static_cast<uint8_t>(body.size() >> 8));
-    out.push_back(static_cast<uint8_t>(body.size()));
-    for (uint8_t c : body) {
-      out.push_back(c);
-    }
-    return out;
-  }
   // SUBSCRIBE as @moq/net writes it for ["room","alice"] "video": priority 7, group order 2,
   // forward 1, the draft's join filter (17..19 LargestObject; 20 relative `relative`).
   std::vector<uint8_t> subscribe(uint8_t request_id, uint8_t relative = 1) const {
@@ -501,14 +474,7 @@ class RequestStreamsTest : public ::testing::TestWithParam<Draft> {
     return msg(0x06, h + " 00");
   }
   // A session with SETUP exchanged: the relay's SETUP stream is incoming[0].
-  void setup(IetfFixture& f) {
-    f.pump();
-    transport::Stream* u = f.client_mux_->open_uni();
-    ASSERT_NE(u, nullptr);
-    u->write(Bytes::from(hex(kSetup)));
-    f.pump();
-    ASSERT_TRUE(f.session_->is_ready());
-  }
+  static void setup(IetfFixture& f) { send_setup(f, kSetup); }
 };
 
 TEST_P(RequestStreamsTest, SetupGoesBothWaysOnUniStreams) {
@@ -783,13 +749,8 @@ TEST_P(RequestStreamsTest, RefusalsGoOnTheRequestsStream) {
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Drafts, RequestStreamsTest,
-    ::testing::Values(Draft{17, "moqt-17", wire::Version::kTransport17},
-                      Draft{18, "moqt-18", wire::Version::kTransport18},
-                      Draft{19, "moqt-19", wire::Version::kTransport19},
-                      Draft{20, "moqt-20", wire::Version::kTransport20}),
-    [](const ::testing::TestParamInfo<Draft>& i) { return "D" + std::to_string(i.param.number); });
+INSTANTIATE_TEST_SUITE_P(Drafts, RequestStreamsTest, testing::request_stream_drafts(),
+                         testing::request_stream_draft_name);
 
 // One @moq/net-like relay peer of a cluster-node moqd (relay hop id kRelay), on its own fake
 // wire, its server-side session feeding `origin` (shared by every peer of the test).

@@ -2,13 +2,17 @@
 // ALPN (an IETF draft's, or moq-lite's), over a FakeChannelPair, with a RawPeer as the client that
 // speaks the wire by hand. The IETF session tests (ietf_session_test, ietf_fetch_test,
 // ietf_publish_test, ietf_extensions_test) share it; nothing runs until pump() or advance().
+// IetfRequestStreamsTest: the drafts 17..20 parameter and message builders of the request-stream
+// tests (ietf_session_test, ietf_fetch_test, ietf_client_test).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +22,7 @@
 #include "session/moq_session.h"
 #include "session/session.h"
 #include "testing/session_fixture.h"
+#include "wire/version.h"
 
 namespace moqd::testing {
 
@@ -120,6 +125,64 @@ class IetfServerFixture {
   std::unique_ptr<transport::websocket::MuxSession> client_mux_;
   std::unique_ptr<RawPeer> raw_;
   std::unique_ptr<session::MoqSession> session_;
+};
+
+
+// One control message `type length(16) body` (types and values below 0x40: one-byte varints).
+inline std::vector<uint8_t> ietf_message(uint8_t type, const std::string& body_hex) {
+  std::vector<uint8_t> body = from_hex(body_hex);
+  std::vector<uint8_t> out;
+  out.reserve(3 + body.size());
+  out.push_back(type);
+  out.push_back(static_cast<uint8_t>(body.size() >> 8));
+  out.push_back(static_cast<uint8_t>(body.size()));
+  for (uint8_t c : body) {
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Drafts 17..20 (a bidi stream per request, SETUP on uni streams): the draft a parameterised test
+// runs, named D17..D20.
+struct RequestStreamDraft {
+  int number;
+  const char* alpn;
+  wire::Version version;
+};
+inline void PrintTo(const RequestStreamDraft& d, std::ostream* os) { *os << d.alpn; }
+// For INSTANTIATE_TEST_SUITE_P(Drafts, SUITE, request_stream_drafts(), request_stream_draft_name).
+inline auto request_stream_drafts() {
+  return ::testing::Values(RequestStreamDraft{17, "moqt-17", wire::Version::kTransport17},
+                           RequestStreamDraft{18, "moqt-18", wire::Version::kTransport18},
+                           RequestStreamDraft{19, "moqt-19", wire::Version::kTransport19},
+                           RequestStreamDraft{20, "moqt-20", wire::Version::kTransport20});
+}
+inline std::string request_stream_draft_name(const ::testing::TestParamInfo<RequestStreamDraft>& i) {
+  return "D" + std::to_string(i.param.number);
+}
+
+class IetfRequestStreamsTest : public ::testing::TestWithParam<RequestStreamDraft> {
+ protected:
+  bool d17() const { return GetParam().number == 17; }
+  bool d20() const { return GetParam().number == 20; }
+  // The request id field (d17: then the Required Request ID Delta 0).
+  std::string id(uint8_t v) const {
+    char b[8];
+    std::snprintf(b, sizeof b, d17() ? "%02x 00" : "%02x", v);
+    return b;
+  }
+  static std::vector<uint8_t> msg(uint8_t type, const std::string& body_hex) {
+    return ietf_message(type, body_hex);
+  }
+  // The peer's SETUP `setup_hex` on a uni stream of its own; the session is then ready.
+  static void send_setup(IetfServerFixture& f, const char* setup_hex) {
+    f.pump();
+    transport::Stream* u = f.client_mux_->open_uni();
+    ASSERT_NE(u, nullptr);
+    u->write(Bytes::from(from_hex(setup_hex)));
+    f.pump();
+    ASSERT_TRUE(f.session_->is_ready());
+  }
 };
 
 }  // namespace moqd::testing

@@ -1,0 +1,480 @@
+#pragma once
+// The handlers of an IetfSession's streams that are tested on their own (ietf_handlers_test.cc):
+// each holds the narrow context of its kind (ietf_context.h), never the IetfSession. The other
+// handlers (PendingStream, UpstreamSubscription, NamespaceAnnouncer, RequestStream,
+// NamespaceDiscovery) live in ietf_session.cc on the same footing. DownstreamSubscription's and
+// SubgroupReader's longer members are in ietf_subscriptions.cc. Internal to session/.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "model/group.h"
+#include "model/track.h"
+#include "session/ietf_context.h"
+#include "session/ietf_fetch.h"
+#include "transport/transport.h"
+#include "wire/ietf.h"
+
+namespace moqd::session {
+
+class IetfSession;
+namespace wi = wire::ietf;
+
+namespace ietf_detail {
+
+// PUBLISH_DONE status codes (draft-14 §9.12).
+inline constexpr uint64_t kDoneInternal = 0x0;
+inline constexpr uint64_t kDoneTrackEnded = 0x2;
+inline constexpr uint64_t kDoneSubscriptionEnded = 0x3;
+
+// Stream reset codes on SUBGROUP streams we send or refuse (draft-14 §10.4.3 has none fixed for
+// these; moqd's own ErrorCode values, as the moq-lite Session uses).
+inline uint64_t reset_code(ErrorCode c) { return static_cast<uint64_t>(c); }
+
+// Base of the per-stream state machines. Owned by the IetfSession; holds its stream and the
+// context every handler has (HandlerContext), through which it retires itself.
+class Handler : public transport::StreamVisitor {
+ public:
+  explicit Handler(HandlerContext& c) : context_(c) {}
+  ~Handler() override { release_stream(); }
+  void on_readable() override {}
+  void on_writable() override {}
+  void on_reset(uint64_t) override { done(); }
+  void on_stop_sending(uint64_t) override { done(); }
+  // The transport is gone: drop every stream pointer.
+  virtual void on_session_closed() { stream_ = nullptr; }
+  virtual void on_ready() {}
+
+ protected:
+  void attach(transport::Stream& s) {
+    stream_ = &s;
+    s.set_visitor(this);
+  }
+  void release_stream() {
+    if (stream_ != nullptr) {
+      stream_->set_visitor(nullptr);
+      stream_->release();
+      stream_ = nullptr;
+    }
+  }
+  virtual void done() {
+    release_stream();
+    context_.retire(this);
+  }
+
+  HandlerContext& context_;
+  transport::Stream* stream_ = nullptr;
+  friend class moqd::session::IetfSession;
+};
+
+// A handler of one kind: `session_` is its context `Ctx` (ietf_context.h), all it may do to the
+// session. (Named session_ as before the contexts, so that the handlers' bodies read the same.)
+template <class Ctx>
+class HandlerOf : public Handler {
+ public:
+  explicit HandlerOf(Ctx& c) : Handler(c), session_(c) {}
+
+ protected:
+  Ctx& session_;
+};
+
+// Skips one control message of `type` (a u16-length body) that the codec does not model:
+// d14/15 UNSUBSCRIBE_NAMESPACE (0x14), which the relay answers by dropping nothing (it sends no
+// namespace updates on a request it no longer tracks). Returns the bytes taken, 0 for need-more.
+inline constexpr uint64_t kUnsubscribeNamespace = 0x14;
+
+inline size_t skip_message(std::span<const uint8_t> in, wi::VarintForm f) {
+  auto t = wi::read_varint(f, in);
+  if (!t || !t->has_value()) {
+    return 0;
+  }
+  size_t at = (*t)->consumed;
+  if (in.size() < at + 2) {
+    return 0;
+  }
+  size_t len = (static_cast<size_t>(in[at]) << 8) | in[at + 1];
+  if (in.size() < at + 2 + len) {
+    return 0;
+  }
+  return at + 2 + len;
+}
+
+// The control stream (d14..16): CLIENT_SETUP, then every control message.
+class ControlReader final : public HandlerOf<ControlContext> {
+ public:
+  ControlReader(ControlContext& s, transport::Stream& stream) : HandlerOf(s) { attach(stream); }
+  transport::Stream* stream() const { return stream_; }
+
+  void on_readable() override {
+    while (stream_ != nullptr && !session_.is_closed()) {
+      auto data = stream_->peek();
+      if (data.empty()) {
+        break;
+      }
+      if (session_.is_ready() && session_.row().number <= 15) {
+        // d14/15 UNSUBSCRIBE_NAMESPACE (0x14) is not in the codec: read here, its request id is
+        // all it says.
+        auto t = wi::read_varint(session_.row().varint_form, data);
+        if (t && t->has_value() && (*t)->value == kUnsubscribeNamespace) {
+          size_t n = skip_message(data, session_.row().varint_form);
+          if (n == 0) {
+            if (stream_->has_peer_fin()) {
+              session_.fail(make_error(ErrorCode::kDecode, "truncated message"));
+            }
+            break;
+          }
+          auto body = data.subspan((*t)->consumed + 2, n - (*t)->consumed - 2);
+          auto id = wi::read_varint(session_.row().varint_form, body);
+          stream_->consume(n);
+          // @moq/net names the request id; the d14 text names the namespace prefix, which moqd
+          // does not map back (its updates then continue until the session ends).
+          if (id && id->has_value() && (*id)->consumed == body.size()) {
+            session_.stop_namespace((*id)->value);
+          }
+          continue;
+        }
+      }
+      auto r = wi::decode_control(session_.draft(), data, session_.limits());
+      if (!r) {
+        session_.fail(r.error());
+        return;
+      }
+      if (!r->has_value()) {
+        break;
+      }
+      stream_->consume((*r)->consumed);
+      wi::ControlMessage m = std::move((*r)->value);
+      if (!session_.is_ready()) {
+        if (session_.is_client()) {
+          session_.on_server_setup(m);
+          continue;
+        }
+        auto* setup = std::get_if<wi::ClientSetup>(&m);
+        if (setup == nullptr) {
+          session_.fail(wi::TerminationCode::kProtocolViolation, "first message is not CLIENT_SETUP");
+          return;
+        }
+        session_.on_control_setup(*setup);
+        continue;
+      }
+      session_.on_control_message(std::move(m));
+    }
+    if (stream_ != nullptr && !session_.is_closed() && stream_->has_peer_fin()) {
+      session_.fail(wi::TerminationCode::kProtocolViolation, "control stream closed");
+    }
+  }
+  void on_reset(uint64_t) override {
+    session_.fail(wi::TerminationCode::kProtocolViolation, "control stream reset");
+  }
+  void on_stop_sending(uint64_t) override {
+    session_.fail(wi::TerminationCode::kProtocolViolation, "control stream stopped");
+  }
+  void write(std::vector<uint8_t> bytes) {
+    if (stream_ != nullptr) {
+      stream_->write(Bytes::from(bytes));
+    }
+  }
+};
+
+// One downstream SUBSCRIBE: the peer reads a track of the origin. Each group goes out on its own
+// SUBGROUP uni stream (type 0x18: publisher priority, subgroup 0, the group's end with FIN).
+class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
+                                     public model::TrackListener {
+ public:
+  DownstreamSubscription(SubscriptionContext& s, uint64_t request_id, model::Track& track,
+                         uint8_t priority, bool next_group)
+      : HandlerOf(s), request_id_(request_id), track_(&track), priority_(priority) {
+    next_arrival_ = next_group ? track.next_arrival() : track.late_join_arrival();
+    largest_at_start_ = largest_location(track);  // a joining FETCH ends here (d14 §9.16.2)
+    largest_filter_ = !next_group;
+  }
+  ~DownstreamSubscription() override {
+    stop_listening();
+    for (auto& w : writers_) {
+      reset_writer(*w, ErrorCode::kCancel);
+    }
+    session_.timers().cancel(drain_timer_);
+    for (transport::Stream* st : draining_) {
+      st->release();  // finished: what it queued is still delivered
+    }
+  }
+  uint64_t request_id() const { return request_id_; }
+  uint64_t alias() const { return request_id_; }
+
+  // `ok` goes out from pump() once the track's properties are known (a moq-lite-05 source asks
+  // its publisher for them first), with a TIMESCALE track property on 17+ when moqd knows the
+  // units of the track's timestamps.
+  void begin(wi::SubscribeOk ok) {
+    ok_ = std::move(ok);
+    track_->add_listener(this);
+    pump();
+  }
+
+  // The peer unsubscribed.
+  void unsubscribe() {
+    stop_listening();
+    for (auto& w : writers_) {
+      reset_writer(*w, ErrorCode::kCancel);
+    }
+    writers_.clear();
+    wi::PublishDone d{request_id_, kDoneSubscriptionEnded, streams_opened_, "unsubscribed"};
+    session_.send_control(d);
+    done();
+  }
+
+  // model::TrackListener
+  void on_track_data(model::Track&) override { pump(); }
+  void on_track_ended(model::Track&, Error reason) override {
+    track_ = nullptr;
+    end_reason_ = reason;
+    ended_ = true;
+    pump();
+  }
+
+  void on_session_closed() override {
+    stop_listening();
+    for (auto& w : writers_) {
+      w->stream = nullptr;
+    }
+    writers_.clear();
+    draining_.clear();
+    session_.timers().cancel(drain_timer_);
+    drain_timer_ = 0;
+    Handler::on_session_closed();
+  }
+
+  void pump();
+  // Sends the held SUBSCRIBE_OK once the track's properties are known (or the track is gone);
+  // false while it waits.
+  bool send_ok();
+  // For FETCH and SUBSCRIBE_UPDATE (ietf_fetch.h).
+  model::Track* track() const { return track_; }
+  const std::optional<wi::Location>& largest_at_start() const { return largest_at_start_; }
+  bool is_largest_filter() const { return largest_filter_; }
+  std::optional<uint64_t> last_group() const { return last_group_; }
+  bool forward() const { return forward_; }
+  void narrow(const Narrowing& n);
+  // Objects of this subscription wait to be written (for stall_timeout).
+  bool has_waiting_data() const {
+    for (const auto& w : writers_) {
+      if (w->cursor.peek(1).kind != model::GroupCursor::Kind::kNothing) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  void done() override {
+    done_sent_ = true;
+    session_.forget_downstream(this);
+    Handler::done();
+  }
+  struct Writer final : transport::StreamVisitor {
+    Writer(DownstreamSubscription& o, model::GroupRef g) : owner(o), cursor(std::move(g)) {}
+    void on_readable() override {}
+    void on_writable() override { owner.pump(); }
+    void on_reset(uint64_t) override {}
+    void on_stop_sending(uint64_t) override {
+      stopped = true;
+      owner.pump();
+    }
+    DownstreamSubscription& owner;
+    model::GroupCursor cursor;
+    transport::Stream* stream = nullptr;
+    bool stopped = false;
+    bool finished = false;
+    std::optional<uint64_t> previous_object;
+    model::GroupCursor::Step step;
+  };
+
+  void stop_listening() {
+    if (track_ != nullptr) {
+      model::Track* t = track_;
+      track_ = nullptr;
+      t->remove_listener(this);
+    }
+  }
+  void reset_writer(Writer& w, ErrorCode code) {
+    if (w.stream != nullptr) {
+      w.stream->set_visitor(nullptr);
+      w.stream->reset(reset_code(code));
+      w.stream->release();
+      w.stream = nullptr;
+    }
+  }
+  // Writes what `w` may now; true when the group is complete (FIN or reset sent).
+  bool write_group(Writer& w);
+  // The SUBGROUP_HEADER type (and nothing else) for `g`'s stream in this draft.
+  wi::SubgroupHeader subgroup_header(const model::Group& g) const;
+  // Releases the finished streams whose bytes the transport has handed to the network; true when
+  // none is left. PUBLISH_DONE waits for that, and then kSettlePolls polls more: @moq/net 0.3.4
+  // (d14-16) ends the track as soon as it reads PUBLISH_DONE, without waiting for its Stream
+  // Count, and drops the objects it has not read by then; the transport sends the control stream
+  // ahead of queued group data, and PUBLISH_DONE in the same read as the last group's bytes
+  // still overtakes them in the peer's processing (docs/ARCHITECTURE.md: an @moq/net d16 viewer
+  // lost frames of the last groups in 8 runs of 8 without this wait).
+  bool drained();
+  // Calls pump() again in 1 ms while the end waits, for at most kDrainPolls polls (a peer that
+  // stops granting credit then gets PUBLISH_DONE anyway); false once that bound is spent.
+  bool wait_drain();
+  static constexpr uint32_t kSettlePolls = 5;
+  std::optional<wi::SubscribeOk> ok_;  // held until the track's properties are known
+  // TIMESCALE was declared: objects without an extension block get a Timestamp property.
+  bool stamp_ = false;
+  std::vector<uint8_t> stamp_scratch_;
+
+  uint64_t request_id_;
+  model::Track* track_;
+  uint8_t priority_;
+  uint64_t next_arrival_ = 0;
+  uint64_t streams_opened_ = 0;
+  bool ended_ = false;
+  bool done_sent_ = false;
+  Error end_reason_{};
+  std::deque<std::unique_ptr<Writer>> writers_;
+  std::vector<transport::Stream*> draining_;  // finished, not yet drained (see drained())
+  TimerId drain_timer_ = 0;
+  uint32_t drain_polls_ = 0;
+  uint32_t settle_polls_ = 0;       // polls left after the last stream drained
+  bool finished_in_pump_ = false;  // a group stream got its FIN in this pump()
+  std::optional<wi::Location> largest_at_start_;
+  bool largest_filter_ = true;
+  // SUBSCRIBE_UPDATE: the last group delivered (inclusive), and whether a group past it appeared
+  // (the subscription then ends with SUBSCRIPTION_ENDED once its open groups are written).
+  std::optional<uint64_t> last_group_;
+  bool past_end_ = false;
+  bool forward_ = true;
+};
+
+// One SUBGROUP uni stream from the peer, feeding one group of an upstream track.
+class SubgroupReader final : public HandlerOf<SubgroupContext> {
+ public:
+  SubgroupReader(SubgroupContext& s, transport::Stream& stream) : HandlerOf(s) { attach(stream); }
+  ~SubgroupReader() override { abandon_group(); }
+
+  void on_readable() override;
+  void on_reset(uint64_t) override {
+    abandon_group();
+    done();
+  }
+  void on_session_closed() override {
+    group_ = model::GroupRef();
+    Handler::on_session_closed();
+  }
+  // A SUBSCRIBE_OK arrived: the alias may be known now.
+  void retry() { on_readable(); }
+
+ private:
+  model::Track* track() const {
+    return alias_ ? session_.upstream_track(*alias_) : nullptr;
+  }
+  void abandon_group() {
+    if (group_) {
+      if (model::Track* t = track(); t != nullptr && !group_->is_done()) {
+        t->abort_group(*group_);
+      }
+      group_ = model::GroupRef();
+    }
+    count_done();
+  }
+  void count_done() {
+    if (counted_) {
+      counted_ = false;
+      if (alias_) {
+        session_.upstream_reader(*alias_, false);
+      }
+    }
+  }
+  // The timestamp of an extension block that holds only a Timestamp property; nullopt otherwise.
+  std::optional<uint64_t> object_timestamp(const std::string& ext) const;
+  // Begins the stream's group in the track (its subgroup `subgroup`); false when refused.
+  bool open_group(uint64_t subgroup);
+  // Refuses the stream: what it carries cannot be expressed in moqd's model.
+  void refuse(ErrorCode code, const char* why) {
+    MOQD_LOG(kInfo, "session %llu subgroup stream refused code=%u: %s",
+             static_cast<unsigned long long>(session_.id()), static_cast<unsigned>(code), why);
+    abandon_group();
+    if (stream_ != nullptr) {
+      stream_->stop_sending(reset_code(code));
+    }
+    done();
+  }
+  void done() override {
+    count_done();
+    session_.on_subgroup_reader_done(this);
+    Handler::done();
+  }
+
+  std::optional<wi::SubgroupHeader> header_;
+  std::optional<uint64_t> alias_;
+  model::GroupRef group_;
+  bool counted_ = false;
+  std::optional<uint64_t> previous_object_;
+  uint64_t payload_left_ = 0;
+  bool in_payload_ = false;
+  bool waited_ = false;  // its subscription was looked up (open_group ran, or waits for the id)
+};
+
+// The peer's SETUP stream (its first uni stream): SETUP 0x2F00, then at most GOAWAY (which a client
+// may not send). Its FIN or reset after SETUP is tolerated.
+class SetupStreamReader final : public HandlerOf<ControlContext> {
+ public:
+  SetupStreamReader(ControlContext& s, transport::Stream& stream) : HandlerOf(s) { attach(stream); }
+  void on_readable() override {
+    while (stream_ != nullptr && !session_.is_closed() && !session_.is_admission_pending()) {
+      auto data = stream_->peek();
+      if (data.empty()) {
+        if (stream_->is_fin_received()) {
+          if (!got_setup_) {
+            session_.fail(wi::TerminationCode::kProtocolViolation, "SETUP stream ended before SETUP");
+            return;
+          }
+          done();
+        }
+        return;
+      }
+      // In the draft's form: the peer's form is known only from its SETUP.
+      std::optional<wi::ControlMessage> read = session_.read_message(*stream_, wi::Peer::kDraftText);
+      if (!read) {
+        return;
+      }
+      wi::ControlMessage m = std::move(*read);
+      if (!got_setup_) {
+        auto* setup = std::get_if<wi::Setup>(&m);
+        if (setup == nullptr) {
+          session_.fail(wi::TerminationCode::kProtocolViolation, "first message is not SETUP");
+          return;
+        }
+        got_setup_ = true;
+        session_.on_peer_setup(*setup);
+        continue;
+      }
+      if (std::holds_alternative<wi::Setup>(m)) {
+        session_.fail(wi::TerminationCode::kProtocolViolation, "second SETUP");
+        return;
+      }
+      session_.on_control_message(std::move(m));  // GOAWAY from a client: a violation
+      return;
+    }
+  }
+  void on_ready() override {}
+  void on_reset(uint64_t) override {
+    if (!got_setup_) {
+      session_.fail(wi::TerminationCode::kProtocolViolation, "SETUP stream reset before SETUP");
+      return;
+    }
+    done();
+  }
+
+ private:
+  bool got_setup_ = false;
+};
+
+}  // namespace ietf_detail
+}  // namespace moqd::session

@@ -1,0 +1,430 @@
+// The IETF session's handlers one at a time, as quiche's moqt tests each stream kind: a handler of
+// ietf_handlers.h on a fake stream, with a fake of its context (ietf_context.h) that records what
+// the handler asked of the session. No IetfSession, transport or peer is involved.
+#include "session/ietf_handlers.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "base/codec.h"
+#include "model/origin.h"
+#include "testing/session_fixture.h"
+
+namespace moqd::session::ietf_detail {
+namespace ietf_handlers_test {
+
+namespace wi = wire::ietf;
+
+// A stream whose peer side the test plays: bytes and FIN pushed in, what the handler wrote kept.
+class FakeStream final : public transport::Stream {
+ public:
+  explicit FakeStream(transport::StreamId id) : id_(id) {}
+
+  // The peer sends `hex` (and FIN); the handler hears of it.
+  void push(std::string_view hex, bool fin = false) {
+    auto b = from_hex(hex);
+    in_.insert(in_.end(), b.begin(), b.end());
+    peer_fin_ = peer_fin_ || fin;
+    if (visitor_ != nullptr) {
+      visitor_->on_readable();
+    }
+  }
+  std::string written_hex() const { return to_hex(std::span<const uint8_t>(out_)); }
+
+  transport::StreamId id() const override { return id_; }
+  void set_visitor(transport::StreamVisitor* v) override { visitor_ = v; }
+  std::span<const uint8_t> peek() const override { return std::span<const uint8_t>(in_); }
+  void consume(size_t n) override { in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(n)); }
+  bool is_fin_received() const override { return peer_fin_ && in_.empty(); }
+  bool has_peer_fin() const override { return peer_fin_; }
+  void stop_sending(uint64_t code) override { stop_sending_code = code; }
+  size_t write_capacity() const override { return 1 << 20; }
+  void write(Bytes data) override {
+    auto s = data.span();
+    out_.insert(out_.end(), s.begin(), s.end());
+  }
+  void finish() override { finished = true; }
+  void reset(uint64_t code) override { reset_code = code; }
+  size_t buffered() const override { return 0; }
+  void set_send_order(uint64_t) override {}
+  void release() override {
+    released = true;
+    visitor_ = nullptr;
+  }
+
+  bool finished = false;
+  bool released = false;
+  std::optional<uint64_t> reset_code;
+  std::optional<uint64_t> stop_sending_code;
+
+ private:
+  transport::StreamId id_;
+  transport::StreamVisitor* visitor_ = nullptr;
+  std::vector<uint8_t> in_;
+  bool peer_fin_ = false;
+  std::vector<uint8_t> out_;
+};
+
+// What every fake context records: the session's failure, control messages sent, handlers retired.
+class FakeHandlerContext : public virtual HandlerContext {
+ public:
+  explicit FakeHandlerContext(wire::Version v) : version_(v), row_(wi::draft(v)) {}
+
+  uint64_t id() const override { return 1; }
+  wire::Version draft() const override { return version_; }
+  const wi::Draft& row() const override { return *row_; }
+  const wi::Limits& limits() const override { return limits_; }
+  const SessionConfig& config() const override { return config_; }
+  Timers& timers() override { return clock_; }
+  bool is_ready() const override { return ready; }
+  bool is_closed() const override { return failed_code.has_value() || failed_error.has_value(); }
+  void fail(Error e) override { failed_error = e; }
+  void fail(wi::TerminationCode code, const char* detail) override {
+    failed_code = code;
+    failed_detail = detail;
+  }
+  void send_control(const wi::ControlMessage& m) override { sent.push_back(m); }
+  void retire(Handler* h) override { retired.push_back(h); }
+
+  bool ready = true;
+  std::optional<Error> failed_error;
+  std::optional<wi::TerminationCode> failed_code;
+  std::string failed_detail;
+  std::vector<wi::ControlMessage> sent;
+  std::vector<Handler*> retired;
+  ManualClock clock_;
+
+ private:
+  wire::Version version_;
+  const wi::Draft* row_;
+  wi::Limits limits_;
+  SessionConfig config_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// SubgroupReader: a SUBGROUP stream of the peer's into the track of its alias.
+
+class FakeSubgroupContext final : public FakeHandlerContext, public SubgroupContext {
+ public:
+  explicit FakeSubgroupContext(wire::Version v) : FakeHandlerContext(v) {}
+  bool admit_ingress(uint64_t n) override {
+    ingress += n;
+    return true;
+  }
+  model::Track* upstream_track(uint64_t a) override { return a == alias ? track : nullptr; }
+  bool hold_subgroup(SubgroupReader*, uint64_t) override { return false; }
+  void upstream_reader(uint64_t a, bool started) override {
+    readers.push_back(std::to_string(a) + (started ? " started" : " done"));
+  }
+  void on_subgroup_reader_done(SubgroupReader*) override { ++readers_done; }
+
+  uint64_t alias = 9;
+  model::Track* track = nullptr;
+  uint64_t ingress = 0;
+  std::vector<std::string> readers;
+  int readers_done = 0;
+};
+
+// An origin with the broadcast room/alice and a viewer of its track "video", which the peer feeds.
+struct Upstream {
+  Upstream() : origin(model::OriginConfig{}, clock, clock), broadcast(origin, "room/alice") {
+    EXPECT_TRUE(viewer.subscribe(origin, "room/alice", "video"));
+  }
+  model::Track* track() { return broadcast.feed("video").track(); }
+  // Runs the track's deferred notifications (listeners hear of data on the next turn).
+  void turn() {
+    for (int i = 0; i < 4; ++i) {
+      clock.advance(Duration::zero());
+    }
+  }
+
+  ManualClock clock;
+  model::Origin origin;
+  testing::TestBroadcast broadcast;
+  testing::FrameCollector viewer;
+};
+
+// A d16 SubgroupReader on a peer uni stream, alias 9 feeding room/alice "video".
+struct SubgroupCase {
+  SubgroupCase() { ctx.track = up.track(); }
+  Upstream up;
+  FakeSubgroupContext ctx{wire::Version::kTransport16};
+  FakeStream s{3};
+  SubgroupReader r{ctx, s};
+};
+
+TEST(IetfSubgroupReader, Draft16HeaderAndObjectsFillTheGroup) {
+  SubgroupCase c;
+  auto& [up, ctx, s, r] = c;
+  ASSERT_NE(ctx.track, nullptr);
+  // 0x18 alias 9 group 4 priority 0 | id delta 0, 3 "abc" | 0, 0 (empty) | 0, 1 "z" | FIN
+  s.push("18 09 04 00 00 03 61 62 63 00 00 00 00 01 7a", true);
+  up.turn();
+  const auto* g = up.viewer.group(4);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->frames, (std::vector<std::string>{"abc", "", "z"}));
+  EXPECT_TRUE(g->finished);
+  EXPECT_FALSE(ctx.is_closed());
+  EXPECT_EQ(ctx.ingress, 4u);  // payload bytes, counted against --max-publisher-rate
+  EXPECT_EQ(ctx.readers, (std::vector<std::string>{"9 started", "9 done"}));
+  EXPECT_EQ(ctx.readers_done, 1);
+  ASSERT_EQ(ctx.retired.size(), 1u);
+  EXPECT_EQ(ctx.retired[0], &r);
+  EXPECT_TRUE(s.released);
+}
+
+TEST(IetfSubgroupReader, HeaderCutShortByFinIsADecodeError) {
+  SubgroupCase c;
+  auto& [up, ctx, s, r] = c;
+  s.push("18 09");  // type and alias; group and priority still to come
+  EXPECT_FALSE(ctx.is_closed());
+  s.push("", true);  // FIN: the header will never be whole
+  ASSERT_TRUE(ctx.failed_error.has_value());
+  EXPECT_EQ(ctx.failed_error->code, ErrorCode::kDecode);  // IetfSession::fail: PROTOCOL_VIOLATION
+  EXPECT_TRUE(up.viewer.groups.empty());
+}
+
+TEST(IetfSubgroupReader, ObjectCutShortByFinAbortsTheGroup) {
+  SubgroupCase c;
+  auto& [up, ctx, s, r] = c;
+  s.push("18 09 04 00 00 05 61 62", true);  // object of 5 bytes, 2 arrive, then FIN
+  up.turn();
+  const auto* g = up.viewer.group(4);
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(g->aborted);
+  EXPECT_FALSE(g->finished);
+  EXPECT_FALSE(ctx.is_closed());  // a cut group is the publisher's loss, not a violation
+}
+
+TEST(IetfSubgroupReader, UnknownStreamTypeIsAProtocolViolation) {
+  FakeSubgroupContext ctx(wire::Version::kTransport16);
+  FakeStream s(3);
+  SubgroupReader r(ctx, s);
+  s.push("05 00");  // FETCH_HEADER: moqd sends no FETCH
+  ASSERT_TRUE(ctx.failed_code.has_value());
+  EXPECT_EQ(*ctx.failed_code, wi::TerminationCode::kProtocolViolation);
+}
+
+TEST(IetfSubgroupReader, UnknownAliasIsRefusedWithStopSending) {
+  FakeSubgroupContext ctx(wire::Version::kTransport16);
+  FakeStream s(3);
+  SubgroupReader r(ctx, s);
+  s.push("18 07 04 00 00 01 61");  // alias 7: no subscription, nothing outstanding
+  EXPECT_FALSE(ctx.is_closed());
+  ASSERT_TRUE(s.stop_sending_code.has_value());
+  EXPECT_EQ(*s.stop_sending_code, static_cast<uint64_t>(ErrorCode::kCancel));
+  EXPECT_EQ(ctx.retired.size(), 1u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// DownstreamSubscription: the origin's track out to the peer, one SUBGROUP stream per group.
+
+class FakeSubscriptionContext final : public FakeHandlerContext, public SubscriptionContext {
+ public:
+  explicit FakeSubscriptionContext(wire::Version v) : FakeHandlerContext(v) {}
+  transport::Stream* open_uni() override {
+    if (streams_left == 0) {
+      return nullptr;
+    }
+    --streams_left;
+    streams.push_back(std::make_unique<FakeStream>(3 + 4 * streams.size()));
+    return streams.back().get();
+  }
+  void wait_for_streams(DownstreamSubscription*) override { ++waits; }
+  void forget_downstream(DownstreamSubscription* s) override { forgotten.push_back(s); }
+  void await_unsubscribe(uint64_t request_id) override { awaited.push_back(request_id); }
+
+  size_t streams_left = 16;
+  std::vector<std::unique_ptr<FakeStream>> streams;
+  int waits = 0;
+  std::vector<DownstreamSubscription*> forgotten;
+  std::vector<uint64_t> awaited;
+};
+
+// Subscribes request `id` (priority 7) to room/alice "video", writes group 5 of {"hi", "there", ""}
+// and returns the bytes of its SUBGROUP stream.
+std::string serve_group(FakeSubscriptionContext& ctx, Upstream& up, uint64_t id) {
+  model::Track* t = up.track();
+  EXPECT_NE(t, nullptr);
+  if (t == nullptr) {
+    return "";
+  }
+  DownstreamSubscription sub(ctx, id, *t, 7, true);
+  wi::SubscribeOk ok;
+  ok.request_id = id;
+  ok.track_alias = id;
+  sub.begin(ok);
+  EXPECT_EQ(ctx.sent.size(), 1u);
+  EXPECT_TRUE(!ctx.sent.empty() && std::holds_alternative<wi::SubscribeOk>(ctx.sent[0]));
+  up.broadcast.write_group("video", 5, {"hi", "there", ""});
+  up.turn();
+  EXPECT_EQ(ctx.streams.size(), 1u);
+  if (ctx.streams.size() != 1) {
+    return "";
+  }
+  EXPECT_TRUE(ctx.streams[0]->finished);
+  std::string bytes = ctx.streams[0]->written_hex();
+  // UNSUBSCRIBE: PUBLISH_DONE SUBSCRIPTION_ENDED (3) counting the one stream, and the handler ends.
+  sub.unsubscribe();
+  EXPECT_EQ(ctx.sent.size(), 2u);
+  if (ctx.sent.size() == 2) {
+    EXPECT_EQ(std::get<wi::PublishDone>(ctx.sent[1]),
+              (wi::PublishDone{id, 0x3, 1, "unsubscribed"}));
+  }
+  EXPECT_EQ(ctx.forgotten, std::vector<DownstreamSubscription*>{&sub});
+  EXPECT_EQ(ctx.retired.size(), 1u);
+  return bytes;
+}
+
+TEST(IetfDownstreamSubscription, Draft16GroupIsOneSubgroupStreamByteExact) {
+  Upstream up;
+  FakeSubscriptionContext ctx(wire::Version::kTransport16);
+  // 0x18 (priority, subgroup 0, end of group) alias 0 group 5 priority 7 | 00 02 "hi" |
+  // 00 05 "there" | 00 00 00 (empty object, status 0)
+  EXPECT_EQ(serve_group(ctx, up, 0), "18 00 05 07 00 02 68 69 00 05 74 68 65 72 65 00 00 00");
+}
+
+TEST(IetfDownstreamSubscription, Draft20GroupCarriesFirstObjectBitAndTimestamps) {
+  Upstream up;
+  FakeSubscriptionContext ctx(wire::Version::kTransport20);
+  // The track's timestamps are in milliseconds (TestBroadcast): 17+ declares TIMESCALE and stamps
+  // every object. 0x59: 0x18 with FIRST_OBJECT (0x40, d18+) and extensions (0x01); alias 2 group 5
+  // priority 7 | per object: id delta 0, extensions length 4, Timestamp (0x10) 1,000,000 ms in
+  // d18's leading-ones varint (cf 42 40), then length and payload ("hi", "there", empty + status 0).
+  EXPECT_EQ(serve_group(ctx, up, 2),
+            "59 02 05 07 00 04 10 cf 42 40 02 68 69 00 04 10 cf 42 40 05 74 68 65 72 65 "
+            "00 04 10 cf 42 40 00 00");
+  // SUBSCRIBE_OK's Track Properties: TIMESCALE (0x08) 1000, once.
+  ASSERT_FALSE(ctx.sent.empty());
+  const std::string& props = std::get<wi::SubscribeOk>(ctx.sent[0]).track_extensions;
+  EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(props.data()), props.size())),
+            "08 83 e8");
+}
+
+TEST(IetfDownstreamSubscription, NoUniStreamWaitsForCredit) {
+  Upstream up;
+  FakeSubscriptionContext ctx(wire::Version::kTransport16);
+  ctx.streams_left = 0;
+  DownstreamSubscription sub(ctx, 0, *up.track(), 7, true);
+  sub.begin(wi::SubscribeOk{});
+  up.broadcast.write_group("video", 5, {"hi"});
+  up.turn();
+  EXPECT_GE(ctx.waits, 1);
+  EXPECT_TRUE(sub.has_waiting_data());
+  ctx.streams_left = 1;
+  sub.pump();  // what IetfSession::on_streams_available does
+  ASSERT_EQ(ctx.streams.size(), 1u);
+  EXPECT_EQ(ctx.streams[0]->written_hex(), "18 00 05 07 00 02 68 69");
+  EXPECT_TRUE(ctx.streams[0]->finished);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ControlReader (d14..16 control stream) and SetupStreamReader (17+): where control messages enter.
+
+class FakeControlContext final : public FakeHandlerContext, public ControlContext {
+ public:
+  explicit FakeControlContext(wire::Version v) : FakeHandlerContext(v) {}
+  bool is_admission_pending() const override { return false; }
+  bool is_client() const override { return false; }
+  wi::Peer peer_form() const override { return wi::Peer::kDraftText; }
+  std::optional<wi::ControlMessage> read_message(transport::Stream& stream, wi::Peer form) override {
+    auto r = wi::decode_control(draft(), stream.peek(), limits(), form);
+    if (!r || !r->has_value()) {
+      if (!r || stream.has_peer_fin()) {
+        fail(make_error(ErrorCode::kDecode, "read_message"));
+      }
+      return std::nullopt;
+    }
+    stream.consume((*r)->consumed);
+    return std::move((*r)->value);
+  }
+  void on_control_message(wi::ControlMessage m) override { messages.push_back(std::move(m)); }
+  void on_control_setup(const wi::ClientSetup&) override { ++client_setups; }
+  void on_server_setup(const wi::ControlMessage&) override { ++server_setups; }
+  void on_peer_setup(const wi::Setup&) override { ++peer_setups; }
+  void stop_namespace(uint64_t request_id) override { stopped_namespaces.push_back(request_id); }
+  void forget_request(uint64_t, RequestStream*) override {}
+  void on_subgroup_stream(transport::Stream&) override {}
+  void on_namespace_stream(transport::Stream&) override {}
+
+  std::vector<wi::ControlMessage> messages;
+  int client_setups = 0;
+  int server_setups = 0;
+  int peer_setups = 0;
+  std::vector<uint64_t> stopped_namespaces;
+};
+
+// d16 CLIENT_SETUP as @moq/net writes it (versions d16, IMPLEMENTATION "moq-lite-js").
+constexpr const char* kHandlersD16ClientSetup =
+    "20 00 13 02 02 80 00 a4 55 05 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
+// d16 PUBLISH_NAMESPACE request 0 ["room", "alice"], no parameters.
+constexpr const char* kHandlersD16PublishNamespace =
+    "06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00";
+
+// A ControlReader on the peer's control stream (bidi 0); `ready`: SETUP already completed.
+struct ControlCase {
+  ControlCase(wire::Version v, bool ready) : ctx(v) { ctx.ready = ready; }
+  FakeControlContext ctx;
+  FakeStream s{0};
+  ControlReader r{ctx, s};
+};
+
+TEST(IetfControlReader, ClientSetupThenMessagesGoToTheSession) {
+  ControlCase c(wire::Version::kTransport16, false);
+  auto& [ctx, s, r] = c;
+  s.push(kHandlersD16ClientSetup);
+  EXPECT_EQ(ctx.client_setups, 1);
+  EXPECT_TRUE(ctx.messages.empty());
+  ctx.ready = true;  // what on_control_setup does in the session
+  s.push(kHandlersD16PublishNamespace);
+  ASSERT_EQ(ctx.messages.size(), 1u);
+  const auto* p = std::get_if<wi::PublishNamespace>(&ctx.messages[0]);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->request_id, 0u);
+  EXPECT_EQ(p->ns, (wi::TrackNamespace{"room", "alice"}));
+  EXPECT_FALSE(ctx.is_closed());
+}
+
+TEST(IetfControlReader, FirstMessageOtherThanClientSetupIsAProtocolViolation) {
+  ControlCase c(wire::Version::kTransport16, false);
+  auto& [ctx, s, r] = c;
+  s.push(kHandlersD16PublishNamespace);
+  ASSERT_TRUE(ctx.failed_code.has_value());
+  EXPECT_EQ(*ctx.failed_code, wi::TerminationCode::kProtocolViolation);
+  EXPECT_EQ(ctx.failed_detail, "first message is not CLIENT_SETUP");
+  EXPECT_TRUE(ctx.messages.empty());
+}
+
+TEST(IetfControlReader, Draft15UnsubscribeNamespaceAndTheStreamsEnd) {
+  ControlCase c(wire::Version::kTransport15, true);
+  auto& [ctx, s, r] = c;
+  // d15 UNSUBSCRIBE_NAMESPACE (0x14, not in the codec): u16 length 1, request id 5.
+  s.push("14 00 01 05");
+  EXPECT_EQ(ctx.stopped_namespaces, std::vector<uint64_t>{5});
+  EXPECT_FALSE(ctx.is_closed());
+  s.push("", true);  // the control stream may not end
+  ASSERT_TRUE(ctx.failed_code.has_value());
+  EXPECT_EQ(*ctx.failed_code, wi::TerminationCode::kProtocolViolation);
+  EXPECT_EQ(ctx.failed_detail, "control stream closed");
+}
+
+TEST(IetfSetupStreamReader, Draft17StreamEndingBeforeSetupIsAProtocolViolation) {
+  FakeControlContext ctx(wire::Version::kTransport17);
+  FakeStream s(2);
+  SetupStreamReader r(ctx, s);
+  s.push("", true);
+  ASSERT_TRUE(ctx.failed_code.has_value());
+  EXPECT_EQ(*ctx.failed_code, wi::TerminationCode::kProtocolViolation);
+  EXPECT_EQ(ctx.failed_detail, "SETUP stream ended before SETUP");
+  EXPECT_EQ(ctx.peer_setups, 0);
+}
+
+}  // namespace ietf_handlers_test
+}  // namespace moqd::session::ietf_detail
