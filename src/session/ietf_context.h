@@ -90,6 +90,11 @@ class ControlContext : public virtual HandlerContext {
   // stream (d16) a SUBSCRIBE_NAMESPACE; the session adopts it with the handler of that kind.
   virtual void on_subgroup_stream(transport::Stream& stream) = 0;
   virtual void on_namespace_stream(transport::Stream& stream) = 0;
+  // Drafts 17+, the request stream of the peer's PUBLISH `request_id` (PublishService): a message
+  // after the PUBLISH (true: PUBLISH_DONE, the publisher ended the track; anything else fails the
+  // session), and the stream's close (`done`: its PUBLISH_DONE came first).
+  virtual bool on_publish_stream_message(uint64_t request_id, wire::ietf::ControlMessage m) = 0;
+  virtual void on_publish_stream_closed(uint64_t request_id, bool done) = 0;
 };
 
 // A downstream SUBSCRIBE: the peer reads a track of the origin on SUBGROUP streams we open.

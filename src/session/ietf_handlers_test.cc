@@ -353,6 +353,8 @@ class FakeControlContext final : public FakeHandlerContext, public ControlContex
   void forget_request(uint64_t, RequestStream*) override {}
   void on_subgroup_stream(transport::Stream&) override {}
   void on_namespace_stream(transport::Stream&) override {}
+  bool on_publish_stream_message(uint64_t, wi::ControlMessage) override { return false; }
+  void on_publish_stream_closed(uint64_t, bool) override {}
 
   std::vector<wi::ControlMessage> messages;
   int client_setups = 0;

@@ -560,7 +560,7 @@ class RequestStream final : public HandlerOf<ControlContext> {
  private:
   void on_message(wi::ControlMessage m) {
     if (kind_ == Kind::kPeerPublish) {
-      ended_ = PublishService::on_stream_message(session_, id_, std::move(m)) || ended_;
+      ended_ = session_.on_publish_stream_message(id_, std::move(m)) || ended_;
       return;
     }
     if (kind_ == Kind::kOurPublishNamespace) {
@@ -632,7 +632,7 @@ class RequestStream final : public HandlerOf<ControlContext> {
       case Kind::kPeerTrackStatus:
         break;
       case Kind::kPeerPublish:
-        PublishService::on_stream_closed(session_, id_, ended_);
+        session_.on_publish_stream_closed(id_, ended_);
         break;
       case Kind::kOurSubscribe:
         if (!answered_) {
@@ -1560,6 +1560,14 @@ void IetfSession::upstream_reader(uint64_t alias, bool started) {
 
 void IetfSession::on_subgroup_stream(transport::Stream& stream) {
   adopt<SubgroupReader>(stream)->on_readable();
+}
+
+bool IetfSession::on_publish_stream_message(uint64_t request_id, wi::ControlMessage m) {
+  return PublishService::on_stream_message(*this, request_id, std::move(m));
+}
+
+void IetfSession::on_publish_stream_closed(uint64_t request_id, bool done) {
+  PublishService::on_stream_closed(*this, request_id, done);
 }
 
 void IetfSession::on_subgroup_reader_done(SubgroupReader* r) { std::erase(held_subgroups_, r); }

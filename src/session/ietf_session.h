@@ -137,6 +137,8 @@ class IetfSession final : public transport::SessionVisitor,
   void forget_request(uint64_t request_id, ietf_detail::RequestStream* r) override;
   void on_subgroup_stream(transport::Stream& stream) override;
   void on_namespace_stream(transport::Stream& stream) override;
+  bool on_publish_stream_message(uint64_t request_id, wire::ietf::ControlMessage m) override;
+  void on_publish_stream_closed(uint64_t request_id, bool done) override;
   // SubscriptionContext
   transport::Stream* open_uni() override { return transport_.open_uni(); }
   void wait_for_streams(ietf_detail::DownstreamSubscription* s) override;
