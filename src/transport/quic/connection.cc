@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "transport/quic/heap.h"
 
 namespace moqd::transport::quic {
 namespace {
@@ -266,7 +267,7 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ngtcp2_path& path,
   c->fill_settings(settings);
   c->fill_params(params);
   if (ngtcp2_conn_client_new(&c->conn_, &dcid, &scid, &c->path_.path, NGTCP2_PROTO_VER_V1, &cb,
-                             &settings, &params, nullptr, c.get()) != 0) {
+                             &settings, &params, counting_mem(), c.get()) != 0) {
     return moqd::fail(ErrorCode::kTransport, "ngtcp2_conn_client_new failed");
   }
   ngtcp2_conn_set_tls_native_handle(c->conn_, c->tls_.get());
@@ -313,7 +314,7 @@ Result<std::unique_ptr<Connection>> Connection::accept(const ngtcp2_path& path,
     settings.token_type = NGTCP2_TOKEN_TYPE_RETRY;
   }
   if (ngtcp2_conn_server_new(&c->conn_, &hd.scid, &scid, &c->path_.path, hd.version, &cb,
-                             &settings, &params, nullptr, c.get()) != 0) {
+                             &settings, &params, counting_mem(), c.get()) != 0) {
     return moqd::fail(ErrorCode::kTransport, "ngtcp2_conn_server_new failed");
   }
   ngtcp2_conn_set_tls_native_handle(c->conn_, c->tls_.get());
