@@ -79,6 +79,8 @@ struct Trial {
   double throughput_gbps = 0;
   double relay_rss_per_viewer_kb = 0;
   double relay_heap_per_viewer_kb = 0;  // growth of the relay's heap in use (its /stats), per viewer
+  double relay_ngtcp2_per_viewer_kb = 0;      // the part of that growth ngtcp2 holds
+  double relay_ngtcp2_blocks_per_viewer = 0;  // ngtcp2's live heap blocks, growth per viewer
   double relay_syscalls_per_packet = 0;
   double relay_datagrams_per_send = 0;    // per send syscall
   double relay_segments_per_message = 0;  // the GSO run length
@@ -344,7 +346,8 @@ Trial Fanout::measure(size_t viewers) {
     return t;
   }
   uint64_t rss_before = relay_->rss_bytes();
-  double heap_before = relay_->counters().heap_in_use;
+  RelayCounters heap_c0 = relay_->counters();
+  double heap_before = heap_c0.heap_in_use;
   for (size_t i = 0; i < workers; ++i) {
     size_t n = viewers / workers + (i < viewers % workers ? 1 : 0);
     auto p = spawn("viewers", path, n, cpus_.gen[i % cpus_.gen.size()], t, vrelays[i % vrelays.size()]);
@@ -522,6 +525,9 @@ Trial Fanout::measure(size_t viewers) {
       rss_after > rss_before ? static_cast<double>(rss_after - rss_before) / 1024 / static_cast<double>(viewers) : 0;
   t.relay_heap_per_viewer_kb =
       heap_after > heap_before ? (heap_after - heap_before) / 1024 / static_cast<double>(viewers) : 0;
+  t.relay_ngtcp2_per_viewer_kb = (c1.heap_ngtcp2 - heap_c0.heap_ngtcp2) / 1024 / static_cast<double>(viewers);
+  t.relay_ngtcp2_blocks_per_viewer =
+      (c1.heap_ngtcp2_blocks - heap_c0.heap_ngtcp2_blocks) / static_cast<double>(viewers);
   RelayCounters d = c1 - c0;
   t.relay_syscalls_per_packet = d.packets() > 0 ? d.syscalls() / d.packets() : 0;
   t.relay_datagrams_per_send = d.send_calls > 0 ? d.datagrams_out / d.send_calls : 0;
@@ -606,6 +612,8 @@ std::string trial_json(const Trial& t, const Fanout& f, const FanoutOptions& o) 
   add("throughput_gbps", json_number(t.throughput_gbps));
   add("relay_rss_per_viewer_kb", json_number(t.relay_rss_per_viewer_kb));
   add("relay_heap_per_viewer_kb", json_number(t.relay_heap_per_viewer_kb));
+  add("relay_ngtcp2_per_viewer_kb", json_number(t.relay_ngtcp2_per_viewer_kb));
+  add("relay_ngtcp2_blocks_per_viewer", json_number(t.relay_ngtcp2_blocks_per_viewer));
   add("relay_syscalls_per_packet", json_number(t.relay_syscalls_per_packet));
   add("relay_datagrams_per_send", json_number(t.relay_datagrams_per_send));
   add("relay_gso_segments_per_message", json_number(t.relay_segments_per_message));
@@ -650,9 +658,10 @@ void print_trial(const Trial& t, const Fanout& f, const FanoutOptions& o) {
     printf(" vs limit %.2f ns/byte (%.2fx)", t.limit_ns_per_byte,
            t.limit_ns_per_byte > 0 ? t.relay_ns_per_byte / t.limit_ns_per_byte : 0);
   }
-  printf("\n  relay: %.1f KB RSS and %.1f KB heap per viewer; %.2f datagrams per send call in GSO runs "
-         "of %.2f; %.3f syscalls per packet\n",
-         t.relay_rss_per_viewer_kb, t.relay_heap_per_viewer_kb, t.relay_datagrams_per_send, t.relay_segments_per_message,
+  printf("\n  relay: %.1f KB RSS and %.1f KB heap per viewer (ngtcp2 %.1f KB in %.1f blocks); %.2f datagrams "
+         "per send call in GSO runs of %.2f; %.3f syscalls per packet\n",
+         t.relay_rss_per_viewer_kb, t.relay_heap_per_viewer_kb, t.relay_ngtcp2_per_viewer_kb,
+         t.relay_ngtcp2_blocks_per_viewer, t.relay_datagrams_per_send, t.relay_segments_per_message,
          t.relay_syscalls_per_packet);
   for (const auto& r : t.relays) {
     printf("  relay %s: %zu viewers, %llu frames, %.2f s CPU, %.2f ns per byte its viewers got; "

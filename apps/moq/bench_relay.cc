@@ -66,6 +66,8 @@ RelayCounters RelayCounters::operator-(const RelayCounters& o) const {
   d.loop_polls = loop_polls - o.loop_polls;
   d.gso_batches = gso_batches - o.gso_batches;
   d.heap_in_use = heap_in_use - o.heap_in_use;
+  d.heap_ngtcp2 = heap_ngtcp2 - o.heap_ngtcp2;
+  d.heap_ngtcp2_blocks = heap_ngtcp2_blocks - o.heap_ngtcp2_blocks;
   return d;
 }
 
@@ -161,6 +163,8 @@ RelayCounters RelayUnderTest::counters() const {
   c.gso_batches = json_number_after(*body, total, "gso_batches");
   if (size_t heap = body->find("\"heap\""); heap != std::string::npos) {
     c.heap_in_use = json_number_after(*body, heap, "in_use");
+    c.heap_ngtcp2 = json_number_after(*body, heap, "ngtcp2_in_use");
+    c.heap_ngtcp2_blocks = json_number_after(*body, heap, "ngtcp2_blocks");
   }
   return c;
 }

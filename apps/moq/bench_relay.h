@@ -28,6 +28,8 @@ struct RelayCounters {
   double datagrams_in = 0, datagrams_out = 0, messages_out = 0, bytes_out = 0, send_calls = 0, recv_calls = 0,
          loop_polls = 0, gso_batches = 0;
   double heap_in_use = 0;  // /stats "heap" "in_use": the relay's heap, bytes (0 from an older moqd)
+  double heap_ngtcp2 = 0;  // "heap" "ngtcp2_in_use": the part of it ngtcp2 holds (0 from an older moqd)
+  double heap_ngtcp2_blocks = 0;  // "heap" "ngtcp2_blocks": ngtcp2's live blocks
   RelayCounters operator-(const RelayCounters& o) const;
   double syscalls() const { return send_calls + recv_calls + loop_polls; }
   double packets() const { return datagrams_in + datagrams_out; }

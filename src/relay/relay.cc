@@ -10,6 +10,7 @@
 #include "relay/steering.h"
 #include "relay/cluster_dns.h"
 #include "relay/worker.h"
+#include "transport/quic/heap.h"
 #include "runtime/tcp.h"
 
 namespace moqd::relay {
@@ -309,10 +310,14 @@ std::string udp_json(const runtime::UdpSocket::Stats& s, uint64_t dropped, uint6
 // The process's heap from glibc's allocator (all arenas; mallinfo2 walks them under their locks,
 // so only when /stats is asked): in_use = bytes handed out (small and mmap'd chunks), held = bytes
 // the allocator holds from the system for them. Relay memory per viewer is the slope of in_use.
+// ngtcp2_in_use / ngtcp2_blocks: the part of in_use that ngtcp2 holds (usable bytes, without
+// malloc's 8-byte header per block), counted by the allocator every connection hands it.
 std::string heap_json() {
   struct mallinfo2 mi = mallinfo2();
+  transport::quic::HeapCount ng = transport::quic::ngtcp2_heap();
   return "\"heap\":{" + field("in_use", mi.uordblks + mi.hblkhd) + "," +
-         field("held", mi.arena + mi.hblkhd) + "}";
+         field("held", mi.arena + mi.hblkhd) + "," + field("ngtcp2_in_use", ng.bytes) + "," +
+         field("ngtcp2_blocks", ng.blocks) + "}";
 }
 
 }  // namespace

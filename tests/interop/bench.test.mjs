@@ -39,7 +39,8 @@ test("bench fanout: every frame to every viewer, with the relay's cost against t
     "--limits-seconds", "0.05"]);
   for (const k of ["viewers", "delivered_ratio", "frames_lost", "latency_ms", "bystander_latency_ms",
     "relay_cpu_s", "relay_ns_per_byte", "limit_ns_per_byte", "relay_vs_limit", "throughput_gbps",
-    "relay_rss_per_viewer_kb", "relay_heap_per_viewer_kb", "relay_syscalls_per_packet", "relay_datagrams_per_send",
+    "relay_rss_per_viewer_kb", "relay_heap_per_viewer_kb", "relay_ngtcp2_per_viewer_kb",
+    "relay_ngtcp2_blocks_per_viewer", "relay_syscalls_per_packet", "relay_datagrams_per_send",
     "generator_cpu_share", "generator_drops", "valid"]) {
     assert.ok(k in j, `missing ${k}`);
   }
@@ -56,6 +57,10 @@ test("bench fanout: every frame to every viewer, with the relay's cost against t
   // glibc's mallinfo2: a sanitizer's allocator bypasses glibc's, which then reports 0).
   if (H.MOQD_SANITIZED) assert.equal(typeof j.relay_heap_per_viewer_kb, "number");
   else positive(j.relay_heap_per_viewer_kb, "relay heap per viewer");
+  // What ngtcp2 holds, counted by the allocator moqd hands it (works under a sanitizer too): each
+  // viewer's connection struct alone is over 9 KB, in one of its many blocks.
+  assert.ok(j.relay_ngtcp2_per_viewer_kb > 9, `ngtcp2 KB per viewer: ${j.relay_ngtcp2_per_viewer_kb}`);
+  assert.ok(j.relay_ngtcp2_blocks_per_viewer > 5, `ngtcp2 blocks per viewer: ${j.relay_ngtcp2_blocks_per_viewer}`);
   assert.equal(j.generator_drops, 0);
 });
 

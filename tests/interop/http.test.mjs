@@ -69,6 +69,11 @@ test("GET /stats answers each worker's UDP and loop counters, which QUIC traffic
   assert.ok(Number.isInteger(before.heap?.in_use) && (before.heap.in_use > 0 || H.MOQD_SANITIZED),
     `heap.in_use: ${before.heap?.in_use}`);
   assert.ok(Number.isInteger(before.heap.held) && before.heap.held >= before.heap.in_use, `heap.held: ${before.heap.held}`);
+  // The part of it ngtcp2 holds, counted by the allocator moqd hands it (usable bytes, so within
+  // in_use, which adds malloc's headers; under a sanitizer in_use is 0 and only the count is real).
+  assert.ok(Number.isInteger(before.heap.ngtcp2_in_use) && Number.isInteger(before.heap.ngtcp2_blocks),
+    `heap.ngtcp2_in_use: ${before.heap.ngtcp2_in_use}, ngtcp2_blocks: ${before.heap.ngtcp2_blocks}`);
+  assert.ok(H.MOQD_SANITIZED || before.heap.ngtcp2_in_use <= before.heap.in_use, "ngtcp2's share within in_use");
   // A QUIC session (the CLI, over raw QUIC) sends and receives datagrams through moqd's sockets.
   await H.runMoq(["announced", ctx.moqd.url, H.uniquePrefix("stats"), "--transport", "quic", "--timeout", "1"]);
   const after = await stats();

@@ -11,6 +11,8 @@
 #include <utility>
 
 #include "base/log.h"
+#include "transport/quic/heap.h"
+#include "transport/quic/lazy_keys.h"
 
 namespace moqd::transport::quic {
 namespace {
@@ -193,11 +195,12 @@ void Connection::fill_callbacks(ngtcp2_callbacks& cb) const {
     cb.recv_retry = ngtcp2_crypto_recv_retry_cb;
   }
   cb.recv_crypto_data = Trampolines::recv_crypto_data;
-  cb.encrypt = ngtcp2_crypto_encrypt_cb;
-  cb.decrypt = ngtcp2_crypto_decrypt_cb;
+  // The next 1-RTT keys' GnuTLS contexts are made on first use (transport/quic/lazy_keys.h).
+  cb.encrypt = lazy_encrypt;
+  cb.decrypt = lazy_decrypt;
   cb.hp_mask = ngtcp2_crypto_hp_mask_cb;
-  cb.update_key = ngtcp2_crypto_update_key_cb;
-  cb.delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
+  cb.update_key = lazy_update_key;
+  cb.delete_crypto_aead_ctx = lazy_delete_aead_ctx;
   cb.delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
   cb.get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
   cb.version_negotiation = ngtcp2_crypto_version_negotiation_cb;
@@ -266,7 +269,7 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ngtcp2_path& path,
   c->fill_settings(settings);
   c->fill_params(params);
   if (ngtcp2_conn_client_new(&c->conn_, &dcid, &scid, &c->path_.path, NGTCP2_PROTO_VER_V1, &cb,
-                             &settings, &params, nullptr, c.get()) != 0) {
+                             &settings, &params, counting_mem(), c.get()) != 0) {
     return moqd::fail(ErrorCode::kTransport, "ngtcp2_conn_client_new failed");
   }
   ngtcp2_conn_set_tls_native_handle(c->conn_, c->tls_.get());
@@ -313,7 +316,7 @@ Result<std::unique_ptr<Connection>> Connection::accept(const ngtcp2_path& path,
     settings.token_type = NGTCP2_TOKEN_TYPE_RETRY;
   }
   if (ngtcp2_conn_server_new(&c->conn_, &hd.scid, &scid, &c->path_.path, hd.version, &cb,
-                             &settings, &params, nullptr, c.get()) != 0) {
+                             &settings, &params, counting_mem(), c.get()) != 0) {
     return moqd::fail(ErrorCode::kTransport, "ngtcp2_conn_server_new failed");
   }
   ngtcp2_conn_set_tls_native_handle(c->conn_, c->tls_.get());

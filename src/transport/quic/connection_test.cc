@@ -13,6 +13,7 @@
 #include "testing/quic_pair.h"
 #include "testing/sim_network.h"
 #include "testing/stream_recorder.h"
+#include "transport/quic/lazy_keys.h"
 
 namespace moqd::transport::quic {
 namespace {
@@ -221,6 +222,42 @@ TEST_F(QuicConnectionTest, TheServerFreesItsTlsSessionAfterTheHandshakeAndKeysSt
     ASSERT_EQ(ngtcp2_conn_initiate_key_update(initiator->native(), ts()), 0);
     ASSERT_TRUE(exchange());
   }
+  EXPECT_EQ(server_session_.closed, 0);
+  EXPECT_EQ(client_session_.closed, 0);
+}
+
+// The next 1-RTT keys' GnuTLS contexts (prepared for a key update that may never come) are made
+// only when a packet uses them: none after the handshake and data both ways, and the ones a key
+// update needs once it happens, after which data still arrives byte-exact both ways.
+TEST_F(QuicConnectionTest, NextKeyContextsAreMadeOnlyWhenAKeyUpdateUsesThem) {
+  LazyKeyCounts start = lazy_key_counts();
+  handshake();
+  Stream* up = client_.conn->open_uni();
+  Stream* down = server_.conn->open_uni();
+  ASSERT_TRUE(up && down);
+  std::string sent_up, sent_down;
+  auto exchange = [&] {
+    std::string a = pattern(5000, static_cast<uint32_t>(sent_up.size()));
+    std::string b = pattern(7000, static_cast<uint32_t>(sent_down.size()));
+    up->write(Bytes::copy(a));
+    down->write(Bytes::copy(b));
+    sent_up += a;
+    sent_down += b;
+    return run_until([&] {
+      auto* in = server_session_.find(up->id());
+      auto* out = client_session_.find(down->id());
+      return in && out && in->data == sent_up && out->data == sent_down;
+    });
+  };
+  pair_.run_for(1s);
+  ASSERT_TRUE(exchange());
+  LazyKeyCounts confirmed = lazy_key_counts();
+  EXPECT_GE(confirmed.deferred - start.deferred, 4u);  // rx and tx, at each end
+  EXPECT_EQ(confirmed.created, start.created);
+  auto ts = static_cast<ngtcp2_tstamp>(clock_.now().time_since_epoch().count()) * NGTCP2_MICROSECONDS;
+  ASSERT_EQ(ngtcp2_conn_initiate_key_update(client_.conn->native(), ts), 0);
+  ASSERT_TRUE(exchange());
+  EXPECT_GE(lazy_key_counts().created - start.created, 4u);  // both directions at both ends
   EXPECT_EQ(server_session_.closed, 0);
   EXPECT_EQ(client_session_.closed, 0);
 }

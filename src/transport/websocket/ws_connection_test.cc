@@ -14,7 +14,7 @@ using ::testing::Not;
 using namespace std::chrono_literals;
 using namespace std::string_view_literals;
 
-std::span<const uint8_t> as_span(std::string_view s) {
+std::span<const uint8_t> ws_span(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
@@ -58,7 +58,7 @@ constexpr std::string_view kKeyHeader = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25j
 const MaskKey kKey{0x37, 0xfa, 0x21, 0x3d};
 
 Bytes client_frame(Opcode op, std::string_view payload, bool fin = true) {
-  return encode_frame(op, as_span(payload), fin, &kKey);
+  return encode_frame(op, ws_span(payload), fin, &kKey);
 }
 
 struct ServerFrame {
@@ -329,12 +329,12 @@ TEST_F(WsServerConnectionTest, AnswersPingWithPong) {
 
 TEST_F(WsServerConnectionTest, UnmaskedClientFrameClosesWith1002) {
   upgrade();
-  client_send(encode_frame(Opcode::kBinary, as_span("x")));
+  client_send(encode_frame(Opcode::kBinary, ws_span("x")));
   EXPECT_EQ(handler_.closed, std::vector<uint16_t>{kCloseProtocolError});
   auto frames = server_frames();
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_EQ(frames[0].header.opcode, Opcode::kClose);
-  EXPECT_EQ(decode_close_payload(as_span(frames[0].payload))->code, kCloseProtocolError);
+  EXPECT_EQ(decode_close_payload(ws_span(frames[0].payload))->code, kCloseProtocolError);
   EXPECT_TRUE(peer_.is_closed());
   EXPECT_TRUE(handler_.messages.empty());
 }
@@ -362,7 +362,7 @@ TEST_F(WsServerConnectionTest, OversizeMessageClosesWith1009) {
   EXPECT_EQ(handler_.messages.size(), 1u);
   auto frames = server_frames();
   ASSERT_EQ(frames.size(), 1u);
-  EXPECT_EQ(decode_close_payload(as_span(frames[0].payload))->code, kCloseTooBig);
+  EXPECT_EQ(decode_close_payload(ws_span(frames[0].payload))->code, kCloseTooBig);
 }
 
 TEST_F(WsServerConnectionTest, HugeDeclaredLengthClosesWith1009BeforeBuffering) {
@@ -382,7 +382,7 @@ TEST_F(WsServerConnectionTest, PeerCloseIsEchoedThenPipeCloses) {
   auto frames = server_frames();
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_EQ(frames[0].header.opcode, Opcode::kClose);
-  EXPECT_EQ(decode_close_payload(as_span(frames[0].payload))->code, kCloseNormal);
+  EXPECT_EQ(decode_close_payload(ws_span(frames[0].payload))->code, kCloseNormal);
   EXPECT_TRUE(peer_.is_closed());
 }
 
@@ -394,7 +394,7 @@ TEST_F(WsServerConnectionTest, LocalCloseWaitsForTheEcho) {
   EXPECT_FALSE(peer_.is_closed());
   auto frames = server_frames();
   ASSERT_EQ(frames.size(), 1u);
-  EXPECT_EQ(decode_close_payload(as_span(frames[0].payload))->code, 4000);
+  EXPECT_EQ(decode_close_payload(ws_span(frames[0].payload))->code, 4000);
   server_->send_message(std::vector<Bytes>{Bytes::copy("late")});  // dropped: closing
   client_send(client_frame(Opcode::kBinary, "ignored"));  // peer data after our close
   client_send(client_frame(Opcode::kClose, encode_close_payload(4000, "")));
