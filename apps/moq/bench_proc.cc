@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -225,6 +226,34 @@ void wait_for_output(const std::vector<Child*>& children, int timeout_ms) {
   ::poll(fds.data(), fds.size(), timeout_ms);
 }
 
+namespace {
+
+// Run time of `pid`'s live threads (the first field of /proc/PID/task/TID/schedstat, in ns).
+// /proc/PID/stat counts in clock ticks (10 ms), so a relay that served a one-second run on a few
+// milliseconds of CPU read as 0 there; threads that already exited are only in /proc/PID/stat.
+double threads_run_seconds(pid_t pid) {
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    return 0;
+  }
+  unsigned long long ns = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') {
+      continue;
+    }
+    std::ifstream f(dir + "/" + e->d_name + "/schedstat");
+    unsigned long long run = 0;
+    if (f >> run) {
+      ns += run;
+    }
+  }
+  ::closedir(d);
+  return static_cast<double>(ns) / 1e9;
+}
+
+}  // namespace
+
 double process_cpu_seconds(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
   std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -242,7 +271,8 @@ double process_cpu_seconds(pid_t pid) {
       stime = std::strtoull(field.c_str(), nullptr, 10);
     }
   }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  double ticks = static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return std::max(ticks, threads_run_seconds(pid));
 }
 
 uint64_t process_rss_bytes(pid_t pid) {

@@ -59,7 +59,8 @@ class Child {
 // Waits until any of `children` has output or `timeout_ms` passes.
 void wait_for_output(const std::vector<Child*>& children, int timeout_ms);
 
-// User plus system CPU time of process `pid` so far (/proc/PID/stat), in seconds; -1 if gone.
+// CPU time of process `pid` so far, in seconds: its live threads' run time to the nanosecond
+// (schedstat), or /proc/PID/stat's user plus system ticks where more (threads that exited); -1 if gone.
 double process_cpu_seconds(pid_t pid);
 // Resident set size of `pid` (VmRSS), in bytes; 0 if gone.
 uint64_t process_rss_bytes(pid_t pid);
