@@ -7,7 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/ietf_wire.h"
+
 namespace moqd::wire::ietf::cluster_test {
+
+using test::expect_round_trip;
 namespace {
 
 constexpr Version k16 = Version::kTransport16;
@@ -23,25 +27,6 @@ std::string str(std::string_view hex) {
 ParseResult<ControlMessage> decode_hex(Version v, std::string_view hex) {
   auto bytes = from_hex(hex);
   return decode_control(v, std::span<const uint8_t>(bytes), Limits{});
-}
-
-template <class T>
-void expect_round_trip(Version v, std::string_view hex, const T& expected) {
-  auto r = decode_hex(v, hex);
-  ASSERT_TRUE(r.has_value()) << r.error().detail;
-  ASSERT_TRUE(r->has_value()) << "needs more bytes";
-  ASSERT_TRUE(std::holds_alternative<T>((*r)->value)) << "decoded as another message";
-  EXPECT_EQ(std::get<T>((*r)->value), expected);
-  auto bytes = from_hex(hex);
-  EXPECT_EQ((*r)->consumed, bytes.size());
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    auto part = decode_control(v, std::span<const uint8_t>(bytes.data(), n), Limits{});
-    ASSERT_TRUE(part.has_value()) << "prefix " << n << ": " << part.error().detail;
-    EXPECT_FALSE(part->has_value()) << "prefix " << n << " decoded";
-  }
-  std::vector<uint8_t> out;
-  EXPECT_TRUE(encode(v, expected, out));
-  EXPECT_EQ(to_hex(out), to_hex(bytes));
 }
 
 Parameters advert_params(const Advert& a) {

@@ -5,10 +5,13 @@
 // at every truncated length (must ask for more), and encoded back to the same bytes.
 #include <gtest/gtest.h>
 
+#include "testing/ietf_wire.h"
 #include "wire/ietf.h"
 
 namespace moqd::wire::ietf {
 namespace fetch_d17_test {
+
+using test::expect_round_trip;
 
 constexpr Version kD17 = Version::kTransport17;
 constexpr Version kD18 = Version::kTransport18;
@@ -20,33 +23,6 @@ constexpr const char* kNsTrack = "02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 6
 
 std::string cat(const char* a, const char* b, const char* c = "") {
   return std::string(a) + " " + b + " " + c;
-}
-
-template <class T>
-void round_trip(Version v, const std::string& hex, const T& expected) {
-  SCOPED_TRACE(hex);
-  auto bytes = from_hex(hex);
-  auto r = decode_control(v, std::span<const uint8_t>(bytes), Limits{});
-  ASSERT_TRUE(r.has_value()) << r.error().detail;
-  ASSERT_TRUE(r->has_value()) << "needs more bytes";
-  ASSERT_TRUE(std::holds_alternative<T>((*r)->value)) << "decoded as another message";
-  EXPECT_EQ(std::get<T>((*r)->value), expected);
-  EXPECT_EQ((*r)->consumed, bytes.size());
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    auto part = decode_control(v, std::span<const uint8_t>(bytes.data(), n), Limits{});
-    ASSERT_TRUE(part.has_value()) << "prefix " << n << ": " << part.error().detail;
-    EXPECT_FALSE(part->has_value()) << "prefix " << n << " decoded";
-  }
-  std::vector<uint8_t> out;
-  EXPECT_TRUE(encode(v, expected, out));
-  EXPECT_EQ(to_hex(out), to_hex(bytes));
-}
-
-std::optional<ErrorCode> decode_error(Version v, const std::string& hex) {
-  auto bytes = from_hex(hex);
-  auto r = decode_control(v, std::span<const uint8_t>(bytes), Limits{});
-  EXPECT_FALSE(r.has_value()) << "decoded " << hex;
-  return r.has_value() ? std::nullopt : std::optional<ErrorCode>(r.error().code);
 }
 
 Fetch standalone(uint64_t id, Location start, Location end) {
@@ -63,17 +39,17 @@ TEST(IetfFetchD17, StandaloneFetch) {
   // d17 §9.14.3: Type 0x16, Length, Request ID 2, Required Request ID Delta 0, Fetch Type 1,
   // Standalone {namespace, track, Start {1, 0}, End {3, 0}}, 1 parameter: SUBSCRIBER_PRIORITY
   // (0x20, a uint8 per §9.3) 128.
-  round_trip(kD17, cat("16 00 1c 02 00 01", kNsTrack, "01 00 03 00 01 20 80"),
+  expect_round_trip(kD17, cat("16 00 1c 02 00 01", kNsTrack, "01 00 03 00 01 20 80"),
              standalone(2, {1, 0}, {3, 0}));
   // d18 §10.12.3, d19 §10.12.3: no Required Request ID Delta.
   for (Version v : {kD18, kD19}) {
-    round_trip(v, cat("16 00 1b 02 01", kNsTrack, "01 00 03 00 01 20 80"),
+    expect_round_trip(v, cat("16 00 1b 02 01", kNsTrack, "01 00 03 00 01 20 80"),
                standalone(2, {1, 0}, {3, 0}));
   }
   // GROUP_ORDER (0x22) descending, delta-coded after 0x20 (d18 §10.2 GROUP ORDER: FETCH takes it).
   Fetch desc = standalone(2, {1, 0}, {3, 0});
   desc.group_order = 2;
-  round_trip(kD18, cat("16 00 1d 02 01", kNsTrack, "01 00 03 00 02 20 80 02 02"), desc);
+  expect_round_trip(kD18, cat("16 00 1d 02 01", kNsTrack, "01 00 03 00 02 20 80 02 02"), desc);
 }
 
 TEST(IetfFetchD17, StandaloneFetchDraft20LocationFilter) {
@@ -85,16 +61,16 @@ TEST(IetfFetchD17, StandaloneFetchDraft20LocationFilter) {
   f.ns = kNs;
   f.track = "video";
   f.filter = Filter{FilterType::kAbsoluteRange, {1, 0}, 2, 0, std::nullopt};
-  round_trip(kD20, cat("16 00 1c 02 01", kNsTrack, "02 20 80 01 03 01 00 02"), f);
+  expect_round_trip(kD20, cat("16 00 1c 02 01", kNsTrack, "02 20 80 01 03 01 00 02"), f);
   // No filter: the whole track.
   f.filter.reset();
-  round_trip(kD20, cat("16 00 17 02 01", kNsTrack, "01 20 80"), f);
+  expect_round_trip(kD20, cat("16 00 17 02 01", kNsTrack, "01 20 80"), f);
   // Drafts before 20 have no LOCATION_FILTER in FETCH: not encodable, and a violation to receive
   // (d19 §10.2: a parameter the message does not take).
   f.filter = Filter{FilterType::kAbsoluteStart, {1, 0}, 0, 0, std::nullopt};
   std::vector<uint8_t> out;
   EXPECT_FALSE(encode(kD19, f, out));
-  EXPECT_EQ(decode_error(kD19, cat("16 00 1b 02 01", kNsTrack, "02 20 80 01 02 01 00")),
+  EXPECT_EQ(test::control_decode_error(kD19, cat("16 00 1b 02 01", kNsTrack, "02 20 80 01 02 01 00")),
             ErrorCode::kProtocolViolation);
 }
 
@@ -105,16 +81,16 @@ TEST(IetfFetchD17, JoiningFetch) {
   j.type = FetchType::kRelativeJoining;
   j.joining_request_id = 0;
   j.joining_start = 1;
-  round_trip(kD17, "16 00 08 04 00 02 00 01 01 20 80", j);
+  expect_round_trip(kD17, "16 00 08 04 00 02 00 01 01 20 80", j);
   j.type = FetchType::kAbsoluteJoining;
-  round_trip(kD18, "16 00 07 04 03 00 01 01 20 80", j);
+  expect_round_trip(kD18, "16 00 07 04 03 00 01 01 20 80", j);
   // d20 §10.13.2: no Joining Start; StartGroup 2 as a one-field LOCATION_FILTER.
   j.type = FetchType::kRelativeJoining;
   j.joining_start = 0;
   j.filter = Filter{FilterType::kRelative, {}, 0, 2, std::nullopt};
-  round_trip(kD20, "16 00 09 04 02 00 02 20 80 01 01 02", j);
+  expect_round_trip(kD20, "16 00 09 04 02 00 02 20 80 01 01 02", j);
   // Fetch Type 4: "MUST close the session with a PROTOCOL_VIOLATION" (d18 §10.12).
-  EXPECT_EQ(decode_error(kD18, "16 00 07 04 04 00 01 01 20 80"), ErrorCode::kProtocolViolation);
+  EXPECT_EQ(test::control_decode_error(kD18, "16 00 07 04 04 00 01 01 20 80"), ErrorCode::kProtocolViolation);
 }
 
 TEST(IetfFetchD17, FetchOkAndNoFetchCancel) {
@@ -123,14 +99,14 @@ TEST(IetfFetchD17, FetchOkAndNoFetchCancel) {
   FetchOk ok;
   ok.end = {3, 0};
   for (Version v : {kD17, kD18, kD19, kD20}) {
-    round_trip(v, "18 00 04 00 03 00 00", ok);
+    expect_round_trip(v, "18 00 04 00 03 00 00", ok);
   }
   // End Location {200, 1}: 200 is a two-byte leading-ones varint (80 c8).
   ok.end = {200, 1};
   ok.end_of_track = true;
-  round_trip(kD18, "18 00 05 01 80 c8 01 00", ok);
+  expect_round_trip(kD18, "18 00 05 01 80 c8 01 00", ok);
   // FETCH_CANCEL (0x17) is gone from 17 (§5.2: the request stream is reset instead).
-  EXPECT_EQ(decode_error(kD17, "17 00 01 02"), ErrorCode::kUnexpectedMessage);
+  EXPECT_EQ(test::control_decode_error(kD17, "17 00 01 02"), ErrorCode::kUnexpectedMessage);
   std::vector<uint8_t> out;
   EXPECT_FALSE(encode(kD17, FetchCancel{2}, out));
 }
@@ -142,10 +118,10 @@ TEST(IetfFetchD17, TrackStatus) {
   t.request.request_id = 6;
   t.request.ns = kNs;
   t.request.track = "video";
-  round_trip(kD17, cat("0d 00 19 06 00", kNsTrack, "02 10 01 10 80"), t);
+  expect_round_trip(kD17, cat("0d 00 19 06 00", kNsTrack, "02 10 01 10 80"), t);
   // d18 §10.14, d20 §10.15: the same without the delta.
   for (Version v : {kD18, kD19, kD20}) {
-    round_trip(v, cat("0d 00 18 06", kNsTrack, "02 10 01 10 80"), t);
+    expect_round_trip(v, cat("0d 00 18 06", kNsTrack, "02 10 01 10 80"), t);
   }
 }
 
@@ -156,12 +132,12 @@ TEST(IetfFetchD17, RequestUpdate) {
   u.request_id = 8;
   u.params = {Parameter{kParamForward, 0, {}},
               Parameter{kParamSubscriptionFilter, 0, std::string("\x04\x05\x00\x02", 4)}};
-  round_trip(kD17, "02 00 0b 08 00 02 10 00 11 04 04 05 00 02", u);
+  expect_round_trip(kD17, "02 00 0b 08 00 02 10 00 11 04 04 05 00 02", u);
   // d18 §10.9: no delta.
-  round_trip(kD18, "02 00 0a 08 02 10 00 11 04 04 05 00 02", u);
+  expect_round_trip(kD18, "02 00 0a 08 02 10 00 11 04 04 05 00 02", u);
   // d20 §5.1.2: the filter as fields (StartGroup 5, StartObject 0, EndGroupDelta 2).
   u.params[1].bytes = std::string("\x05\x00\x02", 3);
-  round_trip(kD20, "02 00 09 08 02 10 00 11 03 05 00 02", u);
+  expect_round_trip(kD20, "02 00 09 08 02 10 00 11 03 05 00 02", u);
   // decode_filter reads the value in each draft's form.
   auto f = decode_filter(kD20, u.params[1].bytes);
   ASSERT_TRUE(f.has_value());

@@ -4,41 +4,18 @@
 // and encoded back to the same bytes.
 #include <gtest/gtest.h>
 
+#include "testing/ietf_wire.h"
 #include "wire/ietf.h"
 
 namespace moqd::wire::ietf {
 namespace fetch_test {
 
+using test::expect_round_trip;
+
 constexpr Version kD14 = Version::kTransport14;
 constexpr Version kD15 = Version::kTransport15;
 constexpr Version kD16 = Version::kTransport16;
 const TrackNamespace kNs = {"room", "alice"};
-
-template <class T>
-void round_trip(Version v, std::string_view hex, const T& expected) {
-  auto bytes = from_hex(hex);
-  auto r = decode_control(v, std::span<const uint8_t>(bytes), Limits{});
-  ASSERT_TRUE(r.has_value()) << r.error().detail;
-  ASSERT_TRUE(r->has_value()) << "needs more bytes";
-  ASSERT_TRUE(std::holds_alternative<T>((*r)->value)) << "decoded as another message";
-  EXPECT_EQ(std::get<T>((*r)->value), expected);
-  EXPECT_EQ((*r)->consumed, bytes.size());
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    auto part = decode_control(v, std::span<const uint8_t>(bytes.data(), n), Limits{});
-    ASSERT_TRUE(part.has_value()) << "prefix " << n << ": " << part.error().detail;
-    EXPECT_FALSE(part->has_value()) << "prefix " << n << " decoded";
-  }
-  std::vector<uint8_t> out;
-  EXPECT_TRUE(encode(v, expected, out));
-  EXPECT_EQ(to_hex(out), to_hex(bytes));
-}
-
-std::optional<ErrorCode> decode_error(Version v, std::string_view hex) {
-  auto bytes = from_hex(hex);
-  auto r = decode_control(v, std::span<const uint8_t>(bytes), Limits{});
-  EXPECT_FALSE(r.has_value()) << "decoded " << hex;
-  return r.has_value() ? std::nullopt : std::optional<ErrorCode>(r.error().code);
-}
 
 Fetch standalone(uint64_t id, Location start, Location end) {
   Fetch f;
@@ -64,11 +41,11 @@ TEST(IetfFetch, StandaloneDraft) {
   // ["room","alice"] "video", Start {1, 0}, End {3, 0} (all of group 3), no parameters.
   Fetch f = standalone(2, {1, 0}, {3, 0});
   f.group_order = 1;
-  round_trip(kD14, "16 00 1b 02 80 01 01 02 04726f6f6d 05616c696365 05766964656f 01 00 03 00 00", f);
+  expect_round_trip(kD14, "16 00 1b 02 80 01 01 02 04726f6f6d 05616c696365 05766964656f 01 00 03 00 00", f);
   // d16 §9.16: no priority / order fields; SUBSCRIBER_PRIORITY (0x20) and GROUP_ORDER (0x22,
   // delta 2) as parameters (§9.2.2).
   f.group_order = 2;
-  round_trip(kD16,
+  expect_round_trip(kD16,
              "16 00 1e 02 01 02 04726f6f6d 05616c696365 05766964656f 01 00 03 00 02 20 4080 02 02",
              f);
 }
@@ -76,62 +53,62 @@ TEST(IetfFetch, StandaloneDraft) {
 TEST(IetfFetch, JoiningDraft) {
   // d14 §9.16 (Joining Fetches): relative, id 4, priority 128, order 0 (the publisher's),
   // joining request 0, Joining Start 2 groups back.
-  round_trip(kD14, "16 00 07 04 80 00 02 00 02 00", joining(4, FetchType::kRelativeJoining, 0, 2));
+  expect_round_trip(kD14, "16 00 07 04 80 00 02 00 02 00", joining(4, FetchType::kRelativeJoining, 0, 2));
   // d15 §9.16: relative with GROUP_ORDER descending; absolute parameter types.
   Fetch j = joining(4, FetchType::kRelativeJoining, 0, 1);
   j.group_order = 2;
-  round_trip(kD15, "16 00 0a 04 02 00 01 02 20 4080 22 02", j);
+  expect_round_trip(kD15, "16 00 0a 04 02 00 01 02 20 4080 22 02", j);
   // d16 §9.16: absolute, Joining Start group 5, priority 7.
   Fetch a = joining(6, FetchType::kAbsoluteJoining, 0, 5);
   a.subscriber_priority = 7;
-  round_trip(kD16, "16 00 07 06 03 00 05 01 20 07", a);
+  expect_round_trip(kD16, "16 00 07 06 03 00 05 01 20 07", a);
 }
 
 TEST(IetfFetch, ResponsesDraft) {
   // FETCH_OK: d14 §9.17 Group Order, End Of Track, End Location {3, 0}; d15 without Group Order;
   // d16 §9.17 ends with (empty) Track Extensions.
-  round_trip(kD14, "18 00 06 02 01 00 03 00 00", FetchOk{2, 1, false, {3, 0}, {}, {}});
-  round_trip(kD15, "18 00 05 02 01 03 00 00", FetchOk{2, 1, true, {3, 0}, {}, {}});
-  round_trip(kD16, "18 00 05 02 00 03 02 00", FetchOk{2, 1, false, {3, 2}, {}, {}});
+  expect_round_trip(kD14, "18 00 06 02 01 00 03 00 00", FetchOk{2, 1, false, {3, 0}, {}, {}});
+  expect_round_trip(kD15, "18 00 05 02 01 03 00 00", FetchOk{2, 1, true, {3, 0}, {}, {}});
+  expect_round_trip(kD16, "18 00 05 02 00 03 02 00", FetchOk{2, 1, false, {3, 2}, {}, {}});
   // FETCH_CANCEL (d14 §9.18, d16 §9.18).
-  round_trip(kD14, "17 00 01 02", FetchCancel{2});
-  round_trip(kD16, "17 00 01 02", FetchCancel{2});
+  expect_round_trip(kD14, "17 00 01 02", FetchCancel{2});
+  expect_round_trip(kD16, "17 00 01 02", FetchCancel{2});
   // d14 §9.18 FETCH_ERROR: INVALID_RANGE (0x5), "bad range". d15+ answer REQUEST_ERROR instead.
-  round_trip(kD14, "19 00 0c 02 05 09 6261642072616e6765",
+  expect_round_trip(kD14, "19 00 0c 02 05 09 6261642072616e6765",
              RequestError{MessageType::kFetchError, 2, 0x5, 0, "bad range", std::nullopt});
   std::vector<uint8_t> out;
   EXPECT_FALSE(encode(kD16, RequestError{MessageType::kFetchError, 2, 0x5, 0, "x", std::nullopt}, out));
-  EXPECT_EQ(decode_error(kD16, "19 00 03 02 05 00"), ErrorCode::kUnexpectedMessage);
+  EXPECT_EQ(test::control_decode_error(kD16, "19 00 03 02 05 00"), ErrorCode::kUnexpectedMessage);
 }
 
 TEST(IetfFetch, BadFetchIsAViolation) {
   // §9.16: a Fetch Type other than 1..3.
-  EXPECT_EQ(decode_error(kD16, "16 00 03 02 04 00"), ErrorCode::kProtocolViolation);
+  EXPECT_EQ(test::control_decode_error(kD16, "16 00 03 02 04 00"), ErrorCode::kProtocolViolation);
   // d16 §9.2.2: FORWARD is not a FETCH parameter.
-  EXPECT_EQ(decode_error(kD16, "16 00 07 06 03 00 05 01 10 01"), ErrorCode::kProtocolViolation);
+  EXPECT_EQ(test::control_decode_error(kD16, "16 00 07 06 03 00 05 01 10 01"), ErrorCode::kProtocolViolation);
   // d14 Group Order 3.
-  EXPECT_EQ(decode_error(kD14, "16 00 07 04 80 03 02 00 02 00"), ErrorCode::kProtocolViolation);
+  EXPECT_EQ(test::control_decode_error(kD14, "16 00 07 04 80 03 02 00 02 00"), ErrorCode::kProtocolViolation);
 }
 
 TEST(IetfTrackStatus, RequestAndAnswersDraft) {
   // d14 §9.17 TRACK_STATUS: the layout of SUBSCRIBE (priority 128, order 0, forward 1, filter
   // Largest Object).
   Subscribe s{0, 0, kNs, "video", 128, 0, true, Filter{FilterType::kLargestObject, {}, 0, 0, std::nullopt}, {}};
-  round_trip(kD14, "0d 00 18 00 02 04726f6f6d 05616c696365 05766964656f 80 00 01 02 00",
+  expect_round_trip(kD14, "0d 00 18 00 02 04726f6f6d 05616c696365 05766964656f 80 00 01 02 00",
              TrackStatus{s});
   // d16 §9.19: as SUBSCRIBE's d16 bytes (FORWARD 1, SUBSCRIBER_PRIORITY 7, filter 2, order 2).
   s.subscriber_priority = 7;
   s.group_order = 2;
-  round_trip(kD16,
+  expect_round_trip(kD16,
              "0d 00 1d 00 02 04726f6f6d 05616c696365 05766964656f 04 10 01 10 07 01 01 02 01 02",
              TrackStatus{s});
   // d14 §9.18 TRACK_STATUS_OK: SUBSCRIBE_OK's layout, alias 0, Content Exists with Largest {3, 1}.
   SubscribeOk ok;
   ok.group_order = 1;
   ok.largest = Location{3, 1};
-  round_trip(kD14, "0e 00 08 00 00 00 01 01 03 01 00", TrackStatusOk{ok});
+  expect_round_trip(kD14, "0e 00 08 00 00 00 01 01 03 01 00", TrackStatusOk{ok});
   // d14 §9.19 TRACK_STATUS_ERROR: SUBSCRIBE_ERROR's layout, TRACK_DOES_NOT_EXIST (0x4).
-  round_trip(kD14, "0f 00 04 00 04 01 78",
+  expect_round_trip(kD14, "0f 00 04 00 04 01 78",
              RequestError{MessageType::kTrackStatusError, 0, 0x4, 0, "x", std::nullopt});
   // d15+: 0x0E is NAMESPACE_DONE and TRACK_STATUS_OK does not exist.
   std::vector<uint8_t> out;

@@ -7,9 +7,12 @@
 // at every truncated length (must ask for more), and encoded back to the same bytes.
 #include <gtest/gtest.h>
 
+#include "testing/ietf_wire.h"
 #include "wire/ietf.h"
 
 namespace moqd::wire::ietf::publish_d17_test {
+
+using test::expect_round_trip;
 
 constexpr Version kD16 = Version::kTransport16;
 constexpr Version kD17 = Version::kTransport17;
@@ -18,33 +21,6 @@ constexpr Version kD19 = Version::kTransport19;
 constexpr Version kD20 = Version::kTransport20;
 // Namespace ("room", "alice") and track "video": the same bytes in every varint form here.
 const std::string kNsTrack = "02 04 726f6f6d 05 616c696365 05 766964656f";
-
-template <class T>
-void round_trip(Version v, const std::string& hex, const T& expected) {
-  SCOPED_TRACE(hex);
-  auto bytes = from_hex(hex);
-  auto r = decode_control(v, std::span<const uint8_t>(bytes), Limits{});
-  ASSERT_TRUE(r.has_value()) << r.error().detail;
-  ASSERT_TRUE(r->has_value()) << "needs more bytes";
-  ASSERT_TRUE(std::holds_alternative<T>((*r)->value)) << "decoded as another message";
-  EXPECT_EQ(std::get<T>((*r)->value), expected);
-  EXPECT_EQ((*r)->consumed, bytes.size());
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    auto part = decode_control(v, std::span<const uint8_t>(bytes.data(), n), Limits{});
-    ASSERT_TRUE(part.has_value()) << "prefix " << n << ": " << part.error().detail;
-    EXPECT_FALSE(part->has_value()) << "prefix " << n << " decoded";
-  }
-  std::vector<uint8_t> out;
-  EXPECT_TRUE(encode(v, expected, out));
-  EXPECT_EQ(to_hex(out), to_hex(bytes));
-}
-
-std::optional<ErrorCode> decode_error(Version v, const std::string& hex) {
-  auto bytes = from_hex(hex);
-  auto r = decode_control(v, std::span<const uint8_t>(bytes), Limits{});
-  EXPECT_FALSE(r.has_value()) << "decoded " << hex;
-  return r.has_value() ? std::nullopt : std::optional<ErrorCode>(r.error().code);
-}
 
 std::string encoded(Version v, const ControlMessage& m) {
   std::vector<uint8_t> out;
@@ -69,15 +45,15 @@ TEST(IetfPublishD17, PublishPerDraft) {
   // d17 §9.11: Request ID 0, Required Request ID Delta 0, the name, Track Alias 5, 2 parameters
   // sorted and delta-coded (§9.3): LARGEST_OBJECT 0x09 as a Location with no length {3, 1}, then
   // +0x07 = FORWARD 0x10 as a uint8 1; then Track Properties to the end: 0x22 = 2.
-  round_trip(kD17, "1d 001d 00 00 " + kNsTrack + " 05 02 09 03 01 07 01 22 02", video_publish());
+  expect_round_trip(kD17, "1d 001d 00 00 " + kNsTrack + " 05 02 09 03 01 07 01 22 02", video_publish());
   // d17 with a non-zero delta, kept as it came.
   Publish delta = video_publish();
   delta.request_id = 4;
   delta.request_id_delta = 1;
-  round_trip(kD17, "1d 001d 04 01 " + kNsTrack + " 05 02 09 03 01 07 01 22 02", delta);
+  expect_round_trip(kD17, "1d 001d 04 01 " + kNsTrack + " 05 02 09 03 01 07 01 22 02", delta);
   // d18 and d19 §10.10: no Required Request ID Delta (#1615); otherwise the same.
-  round_trip(kD18, "1d 001c 00 " + kNsTrack + " 05 02 09 03 01 07 01 22 02", video_publish());
-  round_trip(kD19, "1d 001c 00 " + kNsTrack + " 05 02 09 03 01 07 01 22 02", video_publish());
+  expect_round_trip(kD18, "1d 001c 00 " + kNsTrack + " 05 02 09 03 01 07 01 22 02", video_publish());
+  expect_round_trip(kD19, "1d 001c 00 " + kNsTrack + " 05 02 09 03 01 07 01 22 02", video_publish());
 }
 
 TEST(IetfPublishD17, PublishD20SubscriptionParameters) {
@@ -90,34 +66,34 @@ TEST(IetfPublishD17, PublishD20SubscriptionParameters) {
   p.group_order = 2;
   p.params.push_back(Parameter{kParamSubscriberPriority, 0x80, {}});
   p.params.push_back(Parameter{kParamSubscriptionFilter, 0, std::string("\x01", 1)});
-  round_trip(kD20, "1d 0021 00 " + kNsTrack + " 05 05 09 03 01 07 01 10 80 01 01 01 01 02", p);
+  expect_round_trip(kD20, "1d 0021 00 " + kNsTrack + " 05 05 09 03 01 07 01 10 80 01 01 01 01 02", p);
   // The same GROUP_ORDER in a d18 / d19 PUBLISH is not a PUBLISH parameter there (§10.2.x lists
   // SUBSCRIBE, PUBLISH_OK, FETCH; d19 #1777 SUBSCRIBE_TRACKS): a violation, and not written.
-  EXPECT_EQ(decode_error(kD18, "1d 001a 00 " + kNsTrack + " 05 02 09 03 01 19 02"),
+  EXPECT_EQ(test::control_decode_error(kD18, "1d 001a 00 " + kNsTrack + " 05 02 09 03 01 19 02"),
             ErrorCode::kProtocolViolation);
-  EXPECT_EQ(decode_error(kD19, "1d 001a 00 " + kNsTrack + " 05 02 09 03 01 19 02"),
+  EXPECT_EQ(test::control_decode_error(kD19, "1d 001a 00 " + kNsTrack + " 05 02 09 03 01 19 02"),
             ErrorCode::kProtocolViolation);
   std::vector<uint8_t> out;
   EXPECT_FALSE(encode(kD18, p, out));
   // SUBSCRIBER_PRIORITY in a d17..19 PUBLISH: only PUBLISH_OK takes it (d17 §9.3, d18 §10.2).
-  EXPECT_EQ(decode_error(kD17, "1d 0018 00 00 " + kNsTrack + " 05 01 20 80"),
+  EXPECT_EQ(test::control_decode_error(kD17, "1d 0018 00 00 " + kNsTrack + " 05 01 20 80"),
             ErrorCode::kProtocolViolation);
-  EXPECT_EQ(decode_error(kD19, "1d 0017 00 " + kNsTrack + " 05 01 20 80"),
+  EXPECT_EQ(test::control_decode_error(kD19, "1d 0017 00 " + kNsTrack + " 05 01 20 80"),
             ErrorCode::kProtocolViolation);
 }
 
 TEST(IetfPublishD17, BadPublish) {
   // An unknown parameter (0x3e) cannot be skipped (d17 §9.3).
-  EXPECT_EQ(decode_error(kD17, "1d 0018 00 00 " + kNsTrack + " 05 01 3e 00"),
+  EXPECT_EQ(test::control_decode_error(kD17, "1d 0018 00 00 " + kNsTrack + " 05 01 3e 00"),
             ErrorCode::kProtocolViolation);
   // Track Properties that are not well-formed Key-Value-Pairs: an odd type whose length runs past
   // the message.
-  EXPECT_EQ(decode_error(kD18, "1d 0017 00 " + kNsTrack + " 05 00 23 05"), ErrorCode::kDecode);
+  EXPECT_EQ(test::control_decode_error(kD18, "1d 0017 00 " + kNsTrack + " 05 00 23 05"), ErrorCode::kDecode);
   // FORWARD 2 (d18 §10.2: 0 or 1).
-  EXPECT_EQ(decode_error(kD18, "1d 0017 00 " + kNsTrack + " 05 01 10 02"),
+  EXPECT_EQ(test::control_decode_error(kD18, "1d 0017 00 " + kNsTrack + " 05 01 10 02"),
             ErrorCode::kProtocolViolation);
   // An empty namespace names no track (§2.4.1).
-  EXPECT_EQ(decode_error(kD20, "1d 000a 00 00 05 766964656f 05 00"), ErrorCode::kBoundsExceeded);
+  EXPECT_EQ(test::control_decode_error(kD20, "1d 000a 00 00 05 766964656f 05 00"), ErrorCode::kBoundsExceeded);
 }
 
 TEST(IetfPublishD17, PublishOkD17) {
@@ -127,7 +103,7 @@ TEST(IetfPublishD17, PublishOkD17) {
   ok.forward = true;
   ok.subscriber_priority = 128;
   ok.filter = Filter{FilterType::kNextGroupStart, {}, 0, 0, std::nullopt};
-  round_trip(kD17, "1e 0008 03 10 01 10 80 01 01 01", ok);
+  expect_round_trip(kD17, "1e 0008 03 10 01 10 80 01 01 01", ok);
   // d16's PUBLISH_OK has the Request ID first (and QUIC varints): the same value differs.
   ok.request_id = 6;
   EXPECT_EQ(encoded(kD16, ok), to_hex(from_hex("1e 000a 06 03 10 01 10 4080 01 01 01")));
@@ -147,16 +123,16 @@ TEST(IetfPublishD17, PublishOkIsRequestOkFrom18) {
                           Parameter{kParamSubscriptionFilter, 0, std::string("\x01", 1)}};
   for (Version v : {kD18, kD19}) {
     EXPECT_EQ(encoded(v, ok), to_hex(from_hex(hex)));
-    round_trip(v, hex, as_request_ok);
+    expect_round_trip(v, hex, as_request_ok);
     // 0x1E: "RESERVED (PUBLISH_OK in <= 17)" (d19 §10 table): an unknown message.
-    EXPECT_EQ(decode_error(v, "1e 0008 03 10 01 10 80 01 01 01"), ErrorCode::kUnexpectedMessage);
+    EXPECT_EQ(test::control_decode_error(v, "1e 0008 03 10 01 10 80 01 01 01"), ErrorCode::kUnexpectedMessage);
   }
   // d18 only: GROUP_ORDER in PUBLISH_OK (§10.2); d19 moved it to SUBSCRIBE_TRACKS (#1777).
   ok.group_order = 2;
   EXPECT_EQ(encoded(kD18, ok), to_hex(from_hex("07 000a 04 10 01 10 80 01 01 01 01 02")));
   std::vector<uint8_t> out;
   EXPECT_FALSE(encode(kD19, ok, out));
-  EXPECT_EQ(decode_error(kD19, "07 000a 04 10 01 10 80 01 01 01 01 02"),
+  EXPECT_EQ(test::control_decode_error(kD19, "07 000a 04 10 01 10 80 01 01 01 01 02"),
             ErrorCode::kProtocolViolation);
 }
 
@@ -165,7 +141,7 @@ TEST(IetfPublishD17, PublishOkD20CarriesNoSubscriptionParameters) {
   // PUBLISH (§10.2.x lists no PUBLISH_OK for them): an acceptance with the publisher's settings is
   // an empty REQUEST_OK.
   PublishOk ok;
-  round_trip(kD20, "07 0001 00", RequestOk{});
+  expect_round_trip(kD20, "07 0001 00", RequestOk{});
   EXPECT_EQ(encoded(kD20, ok), to_hex(from_hex("07 0001 00")));
   // EXPIRES (0x08) is still a PUBLISH_OK parameter.
   ok.params.push_back(Parameter{kParamExpires, 300, {}});
@@ -179,20 +155,20 @@ TEST(IetfPublishD17, PublishOkD20CarriesNoSubscriptionParameters) {
   paused.forward = false;
   EXPECT_FALSE(encode(kD20, paused, out));
   // And a d20 REQUEST_OK with FORWARD is a violation (§10.2 "FORWARD": not in PUBLISH_OK).
-  EXPECT_EQ(decode_error(kD20, "07 0003 01 10 01"), ErrorCode::kProtocolViolation);
+  EXPECT_EQ(test::control_decode_error(kD20, "07 0003 01 10 01"), ErrorCode::kProtocolViolation);
 }
 
 TEST(IetfPublishD17, PublishDone) {
   // d17 §9.13, d18/19 §10.11, d20 §10.12: Status Code, Stream Count, Error Reason; no Request ID
   // (the request stream says it). TRACK_ENDED (0x2), 3 streams, "".
   for (Version v : {kD17, kD18, kD19, kD20}) {
-    round_trip(v, "0b 0003 02 03 00", PublishDone{0, 2, 3, ""});
+    expect_round_trip(v, "0b 0003 02 03 00", PublishDone{0, 2, 3, ""});
   }
   // "unable to set Stream Count to the exact number": 2^62-1, the 9-byte leading-ones form.
-  round_trip(kD17, "0b 000b 02 ff3fffffffffffffff 00",
+  expect_round_trip(kD17, "0b 000b 02 ff3fffffffffffffff 00",
              PublishDone{0, 2, (uint64_t{1} << 62) - 1, ""});
   // A reason longer than its message.
-  EXPECT_EQ(decode_error(kD18, "0b 0004 02 03 05 6e"), ErrorCode::kDecode);
+  EXPECT_EQ(test::control_decode_error(kD18, "0b 0004 02 03 05 6e"), ErrorCode::kDecode);
 }
 
 }  // namespace moqd::wire::ietf::publish_d17_test

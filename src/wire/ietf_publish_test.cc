@@ -4,33 +4,17 @@
 // fixture is decoded whole, at every truncated length (must ask for more), and encoded back.
 #include <gtest/gtest.h>
 
+#include "testing/ietf_wire.h"
 #include "wire/ietf.h"
 
 // A named namespace: wire_tests may be a unity build, and ietf_test.cc has helpers of these names.
 namespace moqd::wire::ietf::publish_test {
 
+using test::expect_round_trip;
+
 constexpr Version k14 = Version::kTransport14;
 constexpr Version k15 = Version::kTransport15;
 constexpr Version k16 = Version::kTransport16;
-
-template <class T>
-void round_trip(Version v, std::string_view hex, const T& expected) {
-  auto bytes = from_hex(hex);
-  auto r = decode_control(v, std::span<const uint8_t>(bytes), Limits{});
-  ASSERT_TRUE(r.has_value()) << r.error().detail;
-  ASSERT_TRUE(r->has_value()) << "needs more bytes";
-  ASSERT_TRUE(std::holds_alternative<T>((*r)->value)) << "decoded as another message";
-  EXPECT_EQ(std::get<T>((*r)->value), expected);
-  EXPECT_EQ((*r)->consumed, bytes.size());
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    auto part = decode_control(v, std::span<const uint8_t>(bytes.data(), n), Limits{});
-    ASSERT_TRUE(part.has_value()) << "prefix " << n << ": " << part.error().detail;
-    EXPECT_FALSE(part->has_value()) << "prefix " << n << " decoded";
-  }
-  std::vector<uint8_t> out;
-  EXPECT_TRUE(encode(v, expected, out));
-  EXPECT_EQ(to_hex(out), to_hex(from_hex(hex)));
-}
 
 void decode_fails(Version v, std::string_view hex, ErrorCode code) {
   auto bytes = from_hex(hex);
@@ -56,24 +40,24 @@ Publish video_publish() {
 TEST(IetfPublish, PublishD14Fields) {
   // d14 §9.13: id 0, ["room","alice"], "video", alias 5, Group Order 2, Content Exists 1,
   // Largest {3, 1}, Forward 1, no parameters.
-  round_trip(k14,
+  expect_round_trip(k14,
              "1d 00 1a 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 02 01 03 01 01 00",
              video_publish());
   // Content Exists 0: no Largest Location.
   Publish empty = video_publish();
   empty.largest.reset();
-  round_trip(k14, "1d 00 18 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 02 00 01 00", empty);
+  expect_round_trip(k14, "1d 00 18 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 02 00 01 00", empty);
 }
 
 TEST(IetfPublish, PublishD15D16Parameters) {
   // d15 §9.13: GROUP_ORDER (0x22) 2, FORWARD (0x10) 1, LARGEST_OBJECT (0x09) {3, 1}, absolute
   // types in the order written.
-  round_trip(k15,
+  expect_round_trip(k15,
              "1d 00 1d 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 03 22 02 10 01 09 02 03 01",
              video_publish());
   // d16 §9.13: the same parameters sorted and delta-coded (09, +07 = 10, +12 = 22), then an empty
   // Track Extensions block.
-  round_trip(k16,
+  expect_round_trip(k16,
              "1d 00 1d 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 03 09 02 03 01 07 01 12 02",
              video_publish());
   // d16 with Track Extensions (DEFAULT PUBLISHER GROUP ORDER 0x22 = 1): kept raw.
@@ -82,7 +66,7 @@ TEST(IetfPublish, PublishD15D16Parameters) {
   ext.largest.reset();
   ext.forward = false;
   ext.track_extensions = std::string("\x22\x01", 2);
-  round_trip(k16, "1d 00 19 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 01 10 00 22 01", ext);
+  expect_round_trip(k16, "1d 00 19 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 01 10 00 22 01", ext);
 }
 
 TEST(IetfPublish, PublishOkAndErrorPerDraft) {
@@ -93,14 +77,14 @@ TEST(IetfPublish, PublishOkAndErrorPerDraft) {
   ok.group_order = 2;
   ok.filter = Filter{FilterType::kNextGroupStart, {}, 0, 0, std::nullopt};
   // d14 §9.14: Forward 1, Subscriber Priority 128, Group Order 2, Filter Type 1, no parameters.
-  round_trip(k14, "1e 00 06 00 01 80 02 01 00", ok);
+  expect_round_trip(k14, "1e 00 06 00 01 80 02 01 00", ok);
   // d15: FORWARD, SUBSCRIBER_PRIORITY (even type: a varint, 0x80 is 40 80), GROUP_ORDER, then
   // SUBSCRIPTION_FILTER (0x21, bytes 01).
-  round_trip(k15, "1e 00 0c 00 04 10 01 20 4080 22 02 21 01 01", ok);
+  expect_round_trip(k15, "1e 00 0c 00 04 10 01 20 4080 22 02 21 01 01", ok);
   // d16: sorted and delta-coded: 10, +10 = 20, +01 = 21, +01 = 22.
-  round_trip(k16, "1e 00 0c 00 04 10 01 10 4080 01 01 01 01 02", ok);
+  expect_round_trip(k16, "1e 00 0c 00 04 10 01 10 4080 01 01 01 01 02", ok);
   // d14 §9.15 PUBLISH_ERROR: id 0, UNINTERESTED (4), "no". d15+ answer REQUEST_ERROR (0x05).
-  round_trip(k14, "1f 00 05 00 04 02 6e6f",
+  expect_round_trip(k14, "1f 00 05 00 04 02 6e6f",
              RequestError{MessageType::kPublishError, 0, 4, 0, "no", std::nullopt});
   decode_fails(k15, "1f 00 05 00 04 02 6e6f", ErrorCode::kUnexpectedMessage);
 }

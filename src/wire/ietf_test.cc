@@ -2,12 +2,15 @@
 // bytes @moq/net 0.3.4's own encoders write (tests/interop/ietf_fixtures.mjs prints them);
 // "draft" fixtures are transcribed from the draft text, section cited. Every fixture is decoded
 // whole, at every truncated length (must ask for more), and encoded back to the same bytes.
+#include "testing/ietf_wire.h"
 #include "wire/ietf.h"
 
 #include <gtest/gtest.h>
 
 namespace moqd::wire::ietf {
 namespace {
+
+using test::expect_round_trip;
 
 constexpr Version k14 = Version::kTransport14;
 constexpr Version k15 = Version::kTransport15;
@@ -22,29 +25,6 @@ std::string canonical(std::string_view hex) { return to_hex(from_hex(hex)); }
 ParseResult<ControlMessage> decode_hex(Version v, std::string_view hex) {
   auto bytes = from_hex(hex);
   return decode_control(v, std::span<const uint8_t>(bytes), Limits{});
-}
-
-// Decodes `hex` whole and every strict prefix (need more), and encodes `expected` to `hex`, in
-// `peer`'s forms (Peer::kMoqNetJs for @moq/net's Length-prefixed LARGEST_OBJECT and
-// INCLUDE_PROPERTIES; decoding tries them first).
-template <class T>
-void expect_round_trip(Version v, std::string_view hex, const T& expected,
-                       Peer peer = Peer::kDraftText) {
-  auto bytes = from_hex(hex);
-  auto r = decode_control(v, std::span<const uint8_t>(bytes), Limits{}, peer);
-  ASSERT_TRUE(r.has_value()) << r.error().detail;
-  ASSERT_TRUE(r->has_value()) << "needs more bytes";
-  ASSERT_TRUE(std::holds_alternative<T>((*r)->value)) << "decoded as another message";
-  EXPECT_EQ(std::get<T>((*r)->value), expected);
-  EXPECT_EQ((*r)->consumed, bytes.size());
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    auto part = decode_control(v, std::span<const uint8_t>(bytes.data(), n), Limits{}, peer);
-    ASSERT_TRUE(part.has_value()) << "prefix " << n << ": " << part.error().detail;
-    EXPECT_FALSE(part->has_value()) << "prefix " << n << " decoded";
-  }
-  std::vector<uint8_t> out;
-  EXPECT_TRUE(encode(v, expected, out, peer));
-  EXPECT_EQ(to_hex(out), canonical(hex));
 }
 
 void expect_error(Version v, std::string_view hex, ErrorCode code, TerminationCode term) {
