@@ -27,9 +27,6 @@ constexpr size_t kClientDcidLen = 18;
 constexpr size_t kMaxPacketSize = 1500;
 // RFC 9000 §10.2: keep a closing or draining connection for three PTOs.
 constexpr uint64_t kClosingPtos = 3;
-// How much earlier than our max_ack_delay a deferred acknowledgement is timed: the timer wheel's
-// tick (1 ms, timers fire up to a tick late) and a loop turn's worth of margin.
-constexpr ngtcp2_duration kAckDeferSlack = 3 * NGTCP2_MILLISECONDS;
 // QUIC CRYPTO_ERROR range (RFC 9001 §4.8): 0x100 + TLS alert.
 constexpr uint64_t kCryptoErrorBase = 0x100;
 
@@ -431,12 +428,7 @@ Status Connection::on_packet(const ngtcp2_path& path, std::span<const uint8_t> p
     return moqd::fail(ErrorCode::kClosed, "connection closed");
   }
   ngtcp2_pkt_info pi{};
-  const ngtcp2_tstamp ts = now_ts();
-  if (read_ts_[read_ts_next_ == 0 ? kReadTimes - 1 : read_ts_next_ - 1] != ts) {
-    read_ts_[read_ts_next_] = ts;  // one entry per loop turn that read: the loop's clock is per turn
-    read_ts_next_ = (read_ts_next_ + 1) % kReadTimes;
-  }
-  int rv = ngtcp2_conn_read_pkt(conn_, &path, &pi, pkt.data(), pkt.size(), ts);
+  int rv = ngtcp2_conn_read_pkt(conn_, &path, &pi, pkt.data(), pkt.size(), now_ts());
   Status st;
   if (rv != 0) {
     on_read_error(rv);
@@ -1013,42 +1005,8 @@ void Connection::flush() { after_io(); }
 
 void Connection::schedule_flush() { ctx_.timers.at_turn_end(*this); }
 
-// ngtcp2 1.11 acknowledges an ack-eliciting packet within min(max_ack_delay, srtt / 8), and a
-// packet carries an ACK only once that delay has passed. On a low-RTT path a viewer's PING (an
-// ngtcp2 peer adds one to every ACK-only packet after an RTT of them) is therefore answered by an
-// ACK-only packet of its own, a fraction of a millisecond later: a whole packet (header, seal, one
-// sendmmsg entry outside any GSO run) that the next frame, due within max_ack_delay, would have
-// carried. When the earliest expiry is that acknowledgement (it is exactly a receive time we gave
-// ngtcp2 plus the delay), nothing of ours is in flight and nothing is queued, the timer is moved to
-// just before the max_ack_delay we advertised (RFC 9000 §13.2.1: acknowledge within it): a packet
-// written meanwhile carries the ACK, and otherwise it goes then. With nothing in flight no loss
-// timer is pending, and pacing has nothing to pace. Servers only: the relay's viewers are its
-// server connections, and a client (a relay link, `moq`) keeps ngtcp2's timing.
-ngtcp2_tstamp Connection::defer_ack_only(ngtcp2_tstamp at) const {
-  if (!server_ || at == UINT64_MAX || !handshake_completed_ || budget_.unsent() > 0 ||
-      !ready_.empty() || !dgram_out_.empty()) {
-    return at;
-  }
-  ngtcp2_conn_info info;
-  ngtcp2_conn_get_conn_info(conn_, &info);
-  if (info.bytes_in_flight != 0) {
-    return at;
-  }
-  const ngtcp2_duration max_delay = to_ngtcp2(config_.max_ack_delay);
-  const ngtcp2_duration delay =
-      std::min<ngtcp2_duration>(max_delay, std::max<ngtcp2_duration>(info.smoothed_rtt / 8, 1));
-  if (max_delay <= kAckDeferSlack + delay || at < delay) {
-    return at;
-  }
-  const ngtcp2_tstamp received = at - delay;
-  if (std::find(std::begin(read_ts_), std::end(read_ts_), received) == std::end(read_ts_)) {
-    return at;
-  }
-  return std::max(at, received + max_delay - kAckDeferSlack);
-}
-
 void Connection::arm_expiry() {
-  ngtcp2_tstamp at = defer_ack_only(ngtcp2_conn_get_expiry(conn_));
+  ngtcp2_tstamp at = ngtcp2_conn_get_expiry(conn_);
   if (at == expiry_at_ && expiry_timer_ != 0) {
     return;
   }

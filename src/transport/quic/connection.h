@@ -313,7 +313,6 @@ class Connection final : public Session, private TurnWork {
   void run_turn_work() override { after_io(); }
   void schedule_flush();
   void arm_expiry();
-  ngtcp2_tstamp defer_ack_only(ngtcp2_tstamp at) const;
   void on_expiry();
   void after_io();
   void release_tls();
@@ -371,11 +370,6 @@ class Connection final : public Session, private TurnWork {
   Ring<OutDatagram> dgram_out_;
   size_t dgram_out_bytes_ = 0;
 
-  // The timestamps of the last few loop turns that read a packet (what ngtcp2 keeps as the time
-  // an acknowledgement became owed), for defer_ack_only().
-  static constexpr size_t kReadTimes = 4;
-  ngtcp2_tstamp read_ts_[kReadTimes] = {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX};
-  size_t read_ts_next_ = 0;
   TimerId expiry_timer_ = 0;
   ngtcp2_tstamp expiry_at_ = UINT64_MAX;
   TimerId done_timer_ = 0;
