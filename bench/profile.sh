@@ -16,7 +16,7 @@ command -v perf >/dev/null || { echo "profile: perf is not installed (Debian: li
 tmp=$(mktemp -d)
 trap 'kill $moqd 2>/dev/null || true; [[ -n ${KEEP_PERF:-} ]] && cp "$tmp/perf.data" "$KEEP_PERF"; rm -rf "$tmp"' EXIT
 taskset -c "$relay_cpu" "$build/bin/moqd" --listen 127.0.0.1:0 --workers 1 --log-level warn \
-  --max-publisher-rate 0 >"$tmp/moqd.out" 2>"$tmp/moqd.err" &
+  --max-publisher-rate 0 --max-connections-per-address 1000000 >"$tmp/moqd.out" 2>"$tmp/moqd.err" &
 moqd=$!
 for _ in $(seq 100); do grep -q "moqd ready" "$tmp/moqd.out" 2>/dev/null && break; sleep 0.05; done
 url=$(sed -n 's/moqd ready url=//p' "$tmp/moqd.out")
