@@ -234,6 +234,7 @@ void RelayWorker::trim_memory() {
 #else
   (void)trim_policy_;
   (void)trim_checked_at_;
+  (void)trim_busy_us_;
 #endif
 }
 
