@@ -82,6 +82,8 @@ struct Trial {
   double relay_ngtcp2_per_viewer_kb = 0;      // the part of that growth ngtcp2 holds
   double relay_ngtcp2_blocks_per_viewer = 0;  // ngtcp2's live heap blocks, growth per viewer
   double relay_syscalls_per_packet = 0;
+  // Worker 0's malloc_trim calls from the relay's start to the window's end, and the longest one.
+  double relay_trims = 0, relay_trim_max_ms = 0;
   double relay_datagrams_per_send = 0;    // per send syscall
   double relay_segments_per_message = 0;  // the GSO run length
   double generator_cpu_share = 0;
@@ -456,6 +458,8 @@ Trial Fanout::measure(size_t viewers) {
   RelayCounters c1 = relay_->counters();
   uint64_t rss_after = relay_->rss_bytes();
   double heap_after = c1.heap_in_use;
+  t.relay_trims = c1.trim_calls;
+  t.relay_trim_max_ms = c1.trim_max_us / 1000;
   t.relay_drops = relay_->socket_drops();
   for (auto& p : procs) {
     p.cpu_end = process_cpu_seconds(p.child.pid());
@@ -618,6 +622,8 @@ std::string trial_json(const Trial& t, const Fanout& f, const FanoutOptions& o) 
   add("relay_datagrams_per_send", json_number(t.relay_datagrams_per_send));
   add("relay_gso_segments_per_message", json_number(t.relay_segments_per_message));
   add("relay_drops", std::to_string(t.relay_drops));
+  add("relay_trims", json_number(t.relay_trims));
+  add("relay_trim_max_ms", json_number(t.relay_trim_max_ms));
   add("generator_cpu_share", json_number(t.generator_cpu_share));
   add("generator_drops", std::to_string(t.generator_drops));
   add("generator_socket_buffer", std::to_string(o.socket_buffer));

@@ -68,6 +68,8 @@ RelayCounters RelayCounters::operator-(const RelayCounters& o) const {
   d.heap_in_use = heap_in_use - o.heap_in_use;
   d.heap_ngtcp2 = heap_ngtcp2 - o.heap_ngtcp2;
   d.heap_ngtcp2_blocks = heap_ngtcp2_blocks - o.heap_ngtcp2_blocks;
+  d.trim_calls = trim_calls - o.trim_calls;
+  d.trim_max_us = trim_max_us;
   return d;
 }
 
@@ -165,6 +167,10 @@ RelayCounters RelayUnderTest::counters() const {
     c.heap_in_use = json_number_after(*body, heap, "in_use");
     c.heap_ngtcp2 = json_number_after(*body, heap, "ngtcp2_in_use");
     c.heap_ngtcp2_blocks = json_number_after(*body, heap, "ngtcp2_blocks");
+  }
+  if (size_t trim = body->find("\"trim\""); trim != std::string::npos) {
+    c.trim_calls = json_number_after(*body, trim, "calls");
+    c.trim_max_us = json_number_after(*body, trim, "max_us");
   }
   return c;
 }

@@ -30,6 +30,9 @@ struct RelayCounters {
   double heap_in_use = 0;  // /stats "heap" "in_use": the relay's heap, bytes (0 from an older moqd)
   double heap_ngtcp2 = 0;  // "heap" "ngtcp2_in_use": the part of it ngtcp2 holds (0 from an older moqd)
   double heap_ngtcp2_blocks = 0;  // "heap" "ngtcp2_blocks": ngtcp2's live blocks
+  // /stats "trim": worker 0's malloc_trim calls and the longest one (us, since start: a difference
+  // keeps the later maximum). 0 from an older moqd.
+  double trim_calls = 0, trim_max_us = 0;
   RelayCounters operator-(const RelayCounters& o) const;
   double syscalls() const { return send_calls + recv_calls + loop_polls; }
   double packets() const { return datagrams_in + datagrams_out; }

@@ -344,8 +344,14 @@ std::string Relay::stats_json() const {
     forwarded += w_forwarded;
     skips.add(mine);
   }
+  std::string trim = "\"trim\":{}";
+  if (!relay_workers_.empty()) {
+    const RelayWorker::TrimStats& t = relay_workers_.front()->trim_stats();
+    trim = "\"trim\":{" + field("calls", t.calls.get()) + "," + field("total_us", t.total_us.get()) +
+           "," + field("max_us", t.max_us.get()) + "}";
+  }
   return "{\"total\":" + udp_json(sum, dropped, polls, forwarded, skips) + ",\"per_worker\":[" +
-         per_worker + "]," + heap_json() + "}\n";
+         per_worker + "]," + heap_json() + "," + trim + "}\n";
 }
 
 }  // namespace moqd::relay

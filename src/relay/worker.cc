@@ -187,28 +187,54 @@ void RelayWorker::trim_memory() {
   // The gap between them also holds what is resident but not heap (code, stacks): the smallest
   // gap seen, or the one a trim left, is the floor, and a trim runs once the gap passes it by
   // kTrimThreshold (so memory a trim cannot return does not trigger one every second).
+  SystemClock clock;
+  // The busiest loop since the last check (busy_us is readable from any thread); 1 on the first
+  // check, which has nothing to compare with.
+  const Instant checked_at = clock.now();
+  double busiest = trim_checked_at_ ? 0 : 1;
+  const size_t n = relay_.worker_count();
+  trim_busy_us_.resize(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t busy = relay_.worker(i).loop_busy_us();
+    if (trim_checked_at_ && checked_at > *trim_checked_at_) {
+      busiest = std::max(busiest, static_cast<double>(busy - trim_busy_us_[i]) /
+                                      static_cast<double>((checked_at - *trim_checked_at_).count()));
+    }
+    trim_busy_us_[i] = busy;
+  }
+  trim_checked_at_ = checked_at;
   struct mallinfo2 mi = mallinfo2();
-  uint64_t in_use = mi.uordblks + mi.hblkhd;
-  uint64_t rss = resident_bytes();
-  uint64_t gap = rss > in_use ? rss - in_use : 0;
-  trim_floor_ = std::min(trim_floor_, gap);
-  if (gap < trim_floor_ + kTrimThreshold) {
+  TrimPolicy::Sample before{mi.uordblks + mi.hblkhd, resident_bytes(), busiest};
+  if (!trim_policy_.should_trim(before)) {
     return;
   }
-  SystemClock clock;
   Instant start = clock.now();
   malloc_trim(0);
-  uint64_t after = resident_bytes();
+  const uint64_t us = static_cast<uint64_t>((clock.now() - start).count());
+  trim_stats_.calls.add();
+  trim_stats_.total_us.add(us);
+  if (us > trim_stats_.max_us.get()) {
+    trim_stats_.max_us.add(us - trim_stats_.max_us.get());
+  }
   struct mallinfo2 mi_after = mallinfo2();
-  uint64_t in_use_after = mi_after.uordblks + mi_after.hblkhd;
-  trim_floor_ = after > in_use_after ? after - in_use_after : 0;
+  TrimPolicy::Sample after{mi_after.uordblks + mi_after.hblkhd, resident_bytes(), busiest};
+  trim_policy_.trimmed(after);
+  // The trim's own time is not the loops' traffic: the next check measures from here.
+  trim_checked_at_ = clock.now();
+  for (size_t i = 0; i < n; ++i) {
+    trim_busy_us_[i] = relay_.worker(i).loop_busy_us();
+  }
   MOQD_LOG(kInfo, "memory: returned freed memory to the system: resident %llu MiB -> %llu MiB, "
-           "allocated %llu MiB (malloc_trim, %lld us)",
-           static_cast<unsigned long long>(rss >> 20), static_cast<unsigned long long>(after >> 20),
-           static_cast<unsigned long long>(in_use_after >> 20),
-           static_cast<long long>((clock.now() - start).count()));
+           "allocated %llu MiB -> %llu MiB (malloc_trim, %llu us)",
+           static_cast<unsigned long long>(before.resident >> 20),
+           static_cast<unsigned long long>(after.resident >> 20),
+           static_cast<unsigned long long>(before.in_use >> 20),
+           static_cast<unsigned long long>(after.in_use >> 20),
+           static_cast<unsigned long long>(us));
 #else
-  (void)trim_floor_;
+  (void)trim_policy_;
+  (void)trim_checked_at_;
+  (void)trim_busy_us_;
 #endif
 }
 

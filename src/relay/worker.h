@@ -17,7 +17,9 @@
 #include "relay/bridge.h"
 #include "relay/metrics.h"
 #include "relay/status.h"
+#include "base/counter.h"
 #include "base/mutex.h"
+#include "base/trim_policy.h"
 #include "relay/config.h"
 #include "runtime/dns.h"
 #include "runtime/event_loop.h"
@@ -109,9 +111,14 @@ class RelayWorker {
   // glibc keeps what a burst freed (an attack, a crowd leaving) at the process's peak otherwise.
   // Up to kTrimThreshold of freed memory may stay resident, so it must sit well inside the margin
   // the hostile tests allow RSS after an attack (16 MB): at 16 MB a flood's leftovers of 16.1 MB
-  // stayed put and failed hostile_quic's recovery test.
+  // stayed put and failed hostile_quic's recovery test. A trim also waits for the heap in use to
+  // drop by kTrimThreshold (base/trim_policy.h): in a steady state it costs the loop a walk of the
+  // whole heap for a few KB.
   static constexpr Duration kTrimInterval = std::chrono::seconds(1);
   static constexpr size_t kTrimThreshold = 8u << 20;
+  // The busiest loop's share of the last interval above which no trim runs (TrimPolicy): with
+  // 1,000 viewers a loop is busy most of the time, with a lone bystander well under 1%.
+  static constexpr double kTrimMaxBusy = 0.05;
   // Worker thread: stop accepting; sessions whose version has GOAWAY get one naming `goaway_url`
   // and may leave on their own until `deadline` (from now); the others, and those still there at
   // the deadline, are closed with going_away. No broadcast withdrawn by that close reaches
@@ -133,6 +140,14 @@ class RelayWorker {
   runtime::UdpSocket::Stats udp_stats() const;
   uint64_t udp_dropped() const;
   uint64_t loop_polls() const { return loop_.polls(); }
+  // Worker 0's malloc_trim calls: how many, and how long they held its loop (base/counter.h: the
+  // worker writes, any thread reads).
+  struct TrimStats {
+    Counter calls;
+    Counter total_us;
+    Counter max_us;
+  };
+  const TrimStats& trim_stats() const { return trim_stats_; }
   // Datagrams this worker's endpoints forwarded to another worker (QuicEndpoint::forwarded).
   uint64_t quic_forwarded() const;
   // Skip-ahead on this worker: by its subscriptions (slow viewers) and by its bridge's feeds
@@ -157,7 +172,8 @@ class RelayWorker {
   void refresh_status();
   // Worker 0 only: replaces a generated certificate that needs renewal, on every worker.
   void check_certificate();
-  // Worker 0: malloc_trim when resident memory exceeds allocated memory by kTrimThreshold.
+  // Worker 0: malloc_trim when base/trim_policy.h says so (in use dropped and resident beyond it
+  // grew, each by kTrimThreshold), timed into trim_stats_.
   void trim_memory();
 
   Relay& relay_;
@@ -177,7 +193,11 @@ class RelayWorker {
   Bridge bridge_;
   bool draining_ = false;
   // Per reason (0: per address, 1: total): refusals since the last line, and when it was written.
-  uint64_t trim_floor_ = UINT64_MAX;  // trim_memory: resident minus allocated, at its lowest
+  TrimPolicy trim_policy_{kTrimThreshold, kTrimMaxBusy};
+  TrimStats trim_stats_;
+  // trim_memory: each worker's loop_busy_us() at the last check, and when that was.
+  std::vector<uint64_t> trim_busy_us_;
+  std::optional<Instant> trim_checked_at_;
   uint64_t refused_since_log_[2] = {};
   std::optional<Instant> refused_logged_at_[2];
   std::vector<std::unique_ptr<runtime::TcpListener>> listeners_;
