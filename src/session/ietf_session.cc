@@ -534,7 +534,7 @@ void IetfSession::detach() {
 
 PublishService& IetfSession::publishes() {
   if (!publishes_) {
-    publishes_ = std::make_unique<PublishService>(*this);
+    publishes_ = std::make_unique<PublishService>(static_cast<PublishContext&>(*this));
   }
   return *publishes_;
 }
