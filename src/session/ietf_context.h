@@ -1,7 +1,7 @@
 #pragma once
 // What the handlers of an IetfSession may do to it, one narrow interface per handler kind. The
-// protocol logic of each stream kind lives in its handler (ietf_handlers.h, ietf_session.cc,
-// ietf_fetch.cc, ietf_datagram.cc, ietf_publish.cc); the session owns the handlers, keeps the state shared between
+// protocol logic of each stream kind lives in its handler (ietf_handlers.h,
+// ietf_session_internal.h, ietf_client.cc, ietf_fetch.cc, ietf_datagram.cc, ietf_publish.cc); the session owns the handlers, keeps the state shared between
 // them (request ids, subscriptions by id and alias, announcements) and implements these
 // interfaces. A handler holds only its context, so a test drives it on a fake stream with a fake
 // context (ietf_handlers_test.cc), and what a handler may reach is listed here.

@@ -1,8 +1,8 @@
 #pragma once
 // The handlers of an IetfSession's streams that are tested on their own (ietf_handlers_test.cc):
 // each holds the narrow context of its kind (ietf_context.h), never the IetfSession. The other
-// handlers (PendingStream, UpstreamSubscription, NamespaceAnnouncer, NamespaceDiscovery) live in
-// ietf_session.cc on the same footing. DownstreamSubscription's and
+// handlers (PendingStream, UpstreamSubscription, NamespaceAnnouncer) live in
+// ietf_session_internal.h, NamespaceDiscovery in ietf_client.cc, on the same footing. DownstreamSubscription's and
 // SubgroupReader's longer members are in ietf_subscriptions.cc. Internal to session/.
 #include <cstdint>
 #include <deque>

@@ -2,7 +2,7 @@
 // PUBLISH (drafts 14..20, server role): the publisher-initiated subscription. A peer's PUBLISH
 // names one track and the alias its SUBGROUP streams will carry; moqd answers PUBLISH_OK with
 // Forward 1 and feeds the track into the origin exactly as if it had subscribed upstream: the
-// track is an UpstreamSubscription of the session (ietf_session.cc) whose request id and alias
+// track is an UpstreamSubscription of the session (ietf_upstream.cc) whose request id and alias
 // come from the PUBLISH instead of from our SUBSCRIBE / the peer's SUBSCRIBE_OK, and PUBLISH_DONE
 // ends it as it ends a subscription.
 //

@@ -28,6 +28,11 @@
 // the same: send_control() routes a message to its request's stream by request id. In the client
 // role PUBLISH_DONE leaves the request stream open: the relay closing it is the UNSUBSCRIBE that
 // await_unsubscribe() waits for.
+//
+// The implementation is split by concern: ietf_session.cc (life, control path, request ids, the
+// peer's SUBSCRIBE, limits), ietf_control.cc (peer streams, SETUP on the control stream),
+// ietf_namespaces.cc, ietf_upstream.cc, ietf_request_streams.cc (17+), ietf_client.cc; the
+// handlers in ietf_handlers.h and ietf_session_internal.h.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -204,7 +209,7 @@ class IetfSession final : public transport::SessionVisitor,
   // --- drafts 17+ (Draft::request_streams): SETUP on uni streams, a bidi stream per request ---
   // A peer bidi stream: its first message says which request it carries.
   void on_request_stream(transport::Stream& stream);
-  // --- client role (the end of ietf_session.cc) ---
+  // --- client role (ietf_client.cc) ---
   // A d15 NAMESPACE / NAMESPACE_DONE on the control stream: an answer to our SUBSCRIBE_NAMESPACE.
   void on_client_namespace(const wire::ietf::Namespace& m);
   // A REQUEST_ERROR for none of our upstream subscriptions: a PUBLISH_NAMESPACE or
