@@ -2,6 +2,7 @@
 // ietf_handlers.h on a fake stream, with a fake of its context (ietf_context.h) that records what
 // the handler asked of the session. No IetfSession, transport or peer is involved.
 #include "session/ietf_handlers.h"
+#include "session/ietf_session_internal.h"
 
 #include <gtest/gtest.h>
 
@@ -364,8 +365,8 @@ class FakeControlContext final : public FakeHandlerContext, public ControlContex
   void forget_request(uint64_t request_id, RequestStream*) override {
     forgotten_requests.push_back(request_id);
   }
-  void on_subgroup_stream(transport::Stream&) override {}
-  void on_namespace_stream(transport::Stream&) override {}
+  void on_subgroup_stream(transport::Stream&) override { ++subgroup_streams; }
+  void on_namespace_stream(transport::Stream&) override { ++namespace_streams; }
   bool on_publish_stream_message(uint64_t request_id, wi::ControlMessage m) override {
     publish_messages.emplace_back(request_id, std::move(m));
     return publish_message_ends;
@@ -380,6 +381,8 @@ class FakeControlContext final : public FakeHandlerContext, public ControlContex
   int peer_setups = 0;
   std::vector<uint64_t> stopped_namespaces;
   std::vector<uint64_t> forgotten_requests;
+  int subgroup_streams = 0;
+  int namespace_streams = 0;
   // PublishService's stream hooks: what on_publish_stream_message answers (true: PUBLISH_DONE).
   bool publish_message_ends = true;
   std::vector<std::pair<uint64_t, wi::ControlMessage>> publish_messages;
@@ -588,6 +591,37 @@ TEST(IetfRequestStream, Draft17TrackStatusAnswerEndsTheStreamByteExact) {
   EXPECT_EQ(c.s.written_hex(), to_hex(std::span<const uint8_t>(encoded(c.ctx.draft(), e))));
   EXPECT_TRUE(c.s.finished);
   EXPECT_EQ(c.ctx.forgotten_requests, std::vector<uint64_t>{4});
+}
+
+// PendingStream (ietf_session_internal.h): a peer stream whose kind its first bytes will tell.
+
+TEST(IetfPendingStream, Draft17FinBeforeAnyMessageEndsTheStreamQuietly) {
+  FakeControlContext ctx(wire::Version::kTransport17);
+  FakeStream s(4);
+  PendingStream p(ctx, s);
+  s.push("", true);
+  EXPECT_TRUE(s.released);
+  ASSERT_EQ(ctx.retired.size(), 1u);
+  EXPECT_EQ(ctx.retired[0], &p);
+  EXPECT_EQ(ctx.namespace_streams, 0);
+  EXPECT_FALSE(ctx.is_closed());
+}
+
+TEST(IetfPendingStream, BytesWaitForSetupThenTheStreamGoesToItsKind) {
+  FakeControlContext ctx(wire::Version::kTransport16);
+  ctx.ready = false;
+  FakeStream bidi(4);
+  PendingStream p(ctx, bidi);
+  bidi.push("11");
+  EXPECT_EQ(ctx.namespace_streams, 0);  // held until SETUP completes
+  ctx.ready = true;
+  p.on_ready();
+  EXPECT_EQ(ctx.namespace_streams, 1);
+  EXPECT_FALSE(bidi.released);  // handed over, not released
+  FakeStream uni(3);
+  PendingStream q(ctx, uni);
+  uni.push("04");
+  EXPECT_EQ(ctx.subgroup_streams, 1);
 }
 
 }  // namespace ietf_handlers_test
