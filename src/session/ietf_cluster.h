@@ -1,7 +1,7 @@
 #pragma once
 // The MoQ Cluster extension on IETF sessions of drafts 17+ (draft-lcurley-moq-cluster, as @moq/net
 // 0.3.4 speaks it: ietf/cluster.js; NET-0.3.md §4.7): the session-side rules, kept out of
-// ietf_session.cc, which calls them at four points (its SETUP, its SETUP's answer, a received
+// IetfSession (ietf_request_streams.cc, ietf_namespaces.cc), which calls them at four points (its SETUP, its SETUP's answer, a received
 // PUBLISH_NAMESPACE, an advertisement it sends).
 //
 // moqd declares RELAY_HOPS (its hop id, the same id its moq-lite-04/05 announcements carry) only

@@ -1,7 +1,7 @@
 #pragma once
 // What the handlers of an IetfSession may do to it, one narrow interface per handler kind. The
-// protocol logic of each stream kind lives in its handler (ietf_handlers.h, ietf_session.cc,
-// ietf_fetch.cc, ietf_datagram.cc); the session owns the handlers, keeps the state shared between
+// protocol logic of each stream kind lives in its handler (ietf_handlers.h,
+// ietf_session_internal.h, ietf_client.cc, ietf_fetch.cc, ietf_datagram.cc, ietf_publish.cc); the session owns the handlers, keeps the state shared between
 // them (request ids, subscriptions by id and alias, announcements) and implements these
 // interfaces. A handler holds only its context, so a test drives it on a fake stream with a fake
 // context (ietf_handlers_test.cc), and what a handler may reach is listed here.
@@ -9,6 +9,7 @@
 // The interfaces share a virtual base, HandlerContext, so that IetfSession implements it once.
 // Every member is called on the session's worker thread, from a handler's callback; none of them
 // destroys the calling handler synchronously (retire() defers it past the callback).
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -191,6 +192,40 @@ class FetchContext : public virtual HandlerContext {
   // The data stream of the peer's FETCH `request_id` ended (FIN, or `reset`): 17+, its request
   // stream ends the same way. No-op before 17 or once the stream is gone.
   virtual void end_request(uint64_t request_id, bool reset) = 0;
+};
+
+// PUBLISH (ietf_publish.h): the peer's own tracks, each fed into the origin as an upstream
+// subscription that no SUBSCRIBE of ours opened, its namespace announced for as long as it lasts.
+class PublishContext : public virtual HandlerContext {
+ public:
+  virtual model::Origin& origin() = 0;
+  virtual SessionHandler& handler() = 0;
+  // The session as the source of the peer's broadcasts.
+  virtual model::BroadcastSource& source() = 0;
+  virtual bool is_client() const = 0;
+  virtual std::string to_full(const std::string& peer_path) const = 0;
+  // Checks a request id the peer chose for a new request; false (the session failing) when it
+  // breaks the draft's rules.
+  virtual bool accept_peer_request_id(uint64_t id) = 0;
+  // The upstream subscription that `alias` routes to, or null.
+  virtual UpstreamSubscription* upstream_by_alias(uint64_t alias) = 0;
+  // The peer PUBLISH_NAMESPACEd `full`; how many paths it has PUBLISH_NAMESPACEd.
+  virtual bool is_announced(const std::string& full) const = 0;
+  virtual size_t announced_count() const = 0;
+  // Counts one announcement change against --max-announce-rate; false (the session closing) past
+  // it.
+  virtual bool admit_announce_change() = 0;
+  // The UpstreamSubscription of (`full`, `name`) fed by the peer's PUBLISH `request_id` under
+  // `alias` (no SUBSCRIBE is sent for it), registered by request id and alias; null when the
+  // session already subscribes that track. drop_published() undoes it.
+  virtual UpstreamSubscription* adopt_published(const std::string& full, const std::string& name,
+                                                uint64_t request_id, uint64_t alias) = 0;
+  virtual void drop_published(UpstreamSubscription* u) = 0;
+  // SUBGROUP streams held for an alias not known yet read again (a PUBLISH came).
+  virtual void retry_held_subgroups() = 0;
+  // A control message of the peer's, to the session's handler of its type (17+: the PUBLISH_DONE
+  // read on a PUBLISH's request stream, or the one its close stands for).
+  virtual void on_control_message(wire::ietf::ControlMessage m) = 0;
 };
 
 }  // namespace moqd::session::ietf_detail

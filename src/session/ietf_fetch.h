@@ -3,8 +3,8 @@
 // of an IetfSession (drafts 14..20, server role), served from the origin's track caches: what a relay
 // has cached is what a FETCH returns (no upstream FETCH for what was evicted). Owned by the
 // IetfSession; one worker thread. The live subscriptions it reads and narrows stay in
-// ietf_session.cc and are reached through the functions below. From 17 each FETCH and TRACK_STATUS
-// arrives on its own bidi stream (ietf_session.cc RequestStream), where its answers are routed by
+// the IetfSession and are reached through the functions below. From 17 each FETCH and TRACK_STATUS
+// arrives on its own bidi stream (RequestStream, ietf_handlers.h), where its answers are routed by
 // request id; a FETCH's request stream ends with its data stream (IetfSession::end_request), and
 // resetting it arrives here as FETCH_CANCEL. What differs by draft is read off
 // its wire::ietf::Draft row, not a copy of the handlers.
@@ -40,7 +40,7 @@ struct Narrowing {
   std::optional<bool> forward;
 };
 
-// Defined in ietf_session.cc: what FETCH and SUBSCRIBE_UPDATE may see of a subscription.
+// Defined in ietf_subscriptions.cc: what FETCH and SUBSCRIBE_UPDATE may see of a subscription.
 model::Track* subscription_track(const DownstreamSubscription& s);
 std::optional<wire::ietf::Location> subscription_largest(const DownstreamSubscription& s);
 bool subscription_is_largest_object(const DownstreamSubscription& s);

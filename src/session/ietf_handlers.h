@@ -1,8 +1,8 @@
 #pragma once
 // The handlers of an IetfSession's streams that are tested on their own (ietf_handlers_test.cc):
 // each holds the narrow context of its kind (ietf_context.h), never the IetfSession. The other
-// handlers (PendingStream, UpstreamSubscription, NamespaceAnnouncer, RequestStream,
-// NamespaceDiscovery) live in ietf_session.cc on the same footing. DownstreamSubscription's and
+// handlers (PendingStream, UpstreamSubscription, NamespaceAnnouncer) live in
+// ietf_session_internal.h, NamespaceDiscovery in ietf_client.cc, on the same footing. DownstreamSubscription's and
 // SubgroupReader's longer members are in ietf_subscriptions.cc. Internal to session/.
 #include <cstdint>
 #include <deque>
@@ -474,6 +474,204 @@ class SetupStreamReader final : public HandlerOf<ControlContext> {
 
  private:
   bool got_setup_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Drafts 17+ (Draft::request_streams): the stream kinds that replace the control stream.
+
+// One request and its responses on a bidi stream: a SUBSCRIBE, PUBLISH_NAMESPACE, FETCH or
+// TRACK_STATUS of the peer's, or a SUBSCRIBE of ours (upstream). FETCH and TRACK_STATUS are served
+// by FetchService (ietf_fetch.h): TRACK_STATUS's answer ends the stream; a FETCH's stream ends
+// when its data stream does (end()), and the peer resetting it cancels the FETCH (d17 §5.2). The request's handler in IetfSession does the work; this
+// carries its messages, which in 17+ name no request id (filled in from the stream's), and turns
+// the stream's end into the messages 17 removed: the peer closing a SUBSCRIBE stream is
+// UNSUBSCRIBE, a PUBLISH_NAMESPACE stream PUBLISH_NAMESPACE_DONE; the publisher closing ours ends
+// the track (PUBLISH_DONE, or REQUEST_ERROR before SUBSCRIBE_OK).
+class RequestStream final : public HandlerOf<ControlContext> {
+ public:
+  enum class Kind : uint8_t {
+    kPeerSubscribe,
+    kPeerPublishNamespace,
+    kOurSubscribe,
+    kOurPublishNamespace,  // client role: a broadcast of ours, until we close the stream
+    kPeerFetch,
+    kPeerTrackStatus,
+    kPeerPublish  // d17+ PUBLISH: PUBLISH_DONE and FIN end it (PublishService)
+  };
+  RequestStream(ControlContext& s, transport::Stream& stream, Kind kind, uint64_t id)
+      : HandlerOf(s), kind_(kind), id_(id) {
+    attach(stream);
+  }
+  Kind kind() const { return kind_; }
+
+  // A response or follow-up; `last`: the request is over on our side (FIN, then the stream is
+  // handed back).
+  void send(const wi::ControlMessage& m, bool last) {
+    if (stream_ == nullptr) {
+      return;
+    }
+    std::vector<uint8_t> out;
+    if (!wi::encode(session_.draft(), m, out, session_.peer_form())) {
+      MOQD_LOG(kWarn, "session %llu request message not encodable in %s (dropped)",
+               static_cast<unsigned long long>(session_.id()), wire::version_name(session_.draft()));
+      return;
+    }
+    stream_->write(Bytes::from(out));
+    if (last || kind_ == Kind::kPeerTrackStatus) {
+      stream_->finish();
+      done();
+    }
+  }
+  // A FETCH's data stream ended: FIN (complete) or reset (cancelled, or failed), and the stream is
+  // handed back.
+  void end(bool reset) {
+    if (stream_ != nullptr) {
+      if (reset) {
+        stream_->reset(kResetCancelled);
+      } else {
+        stream_->finish();
+      }
+    }
+    done();
+  }
+  // Our UNSUBSCRIBE (17 has none): FIN, and the stream is handed back.
+  void cancel() {
+    if (stream_ != nullptr) {
+      stream_->finish();
+    }
+    done();
+  }
+
+  void on_readable() override {
+    while (stream_ != nullptr && !session_.is_closed()) {
+      auto data = stream_->peek();
+      if (data.empty()) {
+        break;
+      }
+      std::optional<wi::ControlMessage> m = session_.read_message(*stream_, session_.peer_form());
+      if (!m) {
+        return;
+      }
+      on_message(std::move(*m));
+    }
+    if (stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received()) {
+      if (kind_ == Kind::kPeerFetch || kind_ == Kind::kPeerTrackStatus) {
+        return;  // d19 §3.3.2: the requester's FIN is not a cancellation
+      }
+      peer_ended();
+    }
+  }
+  void on_reset(uint64_t) override { peer_ended(); }
+  void on_stop_sending(uint64_t) override { peer_ended(); }
+
+  static constexpr uint64_t kResetCancelled = 0x1;  // d18 §3.3.3 CANCELLED
+
+ private:
+  void on_message(wi::ControlMessage m) {
+    if (kind_ == Kind::kPeerPublish) {
+      ended_ = session_.on_publish_stream_message(id_, std::move(m)) || ended_;
+      return;
+    }
+    if (kind_ == Kind::kOurPublishNamespace) {
+      on_publish_namespace_answer(std::move(m));
+      return;
+    }
+    if (kind_ != Kind::kOurSubscribe) {
+      // Follow-ups on the peer's request (REQUEST_UPDATE): the session's handlers decide.
+      if (auto* u = std::get_if<wi::SubscribeUpdate>(&m);
+          u != nullptr && (kind_ == Kind::kPeerSubscribe || kind_ == Kind::kPeerFetch)) {
+        u->existing_request_id = id_;
+        session_.on_control_message(std::move(m));
+        return;
+      }
+      session_.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a request stream");
+      return;
+    }
+    if (auto* ok = std::get_if<wi::SubscribeOk>(&m)) {
+      ok->request_id = id_;
+      answered_ = true;
+    } else if (auto* e = std::get_if<wi::RequestError>(&m)) {
+      e->request_id = id_;
+      answered_ = true;
+      ended_ = true;
+    } else if (auto* d = std::get_if<wi::PublishDone>(&m)) {
+      d->request_id = id_;
+      ended_ = true;
+    } else {
+      session_.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a SUBSCRIBE stream");
+      return;
+    }
+    session_.on_control_message(std::move(m));
+  }
+  // The relay's answer to our PUBLISH_NAMESPACE: REQUEST_OK, or REQUEST_ERROR (logged by the
+  // session). Nothing else belongs on this stream.
+  void on_publish_namespace_answer(wi::ControlMessage m) {
+    if (auto* ok = std::get_if<wi::RequestOk>(&m)) {
+      ok->request_id = id_;
+    } else if (auto* e = std::get_if<wi::RequestError>(&m)) {
+      e->request_id = id_;
+    } else {
+      session_.fail(wi::TerminationCode::kProtocolViolation,
+                    "unexpected message on a PUBLISH_NAMESPACE stream");
+      return;
+    }
+    session_.on_control_message(std::move(m));
+  }
+  void peer_ended() {
+    if (stream_ == nullptr || session_.is_closed()) {
+      return;
+    }
+    switch (kind_) {
+      case Kind::kPeerSubscribe:
+        // UNSUBSCRIBE: the session answers PUBLISH_DONE on this stream (send(last)), unless the
+        // subscription is already over.
+        session_.on_control_message(wi::Unsubscribe{id_});
+        break;
+      case Kind::kPeerPublishNamespace: {
+        wi::PublishNamespaceDone d;
+        d.request_id = id_;
+        session_.on_control_message(d);
+        break;
+      }
+      case Kind::kPeerFetch:
+        // d17 §5.2: STOP_SENDING (or a reset) cancels the FETCH; FetchService resets its data
+        // stream and ends this one (end()).
+        session_.on_control_message(wi::FetchCancel{id_});
+        break;
+      case Kind::kPeerTrackStatus:
+        break;
+      case Kind::kPeerPublish:
+        session_.on_publish_stream_closed(id_, ended_);
+        break;
+      case Kind::kOurSubscribe:
+        if (!answered_) {
+          wi::RequestError e;
+          e.request_id = id_;
+          e.reason = "SUBSCRIBE stream closed";
+          session_.on_control_message(e);
+        } else if (!ended_) {
+          session_.on_control_message(wi::PublishDone{id_, 0, 0, "SUBSCRIBE stream closed"});
+        }
+        break;
+      case Kind::kOurPublishNamespace:
+        // PUBLISH_NAMESPACE_CANCEL (17 has none): the relay no longer takes the namespace. Its
+        // SUBSCRIBEs are separate requests; nothing else follows from it here.
+        break;
+    }
+    if (stream_ != nullptr) {
+      stream_->finish();
+      done();
+    }
+  }
+  void done() override {
+    session_.forget_request(id_, this);
+    Handler::done();
+  }
+
+  Kind kind_;
+  uint64_t id_;
+  bool answered_ = false;  // SUBSCRIBE_OK or REQUEST_ERROR seen (ours)
+  bool ended_ = false;     // REQUEST_ERROR or PUBLISH_DONE seen (ours)
 };
 
 }  // namespace ietf_detail

@@ -2,6 +2,7 @@
 // ietf_handlers.h on a fake stream, with a fake of its context (ietf_context.h) that records what
 // the handler asked of the session. No IetfSession, transport or peer is involved.
 #include "session/ietf_handlers.h"
+#include "session/ietf_session_internal.h"
 
 #include <gtest/gtest.h>
 
@@ -34,6 +35,17 @@ class FakeStream final : public transport::Stream {
     peer_fin_ = peer_fin_ || fin;
     if (visitor_ != nullptr) {
       visitor_->on_readable();
+    }
+  }
+  // The peer resets the stream, or asks us to stop sending on it.
+  void peer_reset(uint64_t code) {
+    if (visitor_ != nullptr) {
+      visitor_->on_reset(code);
+    }
+  }
+  void peer_stop_sending(uint64_t code) {
+    if (visitor_ != nullptr) {
+      visitor_->on_stop_sending(code);
     }
   }
   std::string written_hex() const { return to_hex(std::span<const uint8_t>(out_)); }
@@ -350,17 +362,31 @@ class FakeControlContext final : public FakeHandlerContext, public ControlContex
   void on_server_setup(const wi::ControlMessage&) override { ++server_setups; }
   void on_peer_setup(const wi::Setup&) override { ++peer_setups; }
   void stop_namespace(uint64_t request_id) override { stopped_namespaces.push_back(request_id); }
-  void forget_request(uint64_t, RequestStream*) override {}
-  void on_subgroup_stream(transport::Stream&) override {}
-  void on_namespace_stream(transport::Stream&) override {}
-  bool on_publish_stream_message(uint64_t, wi::ControlMessage) override { return false; }
-  void on_publish_stream_closed(uint64_t, bool) override {}
+  void forget_request(uint64_t request_id, RequestStream*) override {
+    forgotten_requests.push_back(request_id);
+  }
+  void on_subgroup_stream(transport::Stream&) override { ++subgroup_streams; }
+  void on_namespace_stream(transport::Stream&) override { ++namespace_streams; }
+  bool on_publish_stream_message(uint64_t request_id, wi::ControlMessage m) override {
+    publish_messages.emplace_back(request_id, std::move(m));
+    return publish_message_ends;
+  }
+  void on_publish_stream_closed(uint64_t request_id, bool done) override {
+    publish_closes.emplace_back(request_id, done);
+  }
 
   std::vector<wi::ControlMessage> messages;
   int client_setups = 0;
   int server_setups = 0;
   int peer_setups = 0;
   std::vector<uint64_t> stopped_namespaces;
+  std::vector<uint64_t> forgotten_requests;
+  int subgroup_streams = 0;
+  int namespace_streams = 0;
+  // PublishService's stream hooks: what on_publish_stream_message answers (true: PUBLISH_DONE).
+  bool publish_message_ends = true;
+  std::vector<std::pair<uint64_t, wi::ControlMessage>> publish_messages;
+  std::vector<std::pair<uint64_t, bool>> publish_closes;
 };
 
 // d16 CLIENT_SETUP as @moq/net writes it (versions d16, IMPLEMENTATION "moq-lite-js").
@@ -426,6 +452,176 @@ TEST(IetfSetupStreamReader, Draft17StreamEndingBeforeSetupIsAProtocolViolation) 
   EXPECT_EQ(*ctx.failed_code, wi::TerminationCode::kProtocolViolation);
   EXPECT_EQ(ctx.failed_detail, "SETUP stream ended before SETUP");
   EXPECT_EQ(ctx.peer_setups, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// RequestStream (17+): one request's bidi stream after its first message, which the session read
+// (IetfSession::on_request_stream) and dispatched before adopting the stream.
+
+// `m` as the peer writes it in `v`.
+std::vector<uint8_t> encoded(wire::Version v, const wi::ControlMessage& m) {
+  std::vector<uint8_t> out;
+  EXPECT_TRUE(wi::encode(v, m, out, wi::Peer::kDraftText));
+  return out;
+}
+
+// A RequestStream of `kind` for request 4 on the peer's bidi stream 4, in draft 17.
+struct RequestCase {
+  explicit RequestCase(RequestStream::Kind kind, wire::Version v = wire::Version::kTransport17)
+      : ctx(v), r(ctx, s, kind, 4) {}
+  void push(const wi::ControlMessage& m, bool fin = false) {
+    s.push(to_hex(std::span<const uint8_t>(encoded(ctx.draft(), m))), fin);
+  }
+  FakeControlContext ctx;
+  FakeStream s{4};
+  RequestStream r;
+};
+
+wi::Subscribe request_stream_subscribe() {
+  wi::Subscribe m;
+  m.request_id = 6;
+  m.ns = {"room", "alice"};
+  m.track = "video";
+  return m;
+}
+
+TEST(IetfRequestStream, Draft17RequestUpdateOnAPeerSubscribeGoesToTheSessionWithItsId) {
+  RequestCase c(RequestStream::Kind::kPeerSubscribe);
+  wi::SubscribeUpdate u;
+  u.request_id = 6;
+  c.push(u);
+  ASSERT_EQ(c.ctx.messages.size(), 1u);
+  const auto* got = std::get_if<wi::SubscribeUpdate>(&c.ctx.messages[0]);
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->existing_request_id, 4u);  // the stream's request, which 17 does not write
+  EXPECT_FALSE(c.ctx.is_closed());
+  EXPECT_FALSE(c.s.finished);
+}
+
+TEST(IetfRequestStream, Draft17SecondRequestOnARequestStreamIsAProtocolViolation) {
+  RequestCase c(RequestStream::Kind::kPeerSubscribe);
+  c.push(request_stream_subscribe());
+  ASSERT_TRUE(c.ctx.failed_code.has_value());
+  EXPECT_EQ(*c.ctx.failed_code, wi::TerminationCode::kProtocolViolation);
+  EXPECT_EQ(c.ctx.failed_detail, "unexpected message on a request stream");
+  EXPECT_TRUE(c.ctx.messages.empty());
+}
+
+TEST(IetfRequestStream, Draft17PeerClosingItsSubscribeStreamIsUnsubscribe) {
+  RequestCase c(RequestStream::Kind::kPeerSubscribe);
+  c.s.push("", true);  // FIN, no message after the SUBSCRIBE
+  ASSERT_EQ(c.ctx.messages.size(), 1u);
+  EXPECT_EQ(c.ctx.messages[0], wi::ControlMessage(wi::Unsubscribe{4}));
+  EXPECT_TRUE(c.s.finished);
+  EXPECT_TRUE(c.s.released);
+  EXPECT_EQ(c.ctx.forgotten_requests, std::vector<uint64_t>{4});
+  ASSERT_EQ(c.ctx.retired.size(), 1u);
+  EXPECT_EQ(c.ctx.retired[0], &c.r);
+  EXPECT_FALSE(c.ctx.is_closed());
+}
+
+TEST(IetfRequestStream, Draft17PublishDoneAndFinGoToThePublishHooks) {
+  RequestCase c(RequestStream::Kind::kPeerPublish);
+  c.push(wi::PublishDone{0, 2, 3, "bye"});
+  ASSERT_EQ(c.ctx.publish_messages.size(), 1u);
+  EXPECT_EQ(c.ctx.publish_messages[0].first, 4u);
+  EXPECT_EQ(c.ctx.publish_messages[0].second, wi::ControlMessage(wi::PublishDone{0, 2, 3, "bye"}));
+  EXPECT_TRUE(c.ctx.messages.empty());  // PublishService, not the session's handlers, decides
+  c.s.push("", true);
+  EXPECT_EQ(c.ctx.publish_closes, (std::vector<std::pair<uint64_t, bool>>{{4, true}}));
+  EXPECT_TRUE(c.s.finished);
+  EXPECT_EQ(c.ctx.forgotten_requests, std::vector<uint64_t>{4});
+}
+
+TEST(IetfRequestStream, Draft17PublishStreamResetBeforeAnyMessageClosesItNotDone) {
+  RequestCase c(RequestStream::Kind::kPeerPublish);
+  c.ctx.publish_message_ends = false;  // what PublishService answers to anything but PUBLISH_DONE
+  c.push(request_stream_subscribe());
+  ASSERT_EQ(c.ctx.publish_messages.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<wi::Subscribe>(c.ctx.publish_messages[0].second));
+  c.s.peer_reset(0x1);
+  EXPECT_EQ(c.ctx.publish_closes, (std::vector<std::pair<uint64_t, bool>>{{4, false}}));
+}
+
+TEST(IetfRequestStream, Draft19FetchFinIsNotACancelButStopSendingIs) {
+  RequestCase c(RequestStream::Kind::kPeerFetch, wire::Version::kTransport19);
+  c.s.push("", true);  // d19 §3.3.2: the requester's FIN
+  EXPECT_TRUE(c.ctx.messages.empty());
+  EXPECT_FALSE(c.s.finished);
+  EXPECT_TRUE(c.ctx.forgotten_requests.empty());
+  c.s.peer_stop_sending(0x1);
+  ASSERT_EQ(c.ctx.messages.size(), 1u);
+  EXPECT_EQ(c.ctx.messages[0], wi::ControlMessage(wi::FetchCancel{4}));
+  EXPECT_EQ(c.ctx.forgotten_requests, std::vector<uint64_t>{4});
+}
+
+TEST(IetfRequestStream, Draft17OurSubscribeClosedBeforeAnAnswerIsARequestError) {
+  RequestCase c(RequestStream::Kind::kOurSubscribe);
+  c.s.push("", true);
+  ASSERT_EQ(c.ctx.messages.size(), 1u);
+  const auto* e = std::get_if<wi::RequestError>(&c.ctx.messages[0]);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->request_id, 4u);
+  EXPECT_EQ(e->reason, "SUBSCRIBE stream closed");
+}
+
+TEST(IetfRequestStream, Draft17OurSubscribeAnsweredThenClosedIsPublishDone) {
+  RequestCase c(RequestStream::Kind::kOurSubscribe);
+  wi::SubscribeOk ok;
+  ok.track_alias = 9;
+  c.push(ok);
+  ASSERT_EQ(c.ctx.messages.size(), 1u);
+  const auto* got = std::get_if<wi::SubscribeOk>(&c.ctx.messages[0]);
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->request_id, 4u);
+  EXPECT_EQ(got->track_alias, 9u);
+  c.s.push("", true);
+  ASSERT_EQ(c.ctx.messages.size(), 2u);
+  EXPECT_EQ(c.ctx.messages[1],
+            wi::ControlMessage(wi::PublishDone{4, 0, 0, "SUBSCRIBE stream closed"}));
+}
+
+TEST(IetfRequestStream, Draft17TrackStatusAnswerEndsTheStreamByteExact) {
+  RequestCase c(RequestStream::Kind::kPeerTrackStatus);
+  wi::RequestError e;
+  e.request_id = 4;
+  e.error_code = 0x10;
+  e.reason = "x";
+  c.r.send(e, false);  // TRACK_STATUS's answer is its last message
+  EXPECT_EQ(c.s.written_hex(), to_hex(std::span<const uint8_t>(encoded(c.ctx.draft(), e))));
+  EXPECT_TRUE(c.s.finished);
+  EXPECT_EQ(c.ctx.forgotten_requests, std::vector<uint64_t>{4});
+}
+
+// PendingStream (ietf_session_internal.h): a peer stream whose kind its first bytes will tell.
+
+TEST(IetfPendingStream, Draft17FinBeforeAnyMessageEndsTheStreamQuietly) {
+  FakeControlContext ctx(wire::Version::kTransport17);
+  FakeStream s(4);
+  PendingStream p(ctx, s);
+  s.push("", true);
+  EXPECT_TRUE(s.released);
+  ASSERT_EQ(ctx.retired.size(), 1u);
+  EXPECT_EQ(ctx.retired[0], &p);
+  EXPECT_EQ(ctx.namespace_streams, 0);
+  EXPECT_FALSE(ctx.is_closed());
+}
+
+TEST(IetfPendingStream, BytesWaitForSetupThenTheStreamGoesToItsKind) {
+  FakeControlContext ctx(wire::Version::kTransport16);
+  ctx.ready = false;
+  FakeStream bidi(4);
+  PendingStream p(ctx, bidi);
+  bidi.push("11");
+  EXPECT_EQ(ctx.namespace_streams, 0);  // held until SETUP completes
+  ctx.ready = true;
+  p.on_ready();
+  EXPECT_EQ(ctx.namespace_streams, 1);
+  EXPECT_FALSE(bidi.released);  // handed over, not released
+  FakeStream uni(3);
+  PendingStream q(ctx, uni);
+  uni.push("04");
+  EXPECT_EQ(ctx.subgroup_streams, 1);
 }
 
 }  // namespace ietf_handlers_test

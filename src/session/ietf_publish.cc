@@ -2,7 +2,7 @@
 #include "session/ietf_publish.h"
 
 #include "base/log.h"
-#include "session/ietf_session.h"
+#include "session/ietf_context.h"
 #include "wire/ietf_namespace.h"
 
 namespace moqd::session::ietf_detail {
@@ -50,7 +50,7 @@ class PublishService::Hold final : public model::TrackListener {
   model::Track* track_ = nullptr;
 };
 
-PublishService::PublishService(IetfSession& s) : session_(s) {}
+PublishService::PublishService(PublishContext& s) : session_(s) {}
 
 PublishService::~PublishService() {
   closed_ = true;
@@ -74,7 +74,7 @@ void PublishService::refuse(uint64_t request_id, uint64_t code, const char* reas
 
 void PublishService::on_publish(const wi::Publish& m) {
   ended_.clear();
-  IetfSession& s = session_;
+  PublishContext& s = session_;
   if (!s.accept_peer_request_id(m.request_id)) {
     return;
   }
@@ -105,9 +105,9 @@ void PublishService::on_publish(const wi::Publish& m) {
     refuse(m.request_id, kErrInternal, "too many published tracks");
     return;
   }
-  const bool implicit = s.announced_by_path_.count(full) == 0 && paths_.count(full) == 0;
+  const bool implicit = !s.is_announced(full) && paths_.count(full) == 0;
   if (implicit) {
-    if (s.announced_by_path_.size() + paths_.size() >= s.config().limits.max_announced_paths) {
+    if (s.announced_count() + paths_.size() >= s.config().limits.max_announced_paths) {
       refuse(m.request_id, kErrInternal, "too many namespaces");
       return;
     }
@@ -117,7 +117,7 @@ void PublishService::on_publish(const wi::Publish& m) {
     if (s.config().traffic != nullptr) {
       s.config().traffic->announces_opened.add();
     }
-    s.handler().on_peer_announce(full, true, {}, s);
+    s.handler().on_peer_announce(full, true, {}, s.source());
     if (s.is_closed()) {
       return;
     }
@@ -127,10 +127,10 @@ void PublishService::on_publish(const wi::Publish& m) {
       if (s.config().traffic != nullptr) {
         s.config().traffic->announces_closed.add();
       }
-      s.handler().on_peer_announce(full, false, {}, s);
+      s.handler().on_peer_announce(full, false, {}, s.source());
     }
   };
-  if (s.origin().active_source(full) != &s) {
+  if (s.origin().active_source(full) != &s.source()) {
     undo();
     refuse(m.request_id, kErrUninterested, "broadcast published through another session");
     return;
@@ -181,7 +181,7 @@ void PublishService::on_publish(const wi::Publish& m) {
   s.retry_held_subgroups();
 }
 
-bool PublishService::on_stream_message(IetfSession& s, uint64_t request_id, wi::ControlMessage m) {
+bool PublishService::on_stream_message(PublishContext& s, uint64_t request_id, wi::ControlMessage m) {
   auto* done = std::get_if<wi::PublishDone>(&m);
   if (done == nullptr) {
     s.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a PUBLISH stream");
@@ -197,7 +197,7 @@ bool PublishService::on_stream_message(IetfSession& s, uint64_t request_id, wi::
   return true;
 }
 
-void PublishService::on_stream_closed(IetfSession& s, uint64_t request_id, bool done) {
+void PublishService::on_stream_closed(PublishContext& s, uint64_t request_id, bool done) {
   if (!done) {
     // No PUBLISH_DONE: its streams may still arrive; the upstream subscription waits for them as
     // for a Stream Count it was not told (0), bounded by its timers.
@@ -225,7 +225,7 @@ void PublishService::release(Hold* h) {
 }
 
 void PublishService::withdraw_if_unused(const std::string& full) {
-  if (session_.announced_by_path_.count(full) != 0) {
+  if (session_.is_announced(full)) {
     return;  // PUBLISH_NAMESPACEd meanwhile: it stays
   }
   if (!session_.admit_announce_change()) {
@@ -234,7 +234,7 @@ void PublishService::withdraw_if_unused(const std::string& full) {
   if (session_.config().traffic != nullptr) {
     session_.config().traffic->announces_closed.add();
   }
-  session_.handler().on_peer_announce(full, false, {}, session_);
+  session_.handler().on_peer_announce(full, false, {}, session_.source());
 }
 
 std::vector<std::string> PublishService::take_paths() {

@@ -2,7 +2,7 @@
 // PUBLISH (drafts 14..20, server role): the publisher-initiated subscription. A peer's PUBLISH
 // names one track and the alias its SUBGROUP streams will carry; moqd answers PUBLISH_OK with
 // Forward 1 and feeds the track into the origin exactly as if it had subscribed upstream: the
-// track is an UpstreamSubscription of the session (ietf_session.cc) whose request id and alias
+// track is an UpstreamSubscription of the session (ietf_upstream.cc) whose request id and alias
 // come from the PUBLISH instead of from our SUBSCRIBE / the peer's SUBSCRIBE_OK, and PUBLISH_DONE
 // ends it as it ends a subscription.
 //
@@ -27,8 +27,8 @@
 // it), or REQUEST_ERROR and FIN. The peer's PUBLISH_DONE on that stream ends the track as on 14..16
 // (its Stream Count read as the upstream subscription reads it); the peer closing or resetting the
 // stream without one ends it as a PUBLISH_DONE with Stream Count 0 would; moqd ending the track
-// (the session closing) closes the stream, which is d17's UNSUBSCRIBE. Owned by the IetfSession;
-// one worker thread.
+// (the session closing) closes the stream, which is d17's UNSUBSCRIBE. Owned by the IetfSession,
+// of which it holds only its PublishContext (ietf_context.h); one worker thread.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -36,17 +36,14 @@
 #include <vector>
 
 #include "model/track.h"
+#include "session/ietf_context.h"
 #include "wire/ietf.h"
 
-namespace moqd::session {
-
-class IetfSession;
-
-namespace ietf_detail {
+namespace moqd::session::ietf_detail {
 
 class PublishService {
  public:
-  explicit PublishService(IetfSession& s);
+  explicit PublishService(PublishContext& s);
   ~PublishService();
   PublishService(const PublishService&) = delete;
   PublishService& operator=(const PublishService&) = delete;
@@ -56,10 +53,10 @@ class PublishService {
   // Drafts 17+: a message after the PUBLISH on its request stream `request_id`. Only PUBLISH_DONE
   // belongs there (handed to the session, true: the publisher ended the track); anything else
   // closes the session with a protocol violation (false).
-  static bool on_stream_message(IetfSession& s, uint64_t request_id, wire::ietf::ControlMessage m);
+  static bool on_stream_message(PublishContext& s, uint64_t request_id, wire::ietf::ControlMessage m);
   // Drafts 17+: the peer closed (FIN, reset or STOP_SENDING) the request stream of PUBLISH
   // `request_id`; `done`: its PUBLISH_DONE came first.
-  static void on_stream_closed(IetfSession& s, uint64_t request_id, bool done);
+  static void on_stream_closed(PublishContext& s, uint64_t request_id, bool done);
   // The session is closing: tracks ending from now on release nothing (the session withdraws its
   // paths itself, with take_paths()).
   void on_session_closed() { closed_ = true; }
@@ -76,12 +73,11 @@ class PublishService {
   void release(Hold* h);
   void withdraw_if_unused(const std::string& full);
 
-  IetfSession& session_;
+  PublishContext& session_;
   bool closed_ = false;
   std::map<uint64_t, std::unique_ptr<Hold>> holds_;  // by PUBLISH request id
   std::vector<std::unique_ptr<Hold>> ended_;          // destroyed on the next PUBLISH or with us
   std::map<std::string, size_t> paths_;               // implicitly announced path -> holds
 };
 
-}  // namespace ietf_detail
-}  // namespace moqd::session
+}  // namespace moqd::session::ietf_detail

@@ -28,6 +28,11 @@
 // the same: send_control() routes a message to its request's stream by request id. In the client
 // role PUBLISH_DONE leaves the request stream open: the relay closing it is the UNSUBSCRIBE that
 // await_unsubscribe() waits for.
+//
+// The implementation is split by concern: ietf_session.cc (life, control path, request ids, the
+// peer's SUBSCRIBE, limits), ietf_control.cc (peer streams, SETUP on the control stream),
+// ietf_namespaces.cc, ietf_upstream.cc, ietf_request_streams.cc (17+), ietf_client.cc; the
+// handlers in ietf_handlers.h and ietf_session_internal.h.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -71,7 +76,8 @@ class IetfSession final : public transport::SessionVisitor,
                           private ietf_detail::UpstreamContext,
                           private ietf_detail::SubgroupContext,
                           private ietf_detail::NamespaceContext,
-                          private ietf_detail::FetchContext {
+                          private ietf_detail::FetchContext,
+                          private ietf_detail::PublishContext {
  public:
   // `version`: the draft the transport's protocol selected (moqt-15, moqt-16), or
   // moq-transport-14 for the SETUP path, where CLIENT_SETUP must offer it.
@@ -185,24 +191,25 @@ class IetfSession final : public transport::SessionVisitor,
   ietf_detail::DownstreamSubscription* downstream(uint64_t request_id) const override;
   void end_request(uint64_t request_id, bool reset) override;
 
-  // --- used by PublishService (ietf_publish.cc, a friend) and the session itself ---
-  // PUBLISH (ietf_publish.cc): the UpstreamSubscription of (`full`, `name`) fed by the peer's
-  // PUBLISH `request_id` under `alias` (no SUBSCRIBE is sent for it), registered by request id and
-  // alias; null when this session already subscribes that track. drop_published() undoes it.
+  // PublishContext (and the session itself)
+  bool is_announced(const std::string& full) const override {
+    return announced_by_path_.count(full) != 0;
+  }
+  size_t announced_count() const override { return announced_by_path_.size(); }
   ietf_detail::UpstreamSubscription* adopt_published(const std::string& full,
                                                      const std::string& name, uint64_t request_id,
-                                                     uint64_t alias);
-  void drop_published(ietf_detail::UpstreamSubscription* u);
+                                                     uint64_t alias) override;
+  void drop_published(ietf_detail::UpstreamSubscription* u) override;
   // SUBGROUP streams held for an alias not known yet read again (a SUBSCRIBE_OK or PUBLISH came).
-  void retry_held_subgroups();
-  ietf_detail::UpstreamSubscription* upstream_by_alias(uint64_t alias);
+  void retry_held_subgroups() override;
+  ietf_detail::UpstreamSubscription* upstream_by_alias(uint64_t alias) override;
   // A d16 SUBSCRIBE_NAMESPACE (`own_stream`: its bidi stream; null: on the control stream).
   void handle_subscribe_namespace(const wire::ietf::SubscribeNamespace& m,
                                   transport::Stream* own_stream);
   // --- drafts 17+ (Draft::request_streams): SETUP on uni streams, a bidi stream per request ---
   // A peer bidi stream: its first message says which request it carries.
   void on_request_stream(transport::Stream& stream);
-  // --- client role (the end of ietf_session.cc) ---
+  // --- client role (ietf_client.cc) ---
   // A d15 NAMESPACE / NAMESPACE_DONE on the control stream: an answer to our SUBSCRIBE_NAMESPACE.
   void on_client_namespace(const wire::ietf::Namespace& m);
   // A REQUEST_ERROR for none of our upstream subscriptions: a PUBLISH_NAMESPACE or
@@ -248,8 +255,8 @@ class IetfSession final : public transport::SessionVisitor,
   void flush_retired();
   void raise_max_request_id();
   // Counts one PUBLISH_NAMESPACE or PUBLISH_NAMESPACE_DONE against --max-announce-rate; false
-  // (the session closing) past it.
-  bool admit_announce_change();
+  // (the session closing) past it (PublishContext).
+  bool admit_announce_change() override;
   // stall_timeout and idle_timeout, every LivenessWatch::period once SETUP completed.
   void check_liveness();
   // --- drafts 17+ ---
@@ -335,7 +342,6 @@ class IetfSession final : public transport::SessionVisitor,
   // OBJECT_DATAGRAM receive (ietf_datagram.cc); made on the first datagram.
   std::unique_ptr<ietf_detail::DatagramReceiver> datagrams_;
   bool blocked_sent_ = false;  // REQUESTS_BLOCKED sent for the peer's current MAX_REQUEST_ID
-  friend class ietf_detail::PublishService;
 };
 
 }  // namespace moqd::session

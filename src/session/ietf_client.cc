@@ -1,0 +1,279 @@
+// IetfSession, the client role (`moq --versions moq-transport-14..20`). Only what a client starts differs from
+// the server role: CLIENT_SETUP on a control stream we open (17+: SETUP on our uni stream, and
+// each request on its own bidi stream), PUBLISH_NAMESPACE for the origin's broadcasts
+// (NamespaceAnnouncer in publish mode), and SUBSCRIBE_NAMESPACE for the discovery prefix
+// (NamespaceDiscovery). What follows from them runs the server role's handlers: the relay's
+// SUBSCRIBEs for our tracks (handle_subscribe), our SUBSCRIBEs for announced tracks
+// (UpstreamSubscription), SUBGROUP streams both ways, and a d14 relay's PUBLISH_NAMESPACE answers
+// (handle_publish_namespace).
+#include "session/ietf_session.h"
+
+#include "session/ietf_session_internal.h"
+
+namespace moqd::session {
+
+namespace wi = wire::ietf;
+
+namespace ietf_detail {
+
+// Our SUBSCRIBE_NAMESPACE: the relay's REQUEST_OK or error, then NAMESPACE / NAMESPACE_DONE, on
+// the request's own bidi stream (d16) or routed here from the control stream (d15). Each namespace
+// learned is announced to the handler with the session as its source, and withdrawn when the
+// request or the session ends.
+class NamespaceDiscovery final : public HandlerOf<NamespaceContext> {
+ public:
+  NamespaceDiscovery(NamespaceContext& s, uint64_t request_id, wi::TrackNamespace prefix)
+      : HandlerOf(s), request_id_(request_id), prefix_(std::move(prefix)) {}
+  uint64_t request_id() const { return request_id_; }
+
+  // Sends the request on `own` (d16) or on the control stream (null).
+  void begin(transport::Stream* own) {
+    wi::SubscribeNamespace m;
+    m.request_id = request_id_;
+    m.prefix = prefix_;
+    m.options = 1;  // d16 Subscribe Options: NAMESPACE only (moqd subscribes to tracks itself)
+    if (own == nullptr) {
+      session_.send_control(m);
+      return;
+    }
+    attach(*own);
+    std::vector<uint8_t> out;
+    wi::encode(session_.draft(), m, out, session_.peer_form());
+    own->write(Bytes::from(out));
+  }
+
+  void on_readable() override {
+    while (stream_ != nullptr && !session_.is_closed()) {
+      auto data = stream_->peek();
+      if (data.empty()) {
+        break;
+      }
+      std::optional<wi::ControlMessage> m = session_.read_message(*stream_, session_.peer_form());
+      if (!m) {
+        return;
+      }
+      on_message(*m);
+    }
+    if (stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received()) {
+      end();  // the relay ended the request: what it told of is gone
+    }
+  }
+  void on_reset(uint64_t) override { end(); }
+  void on_stop_sending(uint64_t) override { end(); }
+  void on_session_closed() override {
+    withdraw_all();
+    Handler::on_session_closed();
+  }
+
+  // One message answering this request.
+  void on_message(const wi::ControlMessage& m) {
+    if (const auto* n = std::get_if<wi::Namespace>(&m)) {
+      on_namespace(*n);
+    } else if (const auto* e = std::get_if<wi::RequestError>(&m)) {
+      MOQD_LOG(kInfo, "session %llu subscribe_namespace refused code=%llu reason=%s",
+               static_cast<unsigned long long>(session_.id()),
+               static_cast<unsigned long long>(e->error_code), e->reason.c_str());
+    } else if (!std::holds_alternative<wi::RequestOk>(m)) {
+      session_.fail(wi::TerminationCode::kProtocolViolation,
+                    "unexpected message on a SUBSCRIBE_NAMESPACE stream");
+    }
+  }
+
+  void on_namespace(const wi::Namespace& n) {
+    wi::TrackNamespace ns = prefix_;
+    ns.insert(ns.end(), n.suffix.begin(), n.suffix.end());
+    auto peer = wi::to_path(ns);
+    if (!peer || peer->empty()) {
+      return;  // no moqd path: nothing can be subscribed under it
+    }
+    std::string full = session_.to_full(*peer);
+    if (n.done != (seen_.count(full) != 0)) {
+      return;  // a repeat, or the end of a namespace never told of
+    }
+    if (n.done) {
+      seen_.erase(full);
+      session_.client_withdraw(full);
+      return;
+    }
+    if (seen_.size() >= session_.config().limits.max_received_announced_paths) {
+      session_.fail(wi::TerminationCode::kTooManyRequests, "too many announced namespaces");
+      return;
+    }
+    seen_.insert(full);
+    session_.client_announce(full);
+  }
+
+ private:
+  void end() {
+    withdraw_all();
+    done();
+  }
+  void withdraw_all() {
+    auto paths = std::move(seen_);
+    seen_.clear();
+    for (const auto& p : paths) {
+      session_.handler().on_peer_announce(p, false, {}, session_.source());
+    }
+  }
+
+  uint64_t request_id_;
+  wi::TrackNamespace prefix_;
+  std::set<std::string> seen_;
+};
+
+}  // namespace ietf_detail
+
+using namespace ietf_detail;
+
+
+void IetfSession::start_client() {
+  our_next_request_id_ = 0;   // client requests: even (draft-14 §9.1; the same in 17+)
+  peer_next_request_id_ = 1;  // the relay's: odd
+  if (row_->request_streams) {
+    // 17+: our SETUP on a uni stream; requests wait for the relay's SETUP (on_peer_setup()).
+    start_request_streams();
+    return;
+  }
+  open_client_control();
+}
+
+void IetfSession::open_client_control() {
+  transport::Stream* stream = transport_.open_bidi();
+  if (stream == nullptr) {
+    control_waits_for_stream_ = true;
+    return;
+  }
+  control_waits_for_stream_ = false;
+  control_ = stream;
+  control_reader_ = adopt<ControlReader>(*stream);
+  peer_max_request_id_ = peer_next_request_id_ + kRequestIdWindow;
+  wi::ClientSetup setup;
+  if (row_->setup_versions) {
+    setup.versions.push_back(static_cast<uint64_t>(version_));
+  }
+  setup.params.push_back(wi::Parameter{wi::kSetupMaxRequestId, peer_max_request_id_, {}});
+  std::vector<uint8_t> out;
+  if (!wi::encode(version_, setup, out)) {
+    fail(make_error(ErrorCode::kEncode, "CLIENT_SETUP"));
+    return;
+  }
+  control_->write(Bytes::from(out));
+}
+
+void IetfSession::on_server_setup(const wi::ControlMessage& m) {
+  const auto* setup = std::get_if<wi::ServerSetup>(&m);
+  if (setup == nullptr) {
+    fail(wi::TerminationCode::kProtocolViolation, "first message is not SERVER_SETUP");
+    return;
+  }
+  if (row_->setup_versions && setup->version != static_cast<uint64_t>(version_)) {
+    fail(wi::TerminationCode::kVersionNegotiationFailed, "SERVER_SETUP selected another version");
+    return;
+  }
+  if (const wi::Parameter* p = wi::find(setup->params, wi::kSetupMaxRequestId)) {
+    our_max_request_id_ = p->value;
+  }
+  on_setup_done();
+  if (!closed_ && !closing_) {
+    start_client_requests();
+  }
+}
+
+void IetfSession::start_client_requests() {
+  adopt<NamespaceAnnouncer>(nullptr, config_.root, 0, true)->begin();
+  if (!config_.discover_prefix || closed_ || closing_) {
+    return;
+  }
+  auto id = take_request_id();
+  if (!id) {
+    fail(make_error(ErrorCode::kBoundsExceeded, "relay's MAX_REQUEST_ID allows no discovery"));
+    return;
+  }
+  wi::TrackNamespace prefix = wi::to_namespace(model::normalize_path(*config_.discover_prefix));
+  auto* d = adopt<NamespaceDiscovery>(*id, std::move(prefix));
+  if (!row_->subscribe_options && !row_->request_streams) {
+    discovery_ = d;  // d14/15: answers come on the control stream
+    d->begin(nullptr);
+    return;
+  }
+  transport::Stream* stream = transport_.open_bidi();
+  if (stream == nullptr) {
+    fail(make_error(ErrorCode::kClosed, "no stream for SUBSCRIBE_NAMESPACE"));
+    return;
+  }
+  d->begin(stream);
+}
+
+void IetfSession::await_unsubscribe(uint64_t request_id) {
+  if (is_client() && !closed_) {
+    ended_unacknowledged_.insert(request_id);
+  }
+}
+
+void IetfSession::client_announce(const std::string& full) {
+  if (withdraw_pending_.erase(full) != 0) {
+    return;  // withdrawn and back before its subscriptions ended: it never went away here
+  }
+  handler_.on_peer_announce(full, true, {}, *this);
+}
+
+bool IetfSession::has_live_upstream(const std::string& full) const {
+  for (const auto& [key, u] : upstream_tracks_) {
+    if (key.first == full && u->track() != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void IetfSession::client_withdraw(const std::string& full) {
+  if (has_live_upstream(full)) {
+    withdraw_pending_.insert(full);  // forget_upstream() looks again
+    return;
+  }
+  handler_.on_peer_announce(full, false, {}, *this);
+}
+
+void IetfSession::withdraw_served() {
+  std::vector<std::string> served;
+  for (const auto& p : withdraw_pending_) {
+    if (!has_live_upstream(p)) {
+      served.push_back(p);
+    }
+  }
+  for (const auto& p : served) {
+    withdraw_pending_.erase(p);
+    handler_.on_peer_announce(p, false, {}, *this);
+  }
+}
+
+void IetfSession::flush_client_withdrawals() {
+  auto pending = std::move(withdraw_pending_);
+  withdraw_pending_.clear();
+  for (const auto& p : pending) {
+    handler_.on_peer_announce(p, false, {}, *this);
+  }
+}
+
+void IetfSession::on_client_namespace(const wi::Namespace& m) {
+  if (!is_client() || discovery_ == nullptr) {
+    fail(wi::TerminationCode::kProtocolViolation, "NAMESPACE without a SUBSCRIBE_NAMESPACE");
+    return;
+  }
+  discovery_->on_namespace(m);
+}
+
+void IetfSession::on_client_request_error(const wi::RequestError& m) {
+  if (!is_client()) {
+    return;
+  }
+  if (discovery_ != nullptr && m.request_id == discovery_->request_id()) {
+    discovery_->on_message(m);
+    return;
+  }
+  MOQD_LOG(kInfo, "session %llu request %llu refused by the relay code=%llu reason=%s",
+           static_cast<unsigned long long>(id_), static_cast<unsigned long long>(m.request_id),
+           static_cast<unsigned long long>(m.error_code), m.reason.c_str());
+}
+
+}  // namespace moqd::session

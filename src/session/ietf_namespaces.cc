@@ -1,0 +1,308 @@
+// IetfSession: namespaces. The peer's PUBLISH_NAMESPACE / PUBLISH_NAMESPACE_DONE (its broadcasts in
+// the origin, withdrawn when the session ends), and the peer's SUBSCRIBE_NAMESPACE answered from
+// the origin (NamespaceAnnouncer: on the control stream 14/15, its own bidi stream 16+). See
+// ietf_session.h.
+#include "session/ietf_session.h"
+
+#include "session/ietf_session_internal.h"
+
+namespace moqd::session {
+
+namespace wi = wire::ietf;
+
+namespace ietf_detail {
+
+void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const model::Hops& hops) {
+  if (session_.is_closed()) {
+    return;
+  }
+  std::optional<wi::Advert> advert;
+  if (active && session_.cluster_negotiated()) {
+    advert = ietf_cluster::advert_for(hops, session_.config().ietf_relay_hops, session_.peer_relay_hops());
+    active = advert.has_value();  // a path through the peer is withheld (withdrawn if sent)
+    auto it = adverts_.find(path);
+    if (active && it != adverts_.end() && !(it->second == *advert) && sent_.count(path) != 0) {
+      sent_.erase(path);  // re-sent below with the new HOP_PATH: the draft's in-place update
+    }
+  }
+  if (active && !session_.handler().authorize(Action::kSee, path, session_.config().query)) {
+    return;
+  }
+  // Split horizon: the peer's own broadcasts are not announced back to it.
+  if (active && session_.origin().active_source(path) == &session_.source()) {
+    return;
+  }
+  if (active == (sent_.count(path) != 0)) {
+    return;
+  }
+  auto peer = session_.to_peer(path);
+  if (!peer) {
+    return;
+  }
+  wi::TrackNamespace ns = wi::to_namespace(*peer);
+  if (ns.size() < prefix_fields_) {
+    return;
+  }
+  if (active) {
+    sent_.insert(path);
+  } else {
+    sent_.erase(path);
+  }
+  wi::Parameters cluster_params;
+  if (advert) {
+    adverts_[path] = *advert;
+    wi::append_advert(*advert, cluster_params);
+  } else {
+    adverts_.erase(path);
+  }
+  if (session_.row().namespace_messages && !publish_) {
+    wi::Namespace n;
+    n.done = !active;
+    n.suffix.assign(ns.begin() + static_cast<std::ptrdiff_t>(prefix_fields_), ns.end());
+    n.extended = advert.has_value();
+    n.params = std::move(cluster_params);
+    if (own_stream_) {
+      if (stream_ != nullptr) {
+        std::vector<uint8_t> out;
+        wi::encode(session_.draft(), n, out);
+        stream_->write(Bytes::from(out));
+      }
+    } else {
+      session_.send_control(n);
+    }
+    return;
+  }
+  // d14: the relay publishes the namespace to the peer.
+  if (active) {
+    auto id = session_.take_request_id();
+    if (!id) {
+      MOQD_LOG(kInfo, "session %llu namespace %s not announced: peer's MAX_REQUEST_ID reached",
+               static_cast<unsigned long long>(session_.id()), path.c_str());
+      sent_.erase(path);
+      return;
+    }
+    d14_ids_[path] = *id;
+    session_.send_control(wi::PublishNamespace{*id, 0, ns, std::move(cluster_params)});
+  } else {
+    wi::PublishNamespaceDone d;
+    d.ns = ns;
+    d.request_id = d14_ids_[path];  // d16 names the request (a client-role publisher)
+    d14_ids_.erase(path);
+    session_.send_control(d);
+  }
+}
+
+}  // namespace ietf_detail
+
+using namespace ietf_detail;
+
+void IetfSession::withdraw_peer_announcements() {
+  flush_client_withdrawals();
+  auto paths = std::move(announced_by_path_);
+  announced_by_path_.clear();
+  announced_by_id_.clear();
+  if (publishes_) {
+    for (std::string& path : publishes_->take_paths()) {
+      paths.emplace(std::move(path), 0);  // announced by PUBLISH alone
+    }
+  }
+  for (const auto& [path, id] : paths) {
+    if (config_.traffic != nullptr) {
+      config_.traffic->announces_closed.add();
+    }
+    handler_.on_peer_announce(path, false, {}, *this);
+  }
+}
+
+void IetfSession::on_namespace_stream(transport::Stream& stream) {
+  if (row_->request_streams) {
+    on_request_stream(stream);
+    return;
+  }
+  if (!row_->subscribe_options) {
+    // d14/15 carry every request on the control stream: a second bidi stream is not theirs.
+    stream.stop_sending(reset_code(ErrorCode::kUnexpectedStream));
+    stream.reset(reset_code(ErrorCode::kUnexpectedStream));
+    stream.release();
+    return;
+  }
+  auto data = stream.peek();
+  auto r = wi::decode_control(version_, data, limits_);
+  if (!r) {
+    stream.release();
+    fail(r.error());
+    return;
+  }
+  if (!r->has_value()) {
+    if (stream.has_peer_fin()) {
+      stream.release();
+      fail(make_error(ErrorCode::kDecode, "truncated message"));
+      return;
+    }
+    // Not complete yet: read again when more arrives.
+    adopt<PendingStream>(stream);
+    return;
+  }
+  auto* sn = std::get_if<wi::SubscribeNamespace>(&(*r)->value);
+  if (sn == nullptr) {
+    stream.release();
+    fail(wi::TerminationCode::kProtocolViolation, "bidi stream other than SUBSCRIBE_NAMESPACE");
+    return;
+  }
+  stream.consume((*r)->consumed);
+  wi::SubscribeNamespace m = std::move(*sn);
+  handle_subscribe_namespace(m, &stream);
+}
+
+void IetfSession::handle_publish_namespace(const wi::PublishNamespace& m) {
+  if (!admit_announce_change() || !accept_peer_request_id(m.request_id)) {
+    return;
+  }
+  const auto type = row_->request_ok ? wi::MessageType::kRequestError : wi::MessageType::kNamespace;
+  model::Hops hops;
+  uint64_t cost = 0;
+  if (cluster_negotiated()) {
+    auto in = ietf_cluster::read_inbound(version_, m.params, config_.ietf_relay_hops);
+    if (!in) {
+      fail(wi::termination_code(in.error().code), in.error().detail);
+      return;
+    }
+    if (in->loop) {
+      if (config_.traffic != nullptr) {
+        config_.traffic->announces_looped.add();
+      }
+      send_request_error(m.request_id, type, kErrNotSupported, "HOP_PATH holds this relay (a loop)");
+      return;
+    }
+    cost = ietf_cluster::route_cost(*in, peer_relay_cost_);
+    hops = std::move(in->hops);
+  }
+  auto peer_path = wi::to_path(m.ns);
+  if (!peer_path || peer_path->empty()) {
+    send_request_error(m.request_id, type, kErrNotSupported, "namespace has no moqd path");
+    return;
+  }
+  std::string full = to_full(*peer_path);
+  if (!handler_.authorize(Action::kPublish, full, config_.query)) {
+    send_request_error(m.request_id, type, kErrUnauthorized, "unauthorized");
+    return;
+  }
+  if (announced_by_path_.count(full) != 0) {
+    send_request_error(m.request_id, type, kErrDuplicate, "namespace already published");
+    return;
+  }
+  if (announced_by_path_.size() >= config_.limits.max_announced_paths) {
+    send_request_error(m.request_id, type, kErrInternal, "too many namespaces");
+    return;
+  }
+  announced_by_path_[full] = m.request_id;
+  announced_by_id_[m.request_id] = full;
+  wi::RequestOk ok;
+  ok.request_id = m.request_id;
+  send_control(ok);
+  if (config_.traffic != nullptr) {
+    config_.traffic->announces_opened.add();
+  }
+  MOQD_LOG(kDebug, "session %llu publish_namespace path=%s hops=%zu", static_cast<unsigned long long>(id_),
+           full.c_str(), hops.size());
+  handler_.on_peer_route(full, hops, cost, *this);
+}
+
+void IetfSession::handle_publish_namespace_done(const wi::PublishNamespaceDone& m) {
+  if (!admit_announce_change()) {
+    return;
+  }
+  std::string full;
+  if (row_->done_by_request_id) {
+    auto it = announced_by_id_.find(m.request_id);
+    if (it == announced_by_id_.end()) {
+      return;
+    }
+    full = it->second;
+  } else {
+    auto peer_path = wi::to_path(m.ns);
+    if (!peer_path) {
+      return;
+    }
+    full = to_full(*peer_path);
+  }
+  auto it = announced_by_path_.find(full);
+  if (it == announced_by_path_.end()) {
+    return;
+  }
+  announced_by_id_.erase(it->second);
+  announced_by_path_.erase(it);
+  if (config_.traffic != nullptr) {
+    config_.traffic->announces_closed.add();
+  }
+  if (is_client()) {
+    client_withdraw(full);
+    return;
+  }
+  handler_.on_peer_announce(full, false, {}, *this);
+}
+
+void IetfSession::handle_subscribe_namespace(const wi::SubscribeNamespace& m,
+                                             transport::Stream* own_stream) {
+  if (!accept_peer_request_id(m.request_id)) {
+    if (own_stream != nullptr) {
+      own_stream->release();
+    }
+    return;
+  }
+  auto reply = [&](const wi::ControlMessage& msg) {
+    if (own_stream != nullptr) {
+      std::vector<uint8_t> out;
+      wi::encode(version_, msg, out);
+      own_stream->write(Bytes::from(out));
+    } else {
+      send_control(msg);
+    }
+  };
+  const auto error_type =
+      row_->request_ok ? wi::MessageType::kRequestError : wi::MessageType::kSubscribeNamespaceError;
+  auto refuse = [&](uint64_t code, const char* why) {
+    wi::RequestError e;
+    e.type = error_type;
+    e.request_id = m.request_id;
+    e.error_code = code;
+    e.reason = why;
+    reply(e);
+    if (own_stream != nullptr) {
+      own_stream->finish();
+      own_stream->release();
+    }
+  };
+  auto peer_prefix = wi::to_path(m.prefix);
+  if (!peer_prefix) {
+    refuse(kErrNotSupported, "namespace prefix has no moqd path");
+    return;
+  }
+  std::string full = to_full(*peer_prefix);
+  if (!handler_.authorize(Action::kDiscover, full, config_.query)) {
+    refuse(kErrUnauthorized, "unauthorized");
+    return;
+  }
+  wi::RequestOk ok;
+  ok.type = row_->request_ok ? wi::MessageType::kRequestOk : wi::MessageType::kSubscribeNamespaceOk;
+  ok.request_id = m.request_id;
+  reply(ok);
+  auto* a = adopt<NamespaceAnnouncer>(own_stream, full, m.prefix.size());
+  if (own_stream == nullptr) {
+    namespace_announcers_[m.request_id] = a;
+  }
+  a->begin();
+}
+
+void IetfSession::stop_namespace(uint64_t request_id) {
+  auto it = namespace_announcers_.find(request_id);
+  if (it == namespace_announcers_.end()) {
+    return;
+  }
+  NamespaceAnnouncer* a = it->second;
+  namespace_announcers_.erase(it);
+  a->stop();
+  retire(a);
+}
+
+}  // namespace moqd::session
