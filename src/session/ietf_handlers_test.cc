@@ -203,6 +203,23 @@ TEST(IetfSubgroupReader, ObjectCutShortByFinAbortsTheGroup) {
   EXPECT_FALSE(ctx.is_closed());  // a cut group is the publisher's loss, not a violation
 }
 
+// A FIN inside an object's header (its first byte unread) used to leave the reader waiting for
+// is_fin_received(), which stays false while bytes are unread: the group hung until the session
+// ended.
+TEST(IetfSubgroupReader, ObjectHeaderCutShortByFinAbortsTheGroupAndIsADecodeError) {
+  SubgroupCase c;
+  auto& [up, ctx, s, r] = c;
+  // Object 0 "abc" whole, then object 1's delta and the first byte of a 2-byte length, then FIN.
+  s.push("18 09 04 00 00 03 61 62 63 00 40", true);
+  up.turn();
+  const auto* g = up.viewer.group(4);
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(g->aborted);
+  EXPECT_FALSE(g->finished);
+  ASSERT_TRUE(ctx.failed_error.has_value());
+  EXPECT_EQ(ctx.failed_error->code, ErrorCode::kDecode);
+}
+
 TEST(IetfSubgroupReader, UnknownStreamTypeIsAProtocolViolation) {
   FakeSubgroupContext ctx(wire::Version::kTransport16);
   FakeStream s(3);

@@ -408,7 +408,16 @@ void SubgroupReader::on_readable() {
         return;
       }
       if (!o->has_value()) {
-        break;
+        if (stream_->has_peer_fin()) {
+          // A FIN inside an object header: is_fin_received() would never turn true with the
+          // header's first bytes unread, so the group ends here and the header is truncated.
+          if (group_) {
+            t->abort_group(*group_);
+            group_ = model::GroupRef();
+          }
+          session_.fail(make_error(ErrorCode::kDecode, "object header cut short by FIN"));
+        }
+        return;
       }
       const wi::ObjectHeader& oh = (*o)->value;
       auto id = wi::object_id(previous_object_, oh.id_delta);

@@ -242,6 +242,25 @@ TEST_P(MuxPairTest, FinWithoutData) {
   EXPECT_EQ(sv_.incoming[0]->data, "");
 }
 
+// A reader whose message is cut short by FIN must learn of the FIN with the bytes still unread:
+// is_fin_received() waits for them to be consumed, has_peer_fin() does not.
+TEST_P(MuxPairTest, PeerFinIsReportedWhileBytesAreUnread) {
+  start();
+  sv_.auto_read = false;
+  Stream* c = client_->open_uni();
+  c->write(Bytes::copy("\x40"));  // the first byte of a two-byte varint
+  c->finish();
+  run();
+  ASSERT_EQ(sv_.incoming.size(), 1u);
+  Stream* in = sv_.incoming[0]->stream;
+  EXPECT_GE(sv_.incoming[0]->readable, 1);
+  EXPECT_EQ(in->peek().size(), 1u);
+  EXPECT_TRUE(in->has_peer_fin());
+  EXPECT_FALSE(in->is_fin_received());
+  in->consume(1);
+  EXPECT_TRUE(in->is_fin_received());
+}
+
 TEST_P(MuxPairTest, ResetReachesPeer) {
   start();
   Stream* c = client_->open_bidi();
