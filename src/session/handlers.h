@@ -424,6 +424,7 @@ class GroupReceiver final : public HandlerOf<PeerContext> {
  private:
   void abandon(ErrorCode code);
   model::Track* track() const;
+  void fail_cut_header(model::Track& t);
   void done();
 
   std::optional<uint64_t> upstream_id_;

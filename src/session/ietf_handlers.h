@@ -198,8 +198,10 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
     for (auto& w : writers_) {
       reset_writer(*w, ErrorCode::kCancel);
     }
-    session_.timers().cancel(drain_timer_);
+    session_.timers().cancel(drain_deadline_);
+    session_.timers().cancel(settle_timer_);
     for (transport::Stream* st : draining_) {
+      st->set_visitor(nullptr);
       st->release();  // finished: what it queued is still delivered
     }
   }
@@ -243,8 +245,10 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
     }
     writers_.clear();
     draining_.clear();
-    session_.timers().cancel(drain_timer_);
-    drain_timer_ = 0;
+    session_.timers().cancel(drain_deadline_);
+    session_.timers().cancel(settle_timer_);
+    drain_deadline_ = 0;
+    settle_timer_ = 0;
     Handler::on_session_closed();
   }
 
@@ -313,17 +317,34 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
   // The SUBGROUP_HEADER type (and nothing else) for `g`'s stream in this draft.
   wi::SubgroupHeader subgroup_header(const model::Group& g) const;
   // Releases the finished streams whose bytes the transport has handed to the network; true when
-  // none is left. PUBLISH_DONE waits for that, and then kSettlePolls polls more: @moq/net 0.3.4
+  // none is left. PUBLISH_DONE waits for that, and then kSettle more: @moq/net 0.3.4
   // (d14-16) ends the track as soon as it reads PUBLISH_DONE, without waiting for its Stream
   // Count, and drops the objects it has not read by then; the transport sends the control stream
   // ahead of queued group data, and PUBLISH_DONE in the same read as the last group's bytes
   // still overtakes them in the peer's processing (docs/ARCHITECTURE.md: an @moq/net d16 viewer
   // lost frames of the last groups in 8 runs of 8 without this wait).
   bool drained();
-  // Calls pump() again in 1 ms while the end waits, for at most kDrainPolls polls (a peer that
-  // stops granting credit then gets PUBLISH_DONE anyway); false once that bound is spent.
+  // True while PUBLISH_DONE must wait: a finished stream still has bytes queued (its on_sent(),
+  // or its STOP_SENDING, pumps again), or kSettle has not passed since the last one drained.
+  // Bounded by kDrainBound from the first wait (a peer that stops granting credit then gets
+  // PUBLISH_DONE anyway).
   bool wait_drain();
-  static constexpr uint32_t kSettlePolls = 5;
+  static constexpr Duration kSettle = std::chrono::milliseconds(5);
+  static constexpr Duration kDrainBound = std::chrono::seconds(2);
+  // The visitor of the finished streams waiting in draining_.
+  struct DrainWatch final : transport::StreamVisitor {
+    explicit DrainWatch(DownstreamSubscription& o) : owner(o) {}
+    void on_readable() override {}
+    void on_writable() override {}
+    void on_reset(uint64_t) override {}
+    void on_stop_sending(uint64_t) override { owner.on_stream_drained(); }
+    void on_sent() override { owner.on_stream_drained(); }
+    DownstreamSubscription& owner;
+  };
+  // A finished stream's queue emptied (or the peer stopped it): released now; the end, if it
+  // waits for that, goes on.
+  void on_stream_drained();
+  DrainWatch drain_watch_{*this};
   std::optional<wi::SubscribeOk> ok_;  // held until the track's properties are known
   // TIMESCALE was declared: objects without an extension block get a Timestamp property.
   bool stamp_ = false;
@@ -339,9 +360,11 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
   Error end_reason_{};
   std::deque<std::unique_ptr<Writer>> writers_;
   std::vector<transport::Stream*> draining_;  // finished, not yet drained (see drained())
-  TimerId drain_timer_ = 0;
-  uint32_t drain_polls_ = 0;
-  uint32_t settle_polls_ = 0;       // polls left after the last stream drained
+  TimerId drain_deadline_ = 0;     // kDrainBound after the end first waited
+  bool drain_bound_armed_ = false;
+  bool drain_gave_up_ = false;     // kDrainBound passed: PUBLISH_DONE goes without waiting
+  TimerId settle_timer_ = 0;
+  bool settle_due_ = false;        // a stream was in flight: kSettle must pass before the end
   bool finished_in_pump_ = false;  // a group stream got its FIN in this pump()
   std::optional<wi::Location> largest_at_start_;
   bool largest_filter_ = true;

@@ -61,10 +61,20 @@ class FakeStream final : public transport::Stream {
   void write(Bytes data) override {
     auto s = data.span();
     out_.insert(out_.end(), s.begin(), s.end());
+    if (hold) {
+      queued += s.size();
+    }
   }
   void finish() override { finished = true; }
   void reset(uint64_t code) override { reset_code = code; }
-  size_t buffered() const override { return 0; }
+  size_t buffered() const override { return queued; }
+  // The transport hands what `hold` kept queued to the network, and says so.
+  void send_queued() {
+    queued = 0;
+    if (visitor_ != nullptr) {
+      visitor_->on_sent();
+    }
+  }
   void set_send_order(uint64_t) override {}
   void release() override {
     released = true;
@@ -73,6 +83,8 @@ class FakeStream final : public transport::Stream {
 
   bool finished = false;
   bool released = false;
+  bool hold = false;  // written bytes stay queued (buffered()) until send_queued()
+  size_t queued = 0;
   std::optional<uint64_t> reset_code;
   std::optional<uint64_t> stop_sending_code;
 
@@ -215,6 +227,23 @@ TEST(IetfSubgroupReader, ObjectCutShortByFinAbortsTheGroup) {
   EXPECT_FALSE(ctx.is_closed());  // a cut group is the publisher's loss, not a violation
 }
 
+// A FIN inside an object's header (its first byte unread) used to leave the reader waiting for
+// is_fin_received(), which stays false while bytes are unread: the group hung until the session
+// ended.
+TEST(IetfSubgroupReader, ObjectHeaderCutShortByFinAbortsTheGroupAndIsADecodeError) {
+  SubgroupCase c;
+  auto& [up, ctx, s, r] = c;
+  // Object 0 "abc" whole, then object 1's delta and the first byte of a 2-byte length, then FIN.
+  s.push("18 09 04 00 00 03 61 62 63 00 40", true);
+  up.turn();
+  const auto* g = up.viewer.group(4);
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(g->aborted);
+  EXPECT_FALSE(g->finished);
+  ASSERT_TRUE(ctx.failed_error.has_value());
+  EXPECT_EQ(ctx.failed_error->code, ErrorCode::kDecode);
+}
+
 TEST(IetfSubgroupReader, UnknownStreamTypeIsAProtocolViolation) {
   FakeSubgroupContext ctx(wire::Version::kTransport16);
   FakeStream s(3);
@@ -247,6 +276,7 @@ class FakeSubscriptionContext final : public FakeHandlerContext, public Subscrip
     }
     --streams_left;
     streams.push_back(std::make_unique<FakeStream>(3 + 4 * streams.size()));
+    streams.back()->hold = hold_sent;
     return streams.back().get();
   }
   void wait_for_streams(DownstreamSubscription*) override { ++waits; }
@@ -254,6 +284,7 @@ class FakeSubscriptionContext final : public FakeHandlerContext, public Subscrip
   void await_unsubscribe(uint64_t request_id) override { awaited.push_back(request_id); }
 
   size_t streams_left = 16;
+  bool hold_sent = false;  // new streams keep what is written queued until send_queued()
   std::vector<std::unique_ptr<FakeStream>> streams;
   int waits = 0;
   std::vector<DownstreamSubscription*> forgotten;
@@ -318,6 +349,36 @@ TEST(IetfDownstreamSubscription, Draft20GroupCarriesFirstObjectBitAndTimestamps)
   const std::string& props = std::get<wi::SubscribeOk>(ctx.sent[0]).track_extensions;
   EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(props.data()), props.size())),
             "08 83 e8");
+}
+
+// d14-16: the track's end waits for the finished group stream's on_sent(), then kSettle (5 ms),
+// before PUBLISH_DONE; nothing polls buffered().
+TEST(IetfDownstreamSubscription, Draft16PublishDoneWaitsForOnSentThenSettles) {
+  Upstream up;
+  FakeSubscriptionContext ctx(wire::Version::kTransport16);
+  ctx.hold_sent = true;
+  model::Track* t = up.track();
+  ASSERT_NE(t, nullptr);
+  DownstreamSubscription sub(ctx, 0, *t, 7, true);
+  wi::SubscribeOk ok;
+  sub.begin(ok);
+  up.broadcast.write_group("video", 5, {"hi"});
+  up.turn();
+  ASSERT_EQ(ctx.streams.size(), 1u);
+  FakeStream& g = *ctx.streams[0];
+  EXPECT_TRUE(g.finished);
+  EXPECT_GT(g.buffered(), 0u);
+  EXPECT_FALSE(g.released);
+  t->end(make_error(ErrorCode::kCancel, "publisher done"));
+  up.turn();
+  ctx.clock_.advance(std::chrono::milliseconds(100));
+  EXPECT_EQ(ctx.sent.size(), 1u);  // SUBSCRIBE_OK only: the group's bytes are still queued
+  g.send_queued();
+  EXPECT_TRUE(g.released);
+  EXPECT_EQ(ctx.sent.size(), 1u);  // kSettle has not passed
+  ctx.clock_.advance(std::chrono::milliseconds(5));
+  ASSERT_EQ(ctx.sent.size(), 2u);
+  EXPECT_EQ(std::get<wi::PublishDone>(ctx.sent[1]), (wi::PublishDone{0, 0x2, 1, "cancel"}));
 }
 
 TEST(IetfDownstreamSubscription, NoUniStreamWaitsForCredit) {

@@ -103,11 +103,9 @@ void DownstreamSubscription::pump() {
   // @moq/net does not send), and on 17+ @moq/net reads nothing after SUBSCRIBE_OK.
   const bool finishing = ended_ && !past_end_ && writers_.empty() && !done_sent_ &&
                          session_.draft() <= wire::Version::kTransport16;
-  const bool in_flight = !drained() || finished_in_pump_;
-  if (finishing && in_flight) {
-    settle_polls_ = kSettlePolls;
-  }
-  if (finishing && (in_flight || settle_polls_ > 0) && wait_drain()) {
+  if (!finishing) {
+    drained();
+  } else if (wait_drain()) {
     return;
   }
   if (past_end_ && writers_.empty() && !done_sent_) {
@@ -186,24 +184,47 @@ bool DownstreamSubscription::drained() {
     if (st->buffered() > 0) {
       return false;
     }
+    st->set_visitor(nullptr);
     st->release();
     return true;
   });
   return draining_.empty();
 }
 
+void DownstreamSubscription::on_stream_drained() {
+  if (ended_) {
+    pump();  // the end may wait for this stream
+  } else {
+    drained();
+  }
+}
+
 bool DownstreamSubscription::wait_drain() {
-  static constexpr uint32_t kDrainPolls = 2000;  // 1 ms apart: about 2 s
-  if (drain_polls_ >= kDrainPolls) {
+  if (drain_gave_up_) {
     return false;
   }
-  if (drain_timer_ == 0) {
-    ++drain_polls_;
-    drain_timer_ = session_.timers().schedule(std::chrono::milliseconds(1), [this] {
-      drain_timer_ = 0;
-      if (settle_polls_ > 0) {
-        --settle_polls_;
-      }
+  const bool all_drained = drained();
+  if (!all_drained || finished_in_pump_) {
+    settle_due_ = true;
+    if (!drain_bound_armed_) {
+      drain_bound_armed_ = true;
+      drain_deadline_ = session_.timers().schedule(kDrainBound, [this] {
+        drain_deadline_ = 0;
+        drain_gave_up_ = true;
+        pump();
+      });
+    }
+  }
+  if (!all_drained) {
+    return true;  // the stream's on_sent() pumps again
+  }
+  if (!settle_due_) {
+    return false;
+  }
+  if (settle_timer_ == 0) {
+    settle_timer_ = session_.timers().schedule(kSettle, [this] {
+      settle_timer_ = 0;
+      settle_due_ = false;
       pump();
     });
   }
@@ -278,12 +299,13 @@ bool DownstreamSubscription::write_group(Writer& w) {
         w.stream->write(std::move(w.step.chunk));
         break;
       case model::GroupCursor::Kind::kEnd:
-        w.stream->set_visitor(nullptr);
         w.stream->finish();
         finished_in_pump_ = true;
         if (w.stream->buffered() > 0) {
+          w.stream->set_visitor(&drain_watch_);  // its on_sent() releases it
           draining_.push_back(w.stream);
         } else {
+          w.stream->set_visitor(nullptr);
           w.stream->release();
         }
         w.stream = nullptr;
@@ -408,7 +430,16 @@ void SubgroupReader::on_readable() {
         return;
       }
       if (!o->has_value()) {
-        break;
+        if (stream_->has_peer_fin()) {
+          // A FIN inside an object header: is_fin_received() would never turn true with the
+          // header's first bytes unread, so the group ends here and the header is truncated.
+          if (group_) {
+            t->abort_group(*group_);
+            group_ = model::GroupRef();
+          }
+          session_.fail(make_error(ErrorCode::kDecode, "object header cut short by FIN"));
+        }
+        return;
       }
       const wi::ObjectHeader& oh = (*o)->value;
       auto id = wi::object_id(previous_object_, oh.id_delta);

@@ -622,6 +622,38 @@ TEST_F(LiteGroupReceiverTest, FinInsideAFrameAbortsTheGroup) {
   EXPECT_EQ(ctx.retired, 1);
 }
 
+// A FIN inside a frame header (the first byte of a 2-byte size unread): is_fin_received() stays
+// false while bytes are unread, so the group used to hang until the session ended.
+TEST_F(LiteGroupReceiverTest, FinInsideAFrameHeaderAbortsTheGroupAndIsADecodeError) {
+  ASSERT_TRUE(subscribed);
+  FakeStream& g = group_stream();
+  g.receive(from_hex("02 00 01 01 61 40"), /*fin=*/true);
+  ctx.end_turn();
+  EXPECT_EQ(collector.aborted_sequences(), (std::vector<uint64_t>{1}));
+  ASSERT_EQ(ctx.failures.size(), 1u);
+  EXPECT_EQ(ctx.failures[0].code, ErrorCode::kDecode);
+}
+
+// lite-05: the timed header's timestamp delta arrives, its size does not.
+TEST(LiteGroupReceiverLite05, FinInsideATimedFrameHeaderAbortsTheGroupAndIsADecodeError) {
+  FakeLiteContext ctx{wire::Version::kLite05};
+  UpstreamTrack& upstream =
+      *ctx.upstream_tracks.emplace_back(std::make_unique<UpstreamTrack>(ctx, "bob", "t"));
+  UpstreamFedBroadcast peer{upstream};
+  moqd::testing::FrameCollector collector;
+  ctx.origin().announce("bob", &peer);
+  ASSERT_TRUE(collector.subscribe(ctx.origin(), "bob", "t"));
+  FakeStream& g = ctx.peer_uni();
+  ctx.make<GroupReceiver>(g);
+  g.receive(from_hex("02 00 01 01"), /*fin=*/true);
+  ctx.end_turn();
+  EXPECT_EQ(collector.aborted_sequences(), (std::vector<uint64_t>{1}));
+  ASSERT_EQ(ctx.failures.size(), 1u);
+  EXPECT_EQ(ctx.failures[0].code, ErrorCode::kDecode);
+  collector.unsubscribe();
+  ctx.origin().unannounce("bob", &peer);
+}
+
 TEST_F(LiteGroupReceiverTest, GroupOfUnknownSubscriptionIsStoppedNotAnError) {
   ASSERT_TRUE(subscribed);
   FakeStream& g = group_stream();

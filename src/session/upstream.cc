@@ -360,6 +360,10 @@ void GroupReceiver::on_readable() {
           return;
         }
         if (!h->has_value()) {
+          if (stream_->has_peer_fin()) {
+            fail_cut_header(*t);
+            return;
+          }
           break;
         }
         frame_size = (*h)->value.size;
@@ -372,6 +376,10 @@ void GroupReceiver::on_readable() {
           return;
         }
         if (!size->has_value()) {
+          if (stream_->has_peer_fin()) {
+            fail_cut_header(*t);
+            return;
+          }
           break;
         }
         frame_size = (*size)->value;
@@ -425,6 +433,14 @@ void GroupReceiver::on_readable() {
     finish();
     done();
   }
+}
+
+// A FIN inside a frame header: the group ends at once, and the header is a truncated message.
+// (is_fin_received() never turns true while the header's first bytes lie unread.)
+void GroupReceiver::fail_cut_header(model::Track& t) {
+  t.abort_group(*group_);
+  group_ = model::GroupRef();
+  session_.fail(make_error(ErrorCode::kDecode, "frame header cut short by FIN"));
 }
 
 void GroupReceiver::done() {

@@ -39,6 +39,12 @@ class StreamVisitor {
   // The peer asked us to stop sending (STOP_SENDING); the transport has already reset our send
   // side with the same code.
   virtual void on_stop_sending(uint64_t code) = 0;
+  // Everything write() queued, and the FIN once finish() was called, has left the stream's queue:
+  // buffered() fell to 0 (QUIC: sent in a packet, not yet acknowledged; WebSocket/qmux: written
+  // to the connection). Fires each time that happens after a write() or finish(), from the loop
+  // like on_writable(); never for a reset send side. Lets a sender wait for its streams to drain
+  // without polling buffered().
+  virtual void on_sent() {}
 };
 
 // One stream. Owned by its transport session; the user holds a raw pointer until it calls

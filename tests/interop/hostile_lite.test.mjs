@@ -170,4 +170,25 @@ test("a published frame over --max-frame-size gets STOP_SENDING 14 and the sessi
   await bystander.check();
 });
 
+test("a group stream whose FIN cuts a frame header closes the session with 5, promptly", opts, async () => {
+  await startedBystander();
+  const pub = await setUp();
+  pub.announce(["hostile/cut"]);
+  pub.onSubscribe((sub) => {
+    pub.mux.write(sub.streamId, lite.subscribeOk());
+    // Frame "a", then 0x40: the first byte of a two-byte frame size, then FIN. moqd used to wait
+    // for the rest of the header until the session ended.
+    const g = pub.mux.open({ uni: true });
+    pub.mux.write(g, Buffer.concat([lite.groupHeader(sub.id, 0), lite.frame(Buffer.from("a")), Buffer.from([0x40])]), { fin: true });
+    pub.cutStream = g;
+  });
+  const conn = await connect(ctx.moqd.url);
+  await waitActive(conn, "hostile/cut");
+  const sub = subscribeTrack(conn, "hostile/cut", "t");
+  await pub.mux.waitUntil(() => pub.cutStream !== undefined, 5_000, "the relay's SUBSCRIBE");
+  await assertClosedWith(pub, [5]);
+  sub.close();
+  await bystander.check();
+});
+
 moqdStopsCleanly(ctx);

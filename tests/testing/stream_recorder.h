@@ -36,11 +36,17 @@ struct StreamRecorder : transport::StreamVisitor {
   void on_writable() override { ++writable; }
   void on_reset(uint64_t code) override { reset = code; }
   void on_stop_sending(uint64_t code) override { stop = code; }
+  void on_sent() override {
+    ++sent;
+    sent_buffered.push_back(stream != nullptr ? stream->buffered() : 0);
+  }
 
   transport::Stream* stream;  // null once the session closed
   bool consume = true;        // false: leave the bytes in the stream (drain() takes them)
   int readable = 0;
   int writable = 0;
+  int sent = 0;
+  std::vector<size_t> sent_buffered;  // buffered() at each on_sent()
   std::string data;
   bool fin = false;
   std::optional<uint64_t> reset;

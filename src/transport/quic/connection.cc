@@ -861,6 +861,7 @@ size_t Connection::gather(QuicStream& s, ngtcp2_vec* vecs, size_t max_vecs, size
 }
 
 void Connection::account_sent(QuicStream& s, size_t n, bool fin) {
+  const size_t n_sent = n;
   s.sent_ += n;
   budget_.on_sent(n);
   bytes_sent_ += n;
@@ -874,7 +875,11 @@ void Connection::account_sent(QuicStream& s, size_t n, bool fin) {
       s.next_off_ = 0;
     }
   }
+  const bool fin_now = fin && !s.fin_sent_;
   s.fin_sent_ = s.fin_sent_ || fin;
+  if ((n_sent > 0 || fin_now) && s.buffered() == 0 && (!s.fin_queued_ || s.fin_sent_)) {
+    push({Event::kSent, s.id_});
+  }
   if (budget_.take_stream_writable(s.buffered(), s.budget_)) {
     push({Event::kWritable, s.id_});
   }
@@ -1135,6 +1140,11 @@ void Connection::deliver_event(const Event& e) {
       break;
     case Event::kStopSending:
       v->on_stop_sending(e.code);
+      break;
+    case Event::kSent:
+      if (!s->reset_sent_ && s->buffered() == 0) {
+        v->on_sent();
+      }
       break;
     default:
       break;

@@ -235,7 +235,7 @@ class Connection final : public Session, private TurnWork {
   enum class State { kOpen, kClosing, kDone };
   // A visitor event waiting for delivery from the loop.
   struct Event {
-    enum Kind { kIncoming, kReadable, kWritable, kReset, kStopSending, kStreamsAvailable,
+    enum Kind { kIncoming, kReadable, kWritable, kReset, kStopSending, kSent, kStreamsAvailable,
                 kHandshake, kDatagram } kind;
     int64_t stream_id = -1;
     uint64_t code = 0;

@@ -89,6 +89,32 @@ TEST_F(QuicConnectionTest, AlpnMismatchFailsHandshake) {
   EXPECT_TRUE(client_.conn->is_done());
 }
 
+// on_sent(): fires once a write's bytes have all been sent, and again once a later FIN is; never
+// while bytes are queued.
+TEST_F(QuicConnectionTest, OnSentFiresWhenTheQueueIsSent) {
+  handshake();
+  Stream* s = client_.conn->open_uni();
+  ASSERT_NE(s, nullptr);
+  StreamRecorder r(s);
+  s->set_visitor(&r);
+  s->write(Bytes::copy(std::string(100'000, 'a')));
+  EXPECT_GT(s->buffered(), 0u);
+  ASSERT_TRUE(run_until([&] { return r.sent > 0; }));
+  EXPECT_EQ(r.sent, 1);
+  EXPECT_EQ(r.sent_buffered, std::vector<size_t>{0});
+  s->finish();
+  ASSERT_TRUE(run_until([&] { return r.sent > 1; }));
+  EXPECT_EQ(r.sent, 2);  // the FIN, alone
+  ASSERT_TRUE(run_until([&] {
+    auto* in = server_session_.find(s->id());
+    return in != nullptr && in->fin;
+  }));
+  EXPECT_EQ(server_session_.find(s->id())->data.size(), 100'000u);
+  pair_.run_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(r.sent, 2);
+  s->set_visitor(nullptr);
+}
+
 TEST_F(QuicConnectionTest, BidiStreamEchoesWithFin) {
   handshake();
   Stream* s = client_.conn->open_bidi();

@@ -541,6 +541,7 @@ bool MuxSession::send_stream_frame(MuxStream& s) {
   if (s.queued_ == 0) {
     Bytes header = encode_stream_header(framing_, s.id_, 0, true);
     s.fin_sent_ = true;
+    sent_pending_.push_back(s.id_);
     send_message(std::span<const Bytes>(&header, 1));
     return true;
   }
@@ -569,6 +570,9 @@ bool MuxSession::send_stream_frame(MuxStream& s) {
   });
   bool fin = s.fin_queued_ && s.queued_ == 0;
   s.fin_sent_ = fin;
+  if (s.queued_ == 0 && (!s.fin_queued_ || fin)) {
+    sent_pending_.push_back(s.id_);
+  }
   parts[0] = encode_stream_header(framing_, s.id_, n, fin);
   if (budget_.take_stream_writable(s.queued_, s.budget_)) {
     writable_pending_.push_back(s.id_);
@@ -646,6 +650,17 @@ void MuxSession::deliver_writable() {
       s->visitor_->on_writable();
     }
   }
+  ids.clear();
+  ids.swap(sent_pending_);
+  for (StreamId id : ids) {
+    MuxStream* s = find(id);
+    if (state_ != State::kOpen) {
+      return;
+    }
+    if (s != nullptr && s->visitor_ != nullptr && !s->reset_sent_ && s->queued_ == 0) {
+      s->visitor_->on_sent();
+    }
+  }
 }
 
 // A released stream is freed once its send side has drained; deletion waits for reap() so that
@@ -675,6 +690,7 @@ void MuxSession::begin_close(uint64_t code, std::string_view reason, bool send_f
   close_reason_ = std::string(reason);
   ready_.clear();
   writable_pending_.clear();
+  sent_pending_.clear();
   if (send_frame) {
     send_control(encode_close(framing_, code, reason, close_layout_));
   }
@@ -715,6 +731,7 @@ void MuxSession::deliver_closed() {
   ready_.clear();
   streams_.clear_doomed();
   writable_pending_.clear();
+  sent_pending_.clear();
   budget_.clear();
   streams_.clear();
 }

@@ -242,6 +242,7 @@ class MuxSession final : public Session, public MessageHandler {
 
   SendScheduler ready_;
   std::vector<StreamId> writable_pending_;
+  std::vector<StreamId> sent_pending_;  // streams whose queue emptied: on_sent() to deliver
   TimerId flush_timer_ = 0;
 };
 

@@ -31,6 +31,10 @@ class RecordingStream : public StreamVisitor {
   void on_writable() override { ++writable; }
   void on_reset(uint64_t code) override { reset_code = code; }
   void on_stop_sending(uint64_t code) override { stop_code = code; }
+  void on_sent() override {
+    ++sent;
+    sent_buffered.push_back(stream->buffered());
+  }
   void drain() {
     auto p = stream->peek();
     data.append(reinterpret_cast<const char*>(p.data()), p.size());
@@ -44,6 +48,8 @@ class RecordingStream : public StreamVisitor {
   bool fin = false;
   int readable = 0;
   int writable = 0;
+  int sent = 0;
+  std::vector<size_t> sent_buffered;  // buffered() at each on_sent()
   std::optional<uint64_t> reset_code;
   std::optional<uint64_t> stop_code;
 };
@@ -240,6 +246,52 @@ TEST_P(MuxPairTest, FinWithoutData) {
   ASSERT_EQ(sv_.incoming.size(), 1u);
   EXPECT_TRUE(sv_.incoming[0]->fin);
   EXPECT_EQ(sv_.incoming[0]->data, "");
+}
+
+// A reader whose message is cut short by FIN must learn of the FIN with the bytes still unread:
+// is_fin_received() waits for them to be consumed, has_peer_fin() does not.
+TEST_P(MuxPairTest, PeerFinIsReportedWhileBytesAreUnread) {
+  start();
+  sv_.auto_read = false;
+  Stream* c = client_->open_uni();
+  c->write(Bytes::copy("\x40"));  // the first byte of a two-byte varint
+  c->finish();
+  run();
+  ASSERT_EQ(sv_.incoming.size(), 1u);
+  Stream* in = sv_.incoming[0]->stream;
+  EXPECT_GE(sv_.incoming[0]->readable, 1);
+  EXPECT_EQ(in->peek().size(), 1u);
+  EXPECT_TRUE(in->has_peer_fin());
+  EXPECT_FALSE(in->is_fin_received());
+  in->consume(1);
+  EXPECT_TRUE(in->is_fin_received());
+}
+
+// on_sent(): once every queued byte, and the FIN, is written to the connection; again for a
+// FIN that follows alone; not for a reset stream.
+TEST_P(MuxPairTest, OnSentFiresWhenTheQueueIsWritten) {
+  start();
+  Stream* c = client_->open_uni();
+  RecordingStream cr(*c);
+  c->write(pattern(200'000));
+  EXPECT_GT(c->buffered(), 0u);
+  EXPECT_EQ(cr.sent, 0);
+  run();
+  EXPECT_EQ(cr.sent, 1);
+  EXPECT_EQ(cr.sent_buffered, std::vector<size_t>{0});
+  c->finish();
+  run();
+  EXPECT_EQ(cr.sent, 2);
+  ASSERT_EQ(sv_.incoming.size(), 1u);
+  EXPECT_TRUE(sv_.incoming[0]->fin);
+  EXPECT_EQ(sv_.incoming[0]->data.size(), 200'000u);
+
+  Stream* r = client_->open_uni();
+  RecordingStream rr(*r);
+  r->write(pattern(10));
+  r->reset(3);
+  run();
+  EXPECT_EQ(rr.sent, 0);
 }
 
 TEST_P(MuxPairTest, ResetReachesPeer) {

@@ -406,6 +406,28 @@ TEST_F(WtServerTest, ServerOpenedStreamsStartWithTheirPreamble) {
   EXPECT_FALSE(is_uni(bidi->id()));
 }
 
+// on_sent() of the raw QUIC stream reaches the WebTransport stream's visitor, once its queue
+// (preamble, payload, FIN) has all been sent.
+TEST_F(WtServerTest, OnSentReachesTheSessionsStreamVisitor) {
+  ASSERT_NE(establish(), nullptr);
+  Stream* uni = server_->session()->open_uni();
+  ASSERT_NE(uni, nullptr);
+  StreamRecorder r(uni);
+  uni->set_visitor(&r);
+  uni->write(Bytes::copy(std::string(50'000, 'x')));
+  uni->finish();
+  EXPECT_GT(uni->buffered(), 0u);
+  EXPECT_EQ(r.sent, 0);
+  ASSERT_TRUE(run_until([&] { return r.sent > 0; }));
+  EXPECT_EQ(uni->buffered(), 0u);
+  EXPECT_EQ(r.sent_buffered.back(), 0u);
+  ASSERT_TRUE(run_until([&] {
+    auto* u = client_.find(uni->id());
+    return u != nullptr && u->fin;
+  }));
+  uni->set_visitor(nullptr);
+}
+
 TEST_F(WtServerTest, StreamLimitThenStreamsAvailableReachesTheSession) {
   Connection::Config client_config;
   client_config.max_streams_uni = 3;  // our control stream and two WebTransport streams

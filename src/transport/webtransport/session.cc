@@ -116,6 +116,11 @@ class WtStream final : public Stream, public StreamVisitor {
       visitor_->on_reset(h3_to_wt_code(code).value_or(0));
     }
   }
+  void on_sent() override {
+    if (visitor_ != nullptr) {
+      visitor_->on_sent();
+    }
+  }
   void on_stop_sending(uint64_t code) override {
     send_done_ = true;  // the transport reset our send side already
     if (visitor_ != nullptr) {
