@@ -107,7 +107,7 @@ class IetfSession final : public transport::SessionVisitor,
   void on_incoming_stream(transport::Stream& stream) override;
   void on_streams_available() override;
   void on_closed(uint64_t code, std::string_view reason) override;
-  // OBJECT_DATAGRAM (ietf_datagram.h); drafts 17+ have no datagram codec yet (dropped, logged).
+  // OBJECT_DATAGRAM receive (ietf_datagram.h).
   void on_datagram(std::span<const uint8_t> payload) override;
   // OBJECT_DATAGRAMs sent to the peer, and datagram objects it got on streams instead.
   const ietf_detail::DatagramSendStats& datagrams_sent() const { return datagram_stats_; }
