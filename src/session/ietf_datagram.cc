@@ -156,7 +156,7 @@ void DatagramReceiver::on_datagram(std::span<const uint8_t> bytes) {
   }
 }
 
-void encode_object_datagram(wire::Version d, uint64_t alias, uint64_t group, const model::Object& o,
+bool encode_object_datagram(wire::Version d, uint64_t alias, uint64_t group, const model::Object& o,
                             uint8_t priority, std::string_view properties, bool end_of_group,
                             std::vector<uint8_t>& out) {
   wi::ObjectDatagram h;
@@ -166,10 +166,13 @@ void encode_object_datagram(wire::Version d, uint64_t alias, uint64_t group, con
   h.object = o.id;
   h.publisher_priority = priority;
   h.extensions.assign(properties.data(), properties.size());
-  wi::encode_datagram(d, h, {}, out);
+  if (!wi::encode_datagram(d, h, {}, out)) {
+    return false;
+  }
   for (const Bytes& c : o.chunks) {
     out.insert(out.end(), c.data(), c.data() + c.size());
   }
+  return true;
 }
 
 void encode_end_of_group_datagram(wire::Version d, uint64_t alias, uint64_t group,

@@ -72,8 +72,9 @@ class DatagramReceiver {
 
 // One object as an OBJECT_DATAGRAM of draft `d` appended to `out`: Object ID (the ZERO_OBJECT_ID
 // form for 0), an explicit `priority`, `properties` (already in d's encoding; empty: none), its
-// payload (the object must be complete), END_OF_GROUP when `end_of_group`.
-void encode_object_datagram(wire::Version d, uint64_t alias, uint64_t group, const model::Object& o,
+// payload (the object must be complete), END_OF_GROUP when `end_of_group`. False (nothing
+// appended) when the draft has no such datagram (the caller sends the object on a stream).
+bool encode_object_datagram(wire::Version d, uint64_t alias, uint64_t group, const model::Object& o,
                             uint8_t priority, std::string_view properties, bool end_of_group,
                             std::vector<uint8_t>& out);
 // The status datagram END_OF_GROUP (3) at `object` (the id after the group's last object).

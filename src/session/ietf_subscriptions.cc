@@ -362,9 +362,9 @@ DownstreamSubscription::DatagramStep DownstreamSubscription::send_datagrams(Writ
     }
     const bool last = g.is_finished() && &o == &g.objects().back();
     datagram_scratch_.clear();
-    encode_object_datagram(session_.draft(), alias(), g.sequence(), o, priority_, props, last,
-                           datagram_scratch_);
-    if (datagram_scratch_.size() > room || !session_.send_datagram(datagram_scratch_)) {
+    if (!encode_object_datagram(session_.draft(), alias(), g.sequence(), o, priority_, props,
+                                last, datagram_scratch_) ||
+        datagram_scratch_.size() > room || !session_.send_datagram(datagram_scratch_)) {
       break;
     }
     ++session_.datagram_stats().sent;
