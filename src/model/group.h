@@ -27,6 +27,9 @@ struct Object {
   // its group is a subgroup other than 0, or its extensions hold more than a timestamp. moq-lite
   // subscribers refuse it (the session's business); IETF ones forward it.
   bool lite_refused = false;
+  // The producer sent it unreliably (its forwarding preference: a datagram, not a stream), whole
+  // in one piece: readers whose peer takes datagrams may forward it the same way.
+  bool unreliable = false;
   // Raw IETF Extension Headers / Properties block, held once and referenced by every reader;
   // empty for moq-lite producers.
   Bytes extensions;

@@ -151,6 +151,7 @@ void Track::begin_ietf_object(Group& g, IetfObject in) {
   o.extensions = std::move(in.extensions);
   o.extensions_draft = o.extensions.empty() ? 0 : in.extensions_draft;
   o.lite_refused = o.lite_refused || in.lite_refused;
+  o.unreliable = in.unreliable;
   notify();
 }
 

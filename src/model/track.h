@@ -126,6 +126,7 @@ class Track final : private TurnWork {
     uint8_t extensions_draft = 0;
     std::optional<uint64_t> timestamp;
     bool lite_refused = false;
+    bool unreliable = false;  // Object::unreliable
   };
   void begin_ietf_object(Group& g, IetfObject o);
   // The source is asking its peer for the track's properties (moq-lite-05 TRACK): properties()

@@ -11,7 +11,9 @@
 // destroys the calling handler synchronously (retire() defers it past the callback).
 #include <cstddef>
 #include <cstdint>
+#include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "base/error.h"
@@ -98,9 +100,23 @@ class ControlContext : public virtual HandlerContext {
   virtual void on_publish_stream_closed(uint64_t request_id, bool done) = 0;
 };
 
-// A downstream SUBSCRIBE: the peer reads a track of the origin on SUBGROUP streams we open.
+// OBJECT_DATAGRAMs the session's downstream subscriptions sent (ietf_datagram.h), and objects
+// that arrived as datagrams but went out on a SUBGROUP stream (the transport has no datagrams,
+// the object does not fit in one, or the transport refused it).
+struct DatagramSendStats {
+  uint64_t sent = 0;
+  uint64_t stream_fallbacks = 0;
+};
+
+// A downstream SUBSCRIBE: the peer reads a track of the origin on SUBGROUP streams we open, and
+// objects the producer sent unreliably in OBJECT_DATAGRAMs where the transport has them.
 class SubscriptionContext : public virtual HandlerContext {
  public:
+  // The largest datagram the transport takes now; 0 when it has none (qmux over WebSocket).
+  virtual size_t max_datagram_size() const = 0;
+  // Queues one datagram; false when the transport refused it (too big, or none).
+  virtual bool send_datagram(std::span<const uint8_t> bytes) = 0;
+  virtual DatagramSendStats& datagram_stats() = 0;
   // A new uni stream, or null while the peer's stream limit is reached.
   virtual transport::Stream* open_uni() = 0;
   // `s` found no uni stream: its pump() runs again once the peer raises the limit.

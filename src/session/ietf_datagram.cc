@@ -113,7 +113,9 @@ void DatagramReceiver::on_datagram(std::span<const uint8_t> bytes) {
       return;
     }
     finish(o);
-    model::Group* g = t->begin_group(d.group);
+    // The group's stream form (a stream fallback downstream) has extension blocks when its
+    // first object had one.
+    model::Group* g = t->begin_group(d.group, 0, !d.extensions.empty());
     if (g == nullptr) {
       drop("group already cached or older than the cache");
       return;
@@ -132,11 +134,18 @@ void DatagramReceiver::on_datagram(std::span<const uint8_t> bytes) {
     tc->frames_in.add();
     tc->bytes_in.add(payload.size());
   }
-  if (timestamp) {
-    t->begin_timed_object(*o.group, payload.size(), *timestamp);
-  } else {
-    t->begin_object(*o.group, payload.size());
+  // The block is kept as it came (only a timestamp: checked above) so that IETF subscribers get
+  // it again, and the object is marked unreliable so that they may get it as a datagram too.
+  model::Track::IetfObject in;
+  in.id = d.object;
+  in.size = payload.size();
+  in.timestamp = timestamp;
+  in.unreliable = true;
+  if (!d.extensions.empty()) {
+    in.extensions = Bytes::copy(std::string_view(d.extensions));
+    in.extensions_draft = s.row().number;
   }
+  t->begin_ietf_object(*o.group, std::move(in));
   if (!payload.empty()) {
     t->append_chunk(*o.group, Bytes::copy(payload));
   }
@@ -145,6 +154,38 @@ void DatagramReceiver::on_datagram(std::span<const uint8_t> bytes) {
   if (d.end_of_group()) {
     finish(o);
   }
+}
+
+bool encode_object_datagram(wire::Version d, uint64_t alias, uint64_t group, const model::Object& o,
+                            uint8_t priority, std::string_view properties, bool end_of_group,
+                            std::vector<uint8_t>& out) {
+  wi::ObjectDatagram h;
+  h.type = wi::datagram_type(!properties.empty(), end_of_group, o.id == 0, false, false);
+  h.track_alias = alias;
+  h.group = group;
+  h.object = o.id;
+  h.publisher_priority = priority;
+  h.extensions.assign(properties.data(), properties.size());
+  if (!wi::encode_datagram(d, h, {}, out)) {
+    return false;
+  }
+  for (const Bytes& c : o.chunks) {
+    out.insert(out.end(), c.data(), c.data() + c.size());
+  }
+  return true;
+}
+
+void encode_end_of_group_datagram(wire::Version d, uint64_t alias, uint64_t group,
+                                  uint64_t object, uint8_t priority, std::vector<uint8_t>& out) {
+  wi::ObjectDatagram h;
+  // The Object ID written out: d14 has no ZERO_OBJECT_ID status type.
+  h.type = wi::datagram_type(false, false, false, false, true);
+  h.track_alias = alias;
+  h.group = group;
+  h.object = object;
+  h.publisher_priority = priority;
+  h.status = static_cast<uint64_t>(model::ObjectStatus::kEndOfGroup);
+  wi::encode_datagram(d, h, {}, out);
 }
 
 }  // namespace moqd::session::ietf_detail

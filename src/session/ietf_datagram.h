@@ -14,11 +14,20 @@
 // object over --max-frame-size, status DOES_NOT_EXIST. A datagram that does not decode closes the
 // session with the draft's code (PROTOCOL_VIOLATION). Payload bytes count against
 // --max-publisher-rate. Drafts 14..20 alike (wire/ietf_datagram.h holds their differences).
-// Sending: moqd writes every object to IETF subscribers on SUBGROUP streams,
-// whatever it arrived on (the model keeps no forwarding preference). One worker thread.
+// Accepted objects are marked model::Object::unreliable (the forwarding preference the model
+// keeps), their extension block held as it came.
+//
+// Sending (DownstreamSubscription::send_datagrams, ietf_subscriptions.cc): an IETF subscriber
+// whose transport has datagrams (raw QUIC, WebTransport; not qmux over WebSocket) gets unreliable
+// objects as OBJECT_DATAGRAMs of its own draft, encoded here; an object over
+// max_datagram_size(), or any on a transport without datagrams, goes on the SUBGROUP stream of its
+// group instead (counted, DatagramSendStats). moq-lite subscribers get every object on streams.
+// One worker thread.
 #include <cstdint>
 #include <map>
 #include <span>
+#include <string_view>
+#include <vector>
 
 #include "model/group.h"
 #include "model/track.h"
@@ -60,6 +69,17 @@ class DatagramReceiver {
   uint64_t accepted_ = 0;
   uint64_t dropped_ = 0;
 };
+
+// One object as an OBJECT_DATAGRAM of draft `d` appended to `out`: Object ID (the ZERO_OBJECT_ID
+// form for 0), an explicit `priority`, `properties` (already in d's encoding; empty: none), its
+// payload (the object must be complete), END_OF_GROUP when `end_of_group`. False (nothing
+// appended) when the draft has no such datagram (the caller sends the object on a stream).
+bool encode_object_datagram(wire::Version d, uint64_t alias, uint64_t group, const model::Object& o,
+                            uint8_t priority, std::string_view properties, bool end_of_group,
+                            std::vector<uint8_t>& out);
+// The status datagram END_OF_GROUP (3) at `object` (the id after the group's last object).
+void encode_end_of_group_datagram(wire::Version d, uint64_t alias, uint64_t group,
+                                  uint64_t object, uint8_t priority, std::vector<uint8_t>& out);
 
 }  // namespace ietf_detail
 }  // namespace moqd::session

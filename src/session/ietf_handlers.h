@@ -182,7 +182,9 @@ class ControlReader final : public HandlerOf<ControlContext> {
 };
 
 // One downstream SUBSCRIBE: the peer reads a track of the origin. Each group goes out on its own
-// SUBGROUP uni stream (type 0x18: publisher priority, subgroup 0, the group's end with FIN).
+// SUBGROUP uni stream (type 0x18: publisher priority, subgroup 0, the group's end with FIN), but
+// objects the producer sent unreliably (model::Object::unreliable) go out as OBJECT_DATAGRAMs
+// while the transport has datagrams and they fit (send_datagrams).
 class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
                                      public model::TrackListener {
  public:
@@ -295,7 +297,23 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
     bool finished = false;
     std::optional<uint64_t> previous_object;
     model::GroupCursor::Step step;
+    // OBJECT_DATAGRAMs of this group sent so far, the last one's Object ID and whether it carried
+    // END_OF_GROUP; on_stream: the rest of the group goes on a stream.
+    uint64_t datagrams = 0;
+    uint64_t last_datagram = 0;
+    bool datagram_ended = false;
+    bool on_stream = false;
   };
+  // Sends the group's unreliable objects, as they complete, as OBJECT_DATAGRAMs (a group whose
+  // end came after its last datagram gets an END_OF_GROUP status datagram). kStream: what is
+  // left of it goes on a stream from now on (the transport has no datagrams, an object that is
+  // not unreliable or does not fit, an empty group); kWait: nothing to send yet; kDone: all sent.
+  enum class DatagramStep { kWait, kStream, kDone };
+  DatagramStep send_datagrams(Writer& w);
+  // The object's extension block in this draft's encoding into `out` (the producer's, or the
+  // Timestamp property when TIMESCALE was declared; empty: none); false when this draft cannot
+  // write the producer's block.
+  bool object_properties(const model::Object& o, std::string& out);
 
   void stop_listening() {
     if (track_ != nullptr) {
@@ -314,8 +332,9 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
   }
   // Writes what `w` may now; true when the group is complete (FIN or reset sent).
   bool write_group(Writer& w);
-  // The SUBGROUP_HEADER type (and nothing else) for `g`'s stream in this draft.
-  wi::SubgroupHeader subgroup_header(const model::Group& g) const;
+  // The SUBGROUP_HEADER type (and nothing else) for `g`'s stream in this draft; `from_first`:
+  // the stream begins with the group's first object (none went out as a datagram).
+  wi::SubgroupHeader subgroup_header(const model::Group& g, bool from_first = true) const;
   // Releases the finished streams whose bytes the transport has handed to the network; true when
   // none is left. PUBLISH_DONE waits for that, and then kSettle more: @moq/net 0.3.4
   // (d14-16) ends the track as soon as it reads PUBLISH_DONE, without waiting for its Stream
@@ -349,6 +368,7 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
   // TIMESCALE was declared: objects without an extension block get a Timestamp property.
   bool stamp_ = false;
   std::vector<uint8_t> stamp_scratch_;
+  std::vector<uint8_t> datagram_scratch_;
 
   uint64_t request_id_;
   model::Track* track_;

@@ -282,7 +282,11 @@ class FakeSubscriptionContext final : public FakeHandlerContext, public Subscrip
   void wait_for_streams(DownstreamSubscription*) override { ++waits; }
   void forget_downstream(DownstreamSubscription* s) override { forgotten.push_back(s); }
   void await_unsubscribe(uint64_t request_id) override { awaited.push_back(request_id); }
+  size_t max_datagram_size() const override { return 0; }
+  bool send_datagram(std::span<const uint8_t>) override { return false; }
+  DatagramSendStats& datagram_stats() override { return stats; }
 
+  DatagramSendStats stats;
   size_t streams_left = 16;
   bool hold_sent = false;  // new streams keep what is written queued until send_queued()
   std::vector<std::unique_ptr<FakeStream>> streams;

@@ -14,9 +14,9 @@
 // tracks, serving the relay's SUBSCRIBEs, SUBGROUP streams both ways) is the same code as the
 // server role's, with request id parity reversed (ours even). PUBLISH (drafts 14..20; 17+ on its
 // own request stream) is served by ietf_detail::PublishService (ietf_publish.h); OBJECT_DATAGRAMs
-// (drafts 14..16) from a publisher by ietf_detail::DatagramReceiver (ietf_datagram.h). Not served:
-// sending datagrams; such a request closes the session with a protocol violation or is refused
-// with an error (never ignored silently). One worker thread.
+// (drafts 14..20) from a publisher by ietf_detail::DatagramReceiver (ietf_datagram.h), and sent on
+// to subscribers as OBJECT_DATAGRAMs where the transport has datagrams (DownstreamSubscription).
+// One worker thread.
 //
 // FETCH (standalone and joining), FETCH_CANCEL, TRACK_STATUS and SUBSCRIBE_UPDATE / REQUEST_UPDATE
 // (drafts 14 to 20) are served from the origin's track caches by ietf_detail::FetchService
@@ -113,8 +113,10 @@ class IetfSession final : public transport::SessionVisitor,
   void on_incoming_stream(transport::Stream& stream) override;
   void on_streams_available() override;
   void on_closed(uint64_t code, std::string_view reason) override;
-  // OBJECT_DATAGRAM (ietf_datagram.h); drafts 17+ have no datagram codec yet (dropped, logged).
+  // OBJECT_DATAGRAM receive (ietf_datagram.h).
   void on_datagram(std::span<const uint8_t> payload) override;
+  // OBJECT_DATAGRAMs sent to the peer, and datagram objects it got on streams instead.
+  const ietf_detail::DatagramSendStats& datagrams_sent() const { return datagram_stats_; }
 
 
  private:
@@ -148,6 +150,9 @@ class IetfSession final : public transport::SessionVisitor,
   // SubscriptionContext
   transport::Stream* open_uni() override { return transport_.open_uni(); }
   void wait_for_streams(ietf_detail::DownstreamSubscription* s) override;
+  size_t max_datagram_size() const override { return transport_.max_datagram_size(); }
+  bool send_datagram(std::span<const uint8_t> b) override { return transport_.send_datagram(b); }
+  ietf_detail::DatagramSendStats& datagram_stats() override { return datagram_stats_; }
   void forget_downstream(ietf_detail::DownstreamSubscription* s) override;
   // Client role: we sent PUBLISH_DONE for `request_id`. IETF has no acknowledgement of it, but a
   // relay stops its upstream subscription with UNSUBSCRIBE once it has read every stream (moqd
@@ -341,6 +346,7 @@ class IetfSession final : public transport::SessionVisitor,
   ietf_detail::PublishService& publishes();
   // OBJECT_DATAGRAM receive (ietf_datagram.cc); made on the first datagram.
   std::unique_ptr<ietf_detail::DatagramReceiver> datagrams_;
+  ietf_detail::DatagramSendStats datagram_stats_;
   bool blocked_sent_ = false;  // REQUESTS_BLOCKED sent for the peer's current MAX_REQUEST_ID
 };
 

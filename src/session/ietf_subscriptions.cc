@@ -1,12 +1,14 @@
 // The data path of an IetfSession, both ways: DownstreamSubscription (the origin's track out to
-// the peer on SUBGROUP streams) and SubgroupReader (a peer's SUBGROUP stream into the track of its
+// the peer on SUBGROUP streams, and in OBJECT_DATAGRAMs what arrived in them) and SubgroupReader (a peer's SUBGROUP stream into the track of its
 // alias), declared in ietf_handlers.h. Moved from ietf_session.cc unchanged.
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/log.h"
+#include "session/ietf_datagram.h"
 #include "session/ietf_handlers.h"
 #include "wire/ietf_properties.h"
 
@@ -71,6 +73,20 @@ void DownstreamSubscription::pump() {
       it = writers_.erase(it);
       continue;
     }
+    if (w.stream == nullptr && !w.on_stream) {
+      const DatagramStep d = send_datagrams(w);
+      if (d == DatagramStep::kWait) {
+        ++it;
+        continue;
+      }
+      if (d == DatagramStep::kDone) {
+        if (last_group_ && w.cursor.group()->sequence() >= *last_group_) {
+          past_end_ = true;
+        }
+        it = writers_.erase(it);
+        continue;
+      }
+    }
     if (w.stream == nullptr) {
       transport::Stream* s = session_.open_uni();
       if (s == nullptr) {
@@ -81,7 +97,7 @@ void DownstreamSubscription::pump() {
       s->set_visitor(&w);
       s->set_send_order(w.cursor.group()->sequence());
       ++streams_opened_;
-      wi::SubgroupHeader h = subgroup_header(*w.cursor.group());
+      wi::SubgroupHeader h = subgroup_header(*w.cursor.group(), w.datagrams == 0);
       h.track_alias = alias();
       h.group = w.cursor.group()->sequence();
       h.subgroup = w.cursor.group()->subgroup();
@@ -169,13 +185,14 @@ std::optional<uint64_t> subscription_last_group(const DownstreamSubscription& s)
 void narrow_subscription(DownstreamSubscription& s, const Narrowing& n) { s.narrow(n); }
 bool subscription_forward(const DownstreamSubscription& s) { return s.forward(); }
 
-wi::SubgroupHeader DownstreamSubscription::subgroup_header(const model::Group& g) const {
+wi::SubgroupHeader DownstreamSubscription::subgroup_header(const model::Group& g,
+                                                          bool from_first) const {
   // d18+: FIRST_OBJECT (0x40), the stream starts with the subgroup's first object (@moq/net drops
   // a d18+ subgroup stream without it as one that starts partway through). The subgroup field
   // only when it is not 0; extension blocks when the producer's stream had them.
   wi::SubgroupHeader h;
   h.type = wi::subgroup_type(g.has_extensions() || stamp_, g.subgroup() != 0, true, true,
-                             session_.row().first_object_bit);
+                             session_.row().first_object_bit && from_first);
   return h;
 }
 
@@ -233,7 +250,7 @@ bool DownstreamSubscription::wait_drain() {
 
 bool DownstreamSubscription::write_group(Writer& w) {
   static constexpr size_t kChunk = 16 * 1024;
-  const wi::SubgroupHeader h = subgroup_header(*w.cursor.group());
+  const wi::SubgroupHeader h = subgroup_header(*w.cursor.group(), w.datagrams == 0);
   while (w.stream != nullptr) {
     size_t cap = w.stream->write_capacity();
     if (cap == 0) {
@@ -251,35 +268,18 @@ bool DownstreamSubscription::write_group(Writer& w) {
         w.previous_object = o.id;
         oh.payload_length = o.size;
         oh.status = 0;
-        if (!o.extensions.empty()) {
-          // The producer's block as it came when both drafts write it alike, else the same pairs
-          // in this draft's form; a block this draft cannot write refuses the group here.
-          const wi::Draft* from = wi::draft(static_cast<wire::Version>(0xff000000u + o.extensions_draft));
-          std::span<const uint8_t> raw(o.extensions.data(), o.extensions.size());
-          if (from != nullptr && wi::same_property_encoding(*from, session_.row())) {
-            oh.extensions.assign(reinterpret_cast<const char*>(raw.data()), raw.size());
-          } else {
-            std::vector<uint8_t> block;
-            if (from == nullptr || !wi::transcode_properties(*from, session_.row(), raw, block)) {
-              MOQD_LOG(kInfo, "session %llu subscription %llu group %llu: object %llu's extensions "
-                       "cannot be written in draft %u; the group is reset",
-                       static_cast<unsigned long long>(session_.id()),
-                       static_cast<unsigned long long>(request_id_),
-                       static_cast<unsigned long long>(w.cursor.group()->sequence()),
-                       static_cast<unsigned long long>(o.id), session_.row().number);
-              reset_writer(w, ErrorCode::kUnsupported);
-              return true;
-            }
-            oh.extensions.assign(block.begin(), block.end());
-          }
-        } else if (stamp_) {
-          // LOC Timestamp (0x10), in the TIMESCALE declared: at most 10 bytes, written into the
-          // subscription's scratch and held inline by the string (no allocation per object).
-          stamp_scratch_.clear();
-          wi::write_varint(session_.row().varint_form, 0x10, stamp_scratch_);
-          wi::write_varint(session_.row().varint_form, o.timestamp, stamp_scratch_);
-          oh.extensions.assign(reinterpret_cast<const char*>(stamp_scratch_.data()),
-                               stamp_scratch_.size());
+        if (!object_properties(o, oh.extensions)) {
+          MOQD_LOG(kInfo, "session %llu subscription %llu group %llu: object %llu's extensions "
+                   "cannot be written in draft %u; the group is reset",
+                   static_cast<unsigned long long>(session_.id()),
+                   static_cast<unsigned long long>(request_id_),
+                   static_cast<unsigned long long>(w.cursor.group()->sequence()),
+                   static_cast<unsigned long long>(o.id), session_.row().number);
+          reset_writer(w, ErrorCode::kUnsupported);
+          return true;
+        }
+        if (o.unreliable) {
+          ++session_.datagram_stats().stream_fallbacks;
         }
         std::vector<uint8_t> out;
         wi::encode_object(session_.draft(), h, oh, out);
@@ -316,6 +316,102 @@ bool DownstreamSubscription::write_group(Writer& w) {
     }
   }
   return true;
+}
+
+bool DownstreamSubscription::object_properties(const model::Object& o, std::string& out) {
+  out.clear();
+  if (!o.extensions.empty()) {
+    // The producer's block as it came when both drafts write it alike, else the same pairs in
+    // this draft's form.
+    const wi::Draft* from = wi::draft(static_cast<wire::Version>(0xff000000u + o.extensions_draft));
+    std::span<const uint8_t> raw(o.extensions.data(), o.extensions.size());
+    if (from != nullptr && wi::same_property_encoding(*from, session_.row())) {
+      out.assign(reinterpret_cast<const char*>(raw.data()), raw.size());
+      return true;
+    }
+    std::vector<uint8_t> block;
+    if (from == nullptr || !wi::transcode_properties(*from, session_.row(), raw, block)) {
+      return false;
+    }
+    out.assign(block.begin(), block.end());
+  } else if (stamp_) {
+    // LOC Timestamp (0x10), in the TIMESCALE declared: at most 10 bytes, written into the
+    // subscription's scratch and held inline by the string (no allocation per object).
+    stamp_scratch_.clear();
+    wi::write_varint(session_.row().varint_form, 0x10, stamp_scratch_);
+    wi::write_varint(session_.row().varint_form, o.timestamp, stamp_scratch_);
+    out.assign(reinterpret_cast<const char*>(stamp_scratch_.data()), stamp_scratch_.size());
+  }
+  return true;
+}
+
+DownstreamSubscription::DatagramStep DownstreamSubscription::send_datagrams(Writer& w) {
+  using Kind = model::GroupCursor::Kind;
+  const size_t room = session_.max_datagram_size();
+  if (room == 0) {
+    w.on_stream = true;
+    return DatagramStep::kStream;
+  }
+  const model::Group& g = *w.cursor.group();
+  for (;;) {
+    const model::GroupCursor::Step st = w.cursor.peek(SIZE_MAX);
+    if (st.kind == Kind::kNothing) {
+      // An empty group waits for its first object to say which way it goes.
+      return DatagramStep::kWait;
+    }
+    if ((st.kind == Kind::kEnd || st.kind == Kind::kAborted) && w.datagrams > 0) {
+      if (st.kind == Kind::kEnd && !w.datagram_ended) {
+        datagram_scratch_.clear();
+        encode_end_of_group_datagram(session_.draft(), alias(), g.sequence(), w.last_datagram + 1,
+                                     priority_, datagram_scratch_);
+        if (session_.send_datagram(datagram_scratch_)) {
+          ++session_.datagram_stats().sent;
+        }
+      }
+      w.cursor.advance(st);
+      return DatagramStep::kDone;
+    }
+    if (st.kind != Kind::kObjectStart || !st.object->unreliable) {
+      break;  // an empty group (header and FIN, as ever), or a reliable object
+    }
+    const model::Object& o = *st.object;
+    if (!o.is_complete()) {
+      return DatagramStep::kWait;
+    }
+    std::string props;
+    if (!object_properties(o, props)) {
+      break;  // write_group refuses it
+    }
+    const bool last = g.is_finished() && &o == &g.objects().back();
+    datagram_scratch_.clear();
+    if (!encode_object_datagram(session_.draft(), alias(), g.sequence(), o, priority_, props,
+                                last, datagram_scratch_) ||
+        datagram_scratch_.size() > room || !session_.send_datagram(datagram_scratch_)) {
+      break;
+    }
+    ++session_.datagram_stats().sent;
+    if (TrafficCounters* tc = session_.config().traffic) {
+      tc->frames_out.add();
+      tc->bytes_out.add(o.size);
+    }
+    if (track_ != nullptr) {
+      track_->note_bytes_out(o.size);
+    }
+    w.cursor.advance(st);
+    for (bool whole = st.completes_object; !whole;) {
+      const model::GroupCursor::Step c = w.cursor.peek(SIZE_MAX);
+      if (c.kind != Kind::kChunk) {
+        break;
+      }
+      w.cursor.advance(c);
+      whole = c.completes_object;
+    }
+    ++w.datagrams;
+    w.last_datagram = o.id;
+    w.datagram_ended = last;
+  }
+  w.on_stream = true;
+  return DatagramStep::kStream;
 }
 
 // ---------------------------------------------------------------------------------------------
