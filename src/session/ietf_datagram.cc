@@ -113,9 +113,10 @@ void DatagramReceiver::on_datagram(std::span<const uint8_t> bytes) {
       return;
     }
     finish(o);
-    // The group's stream form (a stream fallback downstream) has extension blocks when its
-    // first object had one.
-    model::Group* g = t->begin_group(d.group, 0, !d.extensions.empty());
+    // The group's stream form (a stream fallback downstream) always has extension blocks: a later
+    // datagram of the group may carry one although its first did not, and a header without them
+    // could not carry it (an object without a block costs one byte there).
+    model::Group* g = t->begin_group(d.group, 0, true);
     if (g == nullptr) {
       drop("group already cached or older than the cache");
       return;

@@ -169,8 +169,9 @@ TEST(IetfDatagramForwarding, Draft16WithoutDatagramsGoesOnAStream) {
   f.datagram("06 05 04 80 616263");
   EXPECT_TRUE(f.tap->sent.empty());
   ASSERT_EQ(f.peer->incoming.size(), 1u);
-  // SUBGROUP 0x18 alias 0 group 4 priority 7 | id delta 0, length 3, "abc" | FIN
-  EXPECT_EQ(hex_of(f.peer->incoming[0]->data), canon("18 00 04 07 00 03 616263"));
+  // SUBGROUP 0x19 (extension blocks: a later datagram may bring one) alias 0 group 4 priority 7 |
+  // id delta 0, no block, length 3, "abc" | FIN
+  EXPECT_EQ(hex_of(f.peer->incoming[0]->data), canon("19 00 04 07 00 00 03 616263"));
   EXPECT_TRUE(f.peer->incoming[0]->fin);
   EXPECT_EQ(f.stats().sent, 0u);
   EXPECT_EQ(f.stats().stream_fallbacks, 1u);
@@ -183,10 +184,24 @@ TEST(IetfDatagramForwarding, Draft16ObjectTooBigForADatagramGoesOnAStream) {
   f.datagram("06 05 05 80 6162636465");
   EXPECT_EQ(f.tap->sent, (std::vector<std::string>{canon("06 00 04 07 61626364")}));
   ASSERT_EQ(f.peer->incoming.size(), 1u);
-  EXPECT_EQ(hex_of(f.peer->incoming[0]->data), canon("18 00 05 07 00 05 6162636465"));
+  EXPECT_EQ(hex_of(f.peer->incoming[0]->data), canon("19 00 05 07 00 00 05 6162636465"));
   EXPECT_TRUE(f.peer->incoming[0]->fin);
   EXPECT_EQ(f.stats().sent, 1u);
   EXPECT_EQ(f.stats().stream_fallbacks, 1u);
+}
+
+TEST(IetfDatagramForwarding, Draft16ABlockAfterAFirstObjectWithoutOneReachesTheStream) {
+  // Object 0 of group 5 has no block, object 1 has one (a timestamp 0x10 = 5): the fallback
+  // stream's header must declare blocks from its start, or object 1's would be lost.
+  Forwarding f("moqt-16", 0);
+  subscribe_d16(f);
+  f.datagram("0c 05 05 6869");
+  f.datagram("09 05 05 01 02 10 05 7a");
+  ASSERT_EQ(f.peer->incoming.size(), 1u);
+  // SUBGROUP 0x19 alias 0 group 5 priority 7 | delta 0, no block, length 2, "hi" | delta 0,
+  // block 02 10 05, length 1, "z"
+  EXPECT_EQ(hex_of(f.peer->incoming[0]->data), canon("19 00 05 07 00 00 02 6869 00 02 10 05 01 7a"));
+  EXPECT_EQ(f.stats().stream_fallbacks, 2u);
 }
 
 TEST(IetfDatagramForwarding, Draft16StreamObjectsStayOnStreams) {
