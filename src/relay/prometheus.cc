@@ -166,6 +166,13 @@ std::string Relay::metrics_text() const {
            sum([](const RelayWorker& w) { return w.traffic().announce_updates_sent.get(); }));
   e.sample("moqd_announce_updates_total", label("direction", "received"),
            sum([](const RelayWorker& w) { return w.traffic().announce_updates_received.get(); }));
+  e.family("moqd_ietf_datagram_objects_total", "counter",
+           "IETF objects that came as OBJECT_DATAGRAMs, by how they reached IETF subscribers: as a "
+           "datagram, or on a SUBGROUP stream (no datagrams on the transport, too big, refused).");
+  e.sample("moqd_ietf_datagram_objects_total", label("sent_as", "datagram"),
+           sum([](const RelayWorker& w) { return w.traffic().datagrams_forwarded.get(); }));
+  e.sample("moqd_ietf_datagram_objects_total", label("sent_as", "stream"),
+           sum([](const RelayWorker& w) { return w.traffic().datagram_stream_fallbacks.get(); }));
   traffic("moqd_frames_received_total", "counter", "Frames received from publishers.",
           [](const T& t) { return t.frames_in.get(); });
   traffic("moqd_payload_bytes_received_total", "counter", "Frame payload bytes received from publishers.",

@@ -77,6 +77,10 @@ struct TrafficCounters {
   // or went, or the route itself changed): sent to relay peers as ended-then-active, and such
   // pairs received from relay peers and applied as one update.
   Counter announce_updates_sent, announce_updates_received;
+  // IETF objects that came as OBJECT_DATAGRAMs, delivered to an IETF subscriber as a datagram,
+  // or on a SUBGROUP stream because its transport has none, the object did not fit, or the
+  // transport refused it.
+  Counter datagrams_forwarded, datagram_stream_fallbacks;
   LatencyHistogram delivery_latency;
 };
 

@@ -76,6 +76,7 @@ class Forwarding {
     client_mux->set_visitor(peer.get());
     SessionConfig sc;
     sc.role = Role::kServer;
+    sc.traffic = &traffic;
     session = make_session(*tap, sc, pub.origin_, pub.handler_, pub.clock_, pub.clock_);
     session->start();
     pump();
@@ -110,6 +111,7 @@ class Forwarding {
     return dynamic_cast<const IetfSession&>(*session).datagrams_sent();
   }
 
+  TrafficCounters traffic;  // the relay's counters (metrics), of the subscriber session
   testing::IetfServerFixture pub;
   testing::FakeChannelPair channels_;  // before the muxes, which it outlives
   std::unique_ptr<ws::MuxSession> server_;
@@ -188,6 +190,9 @@ TEST(IetfDatagramForwarding, Draft16ObjectTooBigForADatagramGoesOnAStream) {
   EXPECT_TRUE(f.peer->incoming[0]->fin);
   EXPECT_EQ(f.stats().sent, 1u);
   EXPECT_EQ(f.stats().stream_fallbacks, 1u);
+  // The same counts reach the relay's counters (moqd_ietf_datagram_objects_total).
+  EXPECT_EQ(f.traffic.datagrams_forwarded.get(), 1u);
+  EXPECT_EQ(f.traffic.datagram_stream_fallbacks.get(), 1u);
 }
 
 TEST(IetfDatagramForwarding, Draft16ABlockAfterAFirstObjectWithoutOneReachesTheStream) {

@@ -280,6 +280,9 @@ bool DownstreamSubscription::write_group(Writer& w) {
         }
         if (o.unreliable) {
           ++session_.datagram_stats().stream_fallbacks;
+          if (TrafficCounters* tc = session_.config().traffic) {
+            tc->datagram_stream_fallbacks.add();
+          }
         }
         std::vector<uint8_t> out;
         wi::encode_object(session_.draft(), h, oh, out);
@@ -391,6 +394,7 @@ DownstreamSubscription::DatagramStep DownstreamSubscription::send_datagrams(Writ
     }
     ++session_.datagram_stats().sent;
     if (TrafficCounters* tc = session_.config().traffic) {
+      tc->datagrams_forwarded.add();
       tc->frames_out.add();
       tc->bytes_out.add(o.size);
     }
