@@ -355,7 +355,7 @@ TEST(IetfDownstreamSubscription, Draft20GroupCarriesFirstObjectBitAndTimestamps)
             "08 83 e8");
 }
 
-// d14-16: the track's end waits for the finished group stream's on_sent(), then kSettle (5 ms),
+// d14-16: the track's end waits for the finished group stream's on_sent(), then kSettle (20 ms),
 // before PUBLISH_DONE; nothing polls buffered().
 TEST(IetfDownstreamSubscription, Draft16PublishDoneWaitsForOnSentThenSettles) {
   Upstream up;
@@ -380,7 +380,9 @@ TEST(IetfDownstreamSubscription, Draft16PublishDoneWaitsForOnSentThenSettles) {
   g.send_queued();
   EXPECT_TRUE(g.released);
   EXPECT_EQ(ctx.sent.size(), 1u);  // kSettle has not passed
-  ctx.clock_.advance(std::chrono::milliseconds(5));
+  ctx.clock_.advance(std::chrono::milliseconds(19));
+  EXPECT_EQ(ctx.sent.size(), 1u);
+  ctx.clock_.advance(std::chrono::milliseconds(1));
   ASSERT_EQ(ctx.sent.size(), 2u);
   EXPECT_EQ(std::get<wi::PublishDone>(ctx.sent[1]), (wi::PublishDone{0, 0x2, 1, "cancel"}));
 }
