@@ -266,16 +266,7 @@ class PublishRequestStreamTest : public ::testing::TestWithParam<PublishDraft> {
   bool d20() const { return GetParam().number == 20; }
   // `type length(16) body` (types and values below 0x40 here: one-byte varints in every form).
   static std::vector<uint8_t> msg(uint8_t type, const std::string& body_hex) {
-    std::vector<uint8_t> body = hex(body_hex);
-    std::vector<uint8_t> out;
-    out.reserve(3 + body.size());
-    out.push_back(type);
-    out.push_back(static_cast<uint8_t>(body.size() >> 8));
-    out.push_back(static_cast<uint8_t>(body.size()));
-    for (uint8_t c : body) {
-      out.push_back(c);
-    }
-    return out;
+    return testing::ietf_message(type, body_hex);
   }
   // PUBLISH `id` of ["room","alice"] `track` (hex) under `alias`, FORWARD `forward`, no Track
   // Properties (d17: Required Request ID Delta 0 after the id).
