@@ -2,7 +2,7 @@
 // The handlers of an IetfSession's streams that are tested on their own (ietf_handlers_test.cc):
 // each holds the narrow context of its kind (ietf_context.h), never the IetfSession. The other
 // handlers (PendingStream, UpstreamSubscription, NamespaceAnnouncer) live in
-// ietf_session_internal.h, NamespaceDiscovery in ietf_client.cc, on the same footing. DownstreamSubscription's and
+// ietf_session_internal.h, NamespaceDiscovery in ietf_discovery.h, on the same footing. DownstreamSubscription's and
 // SubgroupReader's longer members are in ietf_subscriptions.cc. Internal to session/.
 #include <cstdint>
 #include <deque>
