@@ -1,6 +1,7 @@
 // The IETF session's handlers one at a time, as quiche's moqt tests each stream kind: a handler of
 // ietf_handlers.h on a fake stream, with a fake of its context (ietf_context.h) that records what
 // the handler asked of the session. No IetfSession, transport or peer is involved.
+#include "session/ietf_discovery.h"
 #include "session/ietf_handlers.h"
 #include "session/ietf_session_internal.h"
 
@@ -124,12 +125,12 @@ class FakeHandlerContext : public virtual HandlerContext {
   std::vector<wi::ControlMessage> sent;
   std::vector<Handler*> retired;
   ManualClock clock_;
+  SessionConfig config_;
 
  private:
   wire::Version version_;
   const wi::Draft* row_;
   wi::Limits limits_;
-  SessionConfig config_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -404,6 +405,21 @@ TEST(IetfDownstreamSubscription, NoUniStreamWaitsForCredit) {
   EXPECT_TRUE(ctx.streams[0]->finished);
 }
 
+// What IetfSession::read_message does: the next message at the front of `stream` in `form`,
+// consumed; nullopt while incomplete, or with `ctx` failing (it does not decode, or FIN cut it).
+std::optional<wi::ControlMessage> read_one(FakeHandlerContext& ctx, transport::Stream& stream,
+                                           wi::Peer form) {
+  auto r = wi::decode_control(ctx.draft(), stream.peek(), ctx.limits(), form);
+  if (!r || !r->has_value()) {
+    if (!r || stream.has_peer_fin()) {
+      ctx.fail(make_error(ErrorCode::kDecode, "read_message"));
+    }
+    return std::nullopt;
+  }
+  stream.consume((*r)->consumed);
+  return std::move((*r)->value);
+}
+
 // ---------------------------------------------------------------------------------------------
 // ControlReader (d14..16 control stream) and SetupStreamReader (17+): where control messages enter.
 
@@ -414,15 +430,7 @@ class FakeControlContext final : public FakeHandlerContext, public ControlContex
   bool is_client() const override { return false; }
   wi::Peer peer_form() const override { return wi::Peer::kDraftText; }
   std::optional<wi::ControlMessage> read_message(transport::Stream& stream, wi::Peer form) override {
-    auto r = wi::decode_control(draft(), stream.peek(), limits(), form);
-    if (!r || !r->has_value()) {
-      if (!r || stream.has_peer_fin()) {
-        fail(make_error(ErrorCode::kDecode, "read_message"));
-      }
-      return std::nullopt;
-    }
-    stream.consume((*r)->consumed);
-    return std::move((*r)->value);
+    return read_one(*this, stream, form);
   }
   void on_control_message(wi::ControlMessage m) override { messages.push_back(std::move(m)); }
   void on_control_setup(const wi::ClientSetup&) override { ++client_setups; }
@@ -689,6 +697,498 @@ TEST(IetfPendingStream, BytesWaitForSetupThenTheStreamGoesToItsKind) {
   PendingStream q(ctx, uni);
   uni.push("04");
   EXPECT_EQ(ctx.subgroup_streams, 1);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// UpstreamSubscription (ietf_session_internal.h): the relay reading a track the peer publishes,
+// as the model::TrackSource of that track.
+
+class FakeUpstreamContext final : public FakeHandlerContext, public UpstreamContext {
+ public:
+  explicit FakeUpstreamContext(wire::Version v) : FakeHandlerContext(v) {}
+  std::optional<uint64_t> take_request_id() override {
+    if (ids_left == 0) {
+      return std::nullopt;
+    }
+    --ids_left;
+    uint64_t id = next_id;
+    next_id += 2;
+    return id;
+  }
+  std::optional<std::string> to_peer(const std::string& full) const override { return full; }
+  // As IetfSession::request_upstream: the SUBSCRIBE goes now, or waits for MAX_REQUEST_ID.
+  void request_upstream(UpstreamSubscription* u) override {
+    if (!u->send_subscribe()) {
+      ++blocked;
+    }
+  }
+  void forget_upstream(UpstreamSubscription* u) override { forgotten.push_back(u); }
+
+  size_t ids_left = 16;
+  uint64_t next_id = 2;
+  int blocked = 0;
+  std::vector<UpstreamSubscription*> forgotten;
+};
+
+// A Track Properties block holding TIMESCALE (0x08) = `units`, in the draft's varint form.
+std::string timescale_property(const wi::Draft& d, uint64_t units) {
+  std::vector<uint8_t> out;
+  wi::write_varint(d.varint_form, 0x08, out);
+  wi::write_varint(d.varint_form, units, out);
+  return std::string(out.begin(), out.end());
+}
+
+// Hears how a track ended.
+struct EndListener final : model::TrackListener {
+  void on_track_data(model::Track&) override {}
+  void on_track_ended(model::Track&, Error reason) override { ended = reason; }
+  std::optional<Error> ended;
+};
+
+// An UpstreamSubscription of room/alice "video" in draft `v` as the source of its track (no
+// linger); start() adds a listener, which starts it.
+struct UpstreamCase {
+  explicit UpstreamCase(wire::Version v)
+      : ctx(v),
+        track("room/alice", "video", model::CacheLimits{}, Duration::zero(), ctx.clock_, ctx.clock_) {
+    track.set_source(&u);
+  }
+  void start() { track.add_listener(&listener); }
+  std::string sent_hex(size_t i) const {
+    return i < ctx.sent.size() ? to_hex(std::span<const uint8_t>(encoded(ctx.draft(), ctx.sent[i])))
+                               : "";
+  }
+  bool ended_with(ErrorCode code) const { return listener.ended && listener.ended->code == code; }
+  FakeUpstreamContext ctx;
+  UpstreamSubscription u{ctx, "room/alice", "video"};
+  EndListener listener;
+  model::Track track;
+};
+
+TEST(IetfUpstreamSubscription, Draft16SubscribeByteExactThenOkThenUnsubscribeWhenTheTrackStops) {
+  UpstreamCase c(wire::Version::kTransport16);
+  c.start();
+  ASSERT_EQ(c.ctx.sent.size(), 1u);
+  // 0x03 len 0x1c, request 2, ["room","alice"] "video", 3 parameters (delta-coded types):
+  // FORWARD 0x10 = 1, SUBSCRIBER_PRIORITY 0x20 = 128, SUBSCRIPTION_FILTER 0x21 = {Largest Object
+  // 0x2}; GROUP_ORDER absent: the publisher's (d16 §9.7, §9.2.2).
+  EXPECT_EQ(c.sent_hex(0),
+            "03 00 1c 02 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f 03 10 01 10 40 80 "
+            "01 01 02");
+  EXPECT_EQ(c.u.request_id(), std::optional<uint64_t>(2));
+  EXPECT_FALSE(c.track.properties().has_value());  // until SUBSCRIBE_OK
+  // 17+ only: a TIMESCALE (0x08 = 90000) in d16's Track Extensions is not read.
+  c.u.on_ok(9, timescale_property(c.ctx.row(), 90000));
+  EXPECT_EQ(c.u.alias(), std::optional<uint64_t>(9));
+  ASSERT_TRUE(c.track.properties().has_value());
+  EXPECT_FALSE(c.track.properties()->timescale_known);
+  // The last listener leaves: UNSUBSCRIBE, and the session no longer routes to it.
+  c.track.remove_listener(&c.listener);
+  c.ctx.clock_.advance(Duration::zero());
+  ASSERT_EQ(c.ctx.sent.size(), 2u);
+  EXPECT_EQ(c.sent_hex(1), "0a 00 01 02");
+  EXPECT_EQ(c.ctx.forgotten, std::vector<UpstreamSubscription*>{&c.u});
+  EXPECT_FALSE(c.u.request_id().has_value());
+  EXPECT_FALSE(c.u.alias().has_value());
+}
+
+TEST(IetfUpstreamSubscription, Draft20SubscribeAsksForTheCurrentGroupAndOkGivesTheTimescale) {
+  UpstreamCase c(wire::Version::kTransport20);
+  c.start();
+  ASSERT_EQ(c.ctx.sent.size(), 1u);
+  const auto& m = std::get<wi::Subscribe>(c.ctx.sent[0]);
+  // d20: "0 0" would be Next Object; relative 1 is the current group from its first object.
+  ASSERT_TRUE(m.filter.has_value());
+  EXPECT_EQ(m.filter->type, wi::FilterType::kRelative);
+  EXPECT_EQ(m.filter->relative_groups, 1u);
+  // 0x03 len 0x1b, request 2, ["room","alice"] "video", 3 parameters typed per key (NET-0.3.md
+  // §4.4): FORWARD 0x10 = byte 1, SUBSCRIBER_PRIORITY 0x20 = raw byte 128, SUBSCRIPTION_FILTER
+  // 0x21 = length 1, relative 1 (§4.5, as @moq/net sends it).
+  EXPECT_EQ(c.sent_hex(0),
+            "03 00 1b 02 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f 03 10 01 10 80 01 "
+            "01 01");
+  // Track Properties: TIMESCALE (0x08) = 90000.
+  c.u.on_ok(9, timescale_property(c.ctx.row(), 90000));
+  ASSERT_TRUE(c.track.properties().has_value());
+  EXPECT_TRUE(c.track.properties()->timescale_known);
+  EXPECT_EQ(c.track.properties()->timescale, 90000u);
+}
+
+TEST(IetfUpstreamSubscription, SubscribeWaitsForARequestIdThenGoes) {
+  UpstreamCase c(wire::Version::kTransport16);
+  c.ctx.ids_left = 0;
+  c.start();
+  EXPECT_EQ(c.ctx.blocked, 1);
+  EXPECT_TRUE(c.ctx.sent.empty());
+  EXPECT_FALSE(c.u.request_id().has_value());
+  c.ctx.ids_left = 1;  // MAX_REQUEST_ID: the session retries it
+  EXPECT_TRUE(c.u.send_subscribe());
+  ASSERT_EQ(c.ctx.sent.size(), 1u);
+  EXPECT_EQ(std::get<wi::Subscribe>(c.ctx.sent[0]).request_id, 2u);
+  EXPECT_TRUE(c.u.send_subscribe());  // already sent: nothing more
+  EXPECT_EQ(c.ctx.sent.size(), 1u);
+}
+
+TEST(IetfUpstreamSubscription, Draft16RequestErrorEndsTheTrackNotFound) {
+  UpstreamCase c(wire::Version::kTransport16);
+  c.start();
+  wi::RequestError e;
+  e.request_id = 2;
+  e.error_code = 0x10;  // DOES_NOT_EXIST
+  e.reason = "no such track";
+  c.u.on_error(e);
+  EXPECT_TRUE(c.track.is_ended());
+  EXPECT_TRUE(c.ended_with(ErrorCode::kNotFound));
+  EXPECT_EQ(c.ctx.forgotten, std::vector<UpstreamSubscription*>{&c.u});
+}
+
+TEST(IetfUpstreamSubscription, PublishDoneEndsTheTrackOnceItsStreamCountWasRead) {
+  UpstreamCase c(wire::Version::kTransport16);
+  c.start();
+  c.u.on_ok(9, "");
+  c.u.on_reader_started();  // one stream still being read when PUBLISH_DONE comes
+  c.u.on_publish_done(wi::PublishDone{2, kDoneTrackEnded, 2, "done"});
+  c.u.on_reader_done();
+  EXPECT_FALSE(c.track.is_ended());  // 1 of 2 streams
+  c.u.on_reader_started();
+  EXPECT_FALSE(c.track.is_ended());  // the second is still being read
+  c.u.on_reader_done();
+  EXPECT_TRUE(c.track.is_ended());
+  EXPECT_TRUE(c.ended_with(ErrorCode::kCancel));
+  // The track's stop_track: UNSUBSCRIBE of the ended request.
+  ASSERT_EQ(c.ctx.sent.size(), 2u);
+  EXPECT_EQ(c.ctx.sent[1], wi::ControlMessage(wi::Unsubscribe{2}));
+}
+
+TEST(IetfUpstreamSubscription, PublishDoneCountingNoStreamsEndsAfterAQuietGrace) {
+  UpstreamCase c(wire::Version::kTransport16);
+  c.start();
+  c.u.on_ok(9, "");
+  c.u.on_publish_done(wi::PublishDone{2, kDoneTrackEnded, 0, ""});  // @moq/net: 0, not counted
+  c.ctx.clock_.advance(std::chrono::milliseconds(700));
+  c.u.on_reader_started();  // a late stream restarts the grace
+  c.u.on_reader_done();
+  c.ctx.clock_.advance(std::chrono::milliseconds(749));
+  EXPECT_FALSE(c.track.is_ended());
+  c.ctx.clock_.advance(std::chrono::milliseconds(1));
+  EXPECT_TRUE(c.ended_with(ErrorCode::kCancel));
+}
+
+TEST(IetfUpstreamSubscription, PublishDoneWhoseStreamsNeverCameEndsAtTheLatest) {
+  UpstreamCase c(wire::Version::kTransport16);
+  c.start();
+  c.u.on_ok(9, "");
+  c.u.on_publish_done(wi::PublishDone{2, kDoneTrackEnded, 3, ""});
+  c.ctx.clock_.advance(std::chrono::milliseconds(4999));
+  EXPECT_FALSE(c.track.is_ended());
+  c.ctx.clock_.advance(std::chrono::milliseconds(1));
+  EXPECT_TRUE(c.ended_with(ErrorCode::kCancel));
+}
+
+TEST(IetfUpstreamSubscription, Draft17PublishedTrackStartsWithoutSubscribeAndUnsubscribesOnStop) {
+  UpstreamCase c(wire::Version::kTransport17);
+  c.u.adopt_publish(5, 7);
+  c.start();
+  EXPECT_TRUE(c.ctx.sent.empty());  // the peer's PUBLISH made the subscription
+  EXPECT_EQ(c.u.request_id(), std::optional<uint64_t>(5));
+  EXPECT_EQ(c.u.alias(), std::optional<uint64_t>(7));
+  ASSERT_TRUE(c.track.properties().has_value());
+  EXPECT_FALSE(c.track.properties()->timescale_known);
+  c.track.end(make_error(ErrorCode::kCancel, "test"));
+  ASSERT_EQ(c.ctx.sent.size(), 1u);
+  EXPECT_EQ(c.ctx.sent[0], wi::ControlMessage(wi::Unsubscribe{5}));
+}
+
+TEST(IetfUpstreamSubscription, SessionClosedEndsTheTrackClosed) {
+  UpstreamCase c(wire::Version::kTransport16);
+  c.start();
+  c.ctx.failed_code = wi::TerminationCode::kProtocolViolation;  // the session is closing
+  c.u.on_session_closed();
+  EXPECT_TRUE(c.ended_with(ErrorCode::kClosed));
+  EXPECT_EQ(c.ctx.sent.size(), 1u);  // no UNSUBSCRIBE on a closed session
+}
+
+// ---------------------------------------------------------------------------------------------
+// NamespaceAnnouncer (ietf_session_internal.h) and NamespaceDiscovery (ietf_discovery.h): the
+// peer's SUBSCRIBE_NAMESPACE answered from the origin, and ours (client role).
+
+// A SessionHandler that hides `hidden` from the peer (Action::kSee) and records announcements.
+class FakeSessionHandler final : public SessionHandler {
+ public:
+  bool authorize(Action action, std::string_view path, std::string_view) override {
+    return !(action == Action::kSee && path == hidden);
+  }
+  void on_session_ready(wire::Version) override {}
+  void on_peer_announce(const std::string& path, bool active, const model::Hops&,
+                        model::BroadcastSource&) override {
+    announces.push_back((active ? "+" : "-") + path);
+  }
+  void on_session_closed(Error) override {}
+  std::string hidden;
+  std::vector<std::string> announces;
+};
+
+// The session as the source of the peer's broadcasts (split horizon).
+struct PeerSource final : model::BroadcastSource {
+  model::TrackSource& track_source(const std::string&, const std::string&) override { return feed; }
+  testing::TestBroadcast::Feed feed;
+};
+
+// The peer's paths are the origin's under "room/".
+class FakeNamespaceContext final : public FakeHandlerContext, public NamespaceContext {
+ public:
+  explicit FakeNamespaceContext(wire::Version v)
+      : FakeHandlerContext(v), origin_(model::OriginConfig{}, clock_, clock_) {}
+  model::Origin& origin() override { return origin_; }
+  SessionHandler& handler() override { return handler_; }
+  model::BroadcastSource& source() override { return source_; }
+  void count_namespace_listener(bool open) override { listeners += open ? 1 : -1; }
+  bool cluster_negotiated() const override { return false; }
+  uint64_t peer_relay_hops() const override { return 0; }
+  std::string to_full(const std::string& peer_path) const override { return "room/" + peer_path; }
+  std::optional<std::string> to_peer(const std::string& full) const override {
+    if (full.rfind("room/", 0) != 0) {
+      return std::nullopt;
+    }
+    return full.substr(5);
+  }
+  std::optional<uint64_t> take_request_id() override {
+    if (ids_left == 0) {
+      return std::nullopt;
+    }
+    --ids_left;
+    uint64_t id = next_id;
+    next_id += 2;
+    return id;
+  }
+  wi::Peer peer_form() const override { return wi::Peer::kDraftText; }
+  std::optional<wi::ControlMessage> read_message(transport::Stream& stream, wi::Peer form) override {
+    return read_one(*this, stream, form);
+  }
+  void client_announce(const std::string& full) override { client.push_back("+" + full); }
+  void client_withdraw(const std::string& full) override { client.push_back("-" + full); }
+
+  model::Origin origin_;
+  FakeSessionHandler handler_;
+  PeerSource source_;
+  int listeners = 0;
+  size_t ids_left = 16;
+  uint64_t next_id = 1;
+  std::vector<std::string> client;
+};
+
+// The peer's SUBSCRIBE_NAMESPACE of ["alice"] (room/alice), answered on its own stream (16+) or,
+// with `own` false, on the control stream.
+struct AnnouncerCase {
+  AnnouncerCase(wire::Version v, bool own, bool publish = false)
+      : ctx(v), a(ctx, own ? &s : nullptr, "room/alice", 1, publish) {}
+  FakeNamespaceContext ctx;
+  FakeStream s{4};
+  NamespaceAnnouncer a;
+};
+
+// room/alice/cam announced and withdrawn on a d16 or d20 SUBSCRIBE_NAMESPACE stream: what it wrote.
+std::string announce_on_own_stream(wire::Version v) {
+  AnnouncerCase c(v, true);
+  testing::TestBroadcast before(c.ctx.origin_, "room/alice/cam");
+  c.a.begin();  // what is already active is told at once
+  EXPECT_EQ(c.ctx.listeners, 1);
+  testing::TestBroadcast other(c.ctx.origin_, "room/bob/cam");  // outside the prefix
+  before.unannounce();
+  c.s.push("", true);  // the peer ends the request
+  EXPECT_EQ(c.ctx.listeners, 0);
+  EXPECT_TRUE(c.s.finished);
+  EXPECT_EQ(c.ctx.retired, std::vector<Handler*>{&c.a});
+  EXPECT_TRUE(c.ctx.sent.empty());
+  return c.s.written_hex();
+}
+
+TEST(IetfNamespaceAnnouncer, Draft16NamespaceAndDoneOnTheRequestStreamByteExact) {
+  // NAMESPACE 0x08 len 4, suffix ["cam"]; NAMESPACE_DONE 0x0e, the same (d16 §9.28, §9.29).
+  EXPECT_EQ(announce_on_own_stream(wire::Version::kTransport16),
+            "08 00 05 01 03 63 61 6d 0e 00 05 01 03 63 61 6d");
+}
+
+TEST(IetfNamespaceAnnouncer, Draft20NamespaceAndDoneOnTheRequestStreamByteExact) {
+  EXPECT_EQ(announce_on_own_stream(wire::Version::kTransport20),
+            "08 00 05 01 03 63 61 6d 0e 00 05 01 03 63 61 6d");
+}
+
+TEST(IetfNamespaceAnnouncer, Draft15NamespaceGoesOnTheControlStream) {
+  AnnouncerCase c(wire::Version::kTransport15, false);
+  c.a.begin();
+  testing::TestBroadcast b(c.ctx.origin_, "room/alice/cam");
+  b.unannounce();
+  wi::Namespace n;
+  n.suffix = {"cam"};
+  ASSERT_EQ(c.ctx.sent.size(), 2u);
+  EXPECT_EQ(c.ctx.sent[0], wi::ControlMessage(n));
+  n.done = true;
+  EXPECT_EQ(c.ctx.sent[1], wi::ControlMessage(n));
+  EXPECT_TRUE(c.s.written_hex().empty());
+}
+
+TEST(IetfNamespaceAnnouncer, Draft14PublishNamespaceWithOurRequestIdThenDone) {
+  AnnouncerCase c(wire::Version::kTransport14, false);
+  c.a.begin();
+  testing::TestBroadcast b(c.ctx.origin_, "room/alice/cam");
+  b.unannounce();
+  ASSERT_EQ(c.ctx.sent.size(), 2u);
+  EXPECT_EQ(c.ctx.sent[0], wi::ControlMessage(wi::PublishNamespace{1, 0, {"alice", "cam"}, {}}));
+  wi::PublishNamespaceDone d;
+  d.ns = {"alice", "cam"};
+  d.request_id = 1;
+  EXPECT_EQ(c.ctx.sent[1], wi::ControlMessage(d));
+  // 0x06 len, request 1, ["alice","cam"], no parameters (d14 §9.23); 0x09 ["alice","cam"] (§9.25).
+  EXPECT_EQ(to_hex(std::span<const uint8_t>(encoded(c.ctx.draft(), c.ctx.sent[0]))),
+            "06 00 0d 01 02 05 61 6c 69 63 65 03 63 61 6d 00");
+  EXPECT_EQ(to_hex(std::span<const uint8_t>(encoded(c.ctx.draft(), c.ctx.sent[1]))),
+            "09 00 0b 02 05 61 6c 69 63 65 03 63 61 6d");
+}
+
+TEST(IetfNamespaceAnnouncer, Draft14NoRequestIdLeftLeavesTheNamespaceUntoldUntilItComesAgain) {
+  AnnouncerCase c(wire::Version::kTransport14, false);
+  c.ctx.ids_left = 0;
+  c.a.begin();
+  {
+    testing::TestBroadcast b(c.ctx.origin_, "room/alice/cam");
+  }
+  EXPECT_TRUE(c.ctx.sent.empty());  // nor a DONE for what was never told
+  c.ctx.ids_left = 1;
+  testing::TestBroadcast again(c.ctx.origin_, "room/alice/cam");
+  ASSERT_EQ(c.ctx.sent.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<wi::PublishNamespace>(c.ctx.sent[0]));
+}
+
+TEST(IetfNamespaceAnnouncer, Draft16PublishModeAnnouncesWithPublishNamespace) {
+  AnnouncerCase c(wire::Version::kTransport16, false, true);
+  c.a.begin();
+  testing::TestBroadcast b(c.ctx.origin_, "room/alice/cam");
+  ASSERT_EQ(c.ctx.sent.size(), 1u);
+  EXPECT_EQ(c.ctx.sent[0], wi::ControlMessage(wi::PublishNamespace{1, 0, {"alice", "cam"}, {}}));
+}
+
+TEST(IetfNamespaceAnnouncer, HiddenPathsThePeersOwnAndUnmappedOnesAreNotTold) {
+  AnnouncerCase c(wire::Version::kTransport16, true);
+  c.ctx.handler_.hidden = "room/alice/secret";
+  c.a.begin();
+  testing::TestBroadcast secret(c.ctx.origin_, "room/alice/secret");  // not authorized to see
+  c.ctx.origin_.announce("room/alice/own", &c.ctx.source_);            // the peer's own
+  EXPECT_TRUE(c.s.written_hex().empty());
+  c.ctx.origin_.unannounce("room/alice/own", &c.ctx.source_);
+  testing::TestBroadcast cam(c.ctx.origin_, "room/alice/cam");
+  EXPECT_EQ(c.s.written_hex(), "08 00 05 01 03 63 61 6d");
+}
+
+TEST(IetfNamespaceAnnouncer, PeerResetEndsItWithoutAFin) {
+  AnnouncerCase c(wire::Version::kTransport16, true);
+  c.a.begin();
+  c.s.peer_reset(0);
+  EXPECT_EQ(c.ctx.listeners, 0);
+  EXPECT_FALSE(c.s.finished);
+  EXPECT_TRUE(c.s.released);
+  EXPECT_EQ(c.ctx.retired, std::vector<Handler*>{&c.a});
+  testing::TestBroadcast b(c.ctx.origin_, "room/alice/cam");  // no longer listening
+  EXPECT_TRUE(c.s.written_hex().empty());
+}
+
+// Our SUBSCRIBE_NAMESPACE, request 2, of ["alice"] in draft `v`, on stream 0 (or the control
+// stream when `own` is false).
+struct DiscoveryCase {
+  DiscoveryCase(wire::Version v, bool own) : ctx(v), d(ctx, 2, {"alice"}) {
+    d.begin(own ? &s : nullptr);
+  }
+  void push(const wi::ControlMessage& m, bool fin = false) {
+    s.push(to_hex(std::span<const uint8_t>(encoded(ctx.draft(), m))), fin);
+  }
+  static wi::Namespace ns(const char* suffix, bool done = false) {
+    wi::Namespace n;
+    n.suffix = {suffix};
+    n.done = done;
+    return n;
+  }
+  FakeNamespaceContext ctx;
+  FakeStream s{0};
+  NamespaceDiscovery d;
+};
+
+TEST(IetfNamespaceDiscovery, Draft16SubscribeNamespaceByteExactThenNamespacesThenFin) {
+  DiscoveryCase c(wire::Version::kTransport16, true);
+  // 0x11 len, request 2, ["alice"], Subscribe Options 1 (NAMESPACE), no parameters (d16 §9.25).
+  EXPECT_EQ(c.s.written_hex(), "11 00 0a 02 01 05 61 6c 69 63 65 01 00");
+  wi::RequestOk ok;
+  ok.request_id = 2;
+  c.push(ok);
+  c.push(DiscoveryCase::ns("cam"));
+  c.push(DiscoveryCase::ns("cam"));  // a repeat: told once
+  c.push(DiscoveryCase::ns("mic"));
+  c.push(DiscoveryCase::ns("cam", true));
+  c.push(DiscoveryCase::ns("nope", true));  // the end of one never told: ignored
+  EXPECT_EQ(c.ctx.client,
+            (std::vector<std::string>{"+room/alice/cam", "+room/alice/mic", "-room/alice/cam"}));
+  EXPECT_FALSE(c.ctx.is_closed());
+  // The relay ends the request: what it told of and did not withdraw is gone.
+  c.s.push("", true);
+  EXPECT_EQ(c.ctx.handler_.announces, std::vector<std::string>{"-room/alice/mic"});
+  EXPECT_EQ(c.ctx.retired, std::vector<Handler*>{&c.d});
+}
+
+TEST(IetfNamespaceDiscovery, Draft17And20SubscribeNamespaceByteExact) {
+  // d17: 0x11 with the Required Request ID Delta (0) after the request id (d17 §9.25).
+  DiscoveryCase d17(wire::Version::kTransport17, true);
+  EXPECT_EQ(d17.s.written_hex(), "11 00 0b 02 00 01 05 61 6c 69 63 65 01 00");
+  // d18+: SUBSCRIBE_NAMESPACE is 0x50, with no delta and no Subscribe Options (SUBSCRIBE_TRACKS
+  // is its own type).
+  DiscoveryCase d20(wire::Version::kTransport20, true);
+  EXPECT_EQ(d20.s.written_hex(), "50 00 09 02 01 05 61 6c 69 63 65 00");
+}
+
+TEST(IetfNamespaceDiscovery, Draft15RequestGoesOnTheControlStreamAndAnswersComeFromTheSession) {
+  DiscoveryCase c(wire::Version::kTransport15, false);
+  ASSERT_EQ(c.ctx.sent.size(), 1u);
+  const auto& m = std::get<wi::SubscribeNamespace>(c.ctx.sent[0]);
+  EXPECT_EQ(m.request_id, 2u);
+  EXPECT_EQ(m.prefix, wi::TrackNamespace{"alice"});
+  EXPECT_TRUE(c.s.written_hex().empty());
+  c.d.on_namespace(DiscoveryCase::ns("cam"));
+  EXPECT_EQ(c.ctx.client, std::vector<std::string>{"+room/alice/cam"});
+  // The session ends: every namespace told of is withdrawn.
+  c.d.on_session_closed();
+  EXPECT_EQ(c.ctx.handler_.announces, std::vector<std::string>{"-room/alice/cam"});
+}
+
+TEST(IetfNamespaceDiscovery, Draft16RequestErrorIsNotAFailureButAnotherMessageIs) {
+  DiscoveryCase c(wire::Version::kTransport16, true);
+  wi::RequestError e;
+  e.request_id = 2;
+  e.error_code = 0x1;  // UNAUTHORIZED
+  e.reason = "no";
+  c.push(e);
+  EXPECT_FALSE(c.ctx.is_closed());
+  c.push(wi::Unsubscribe{2});
+  ASSERT_TRUE(c.ctx.failed_code.has_value());
+  EXPECT_EQ(*c.ctx.failed_code, wi::TerminationCode::kProtocolViolation);
+  EXPECT_EQ(c.ctx.failed_detail, "unexpected message on a SUBSCRIBE_NAMESPACE stream");
+}
+
+TEST(IetfNamespaceDiscovery, Draft16TooManyNamespacesIsTooManyRequests) {
+  DiscoveryCase c(wire::Version::kTransport16, true);
+  c.ctx.config_.limits.max_received_announced_paths = 1;
+  c.push(DiscoveryCase::ns("cam"));
+  c.push(DiscoveryCase::ns("mic"));
+  ASSERT_TRUE(c.ctx.failed_code.has_value());
+  EXPECT_EQ(*c.ctx.failed_code, wi::TerminationCode::kTooManyRequests);
+  EXPECT_EQ(c.ctx.client, std::vector<std::string>{"+room/alice/cam"});
+}
+
+TEST(IetfNamespaceDiscovery, Draft16ResetWithdrawsWhatItToldOf) {
+  DiscoveryCase c(wire::Version::kTransport16, true);
+  c.push(DiscoveryCase::ns("cam"));
+  c.s.peer_reset(0);
+  EXPECT_EQ(c.ctx.handler_.announces, std::vector<std::string>{"-room/alice/cam"});
+  EXPECT_EQ(c.ctx.retired, std::vector<Handler*>{&c.d});
+  EXPECT_TRUE(c.s.released);
 }
 
 }  // namespace ietf_handlers_test
