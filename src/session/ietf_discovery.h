@@ -41,18 +41,7 @@ class NamespaceDiscovery final : public HandlerOf<NamespaceContext> {
   }
 
   void on_readable() override {
-    while (stream_ != nullptr && !session_.is_closed()) {
-      auto data = stream_->peek();
-      if (data.empty()) {
-        break;
-      }
-      std::optional<wi::ControlMessage> m = session_.read_message(*stream_, session_.peer_form());
-      if (!m) {
-        return;
-      }
-      on_message(*m);
-    }
-    if (stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received()) {
+    if (read_messages([this](const wi::ControlMessage& m) { on_message(m); })) {
       end();  // the relay ended the request: what it told of is gone
     }
   }

@@ -80,6 +80,21 @@ class HandlerOf : public Handler {
   explicit HandlerOf(Ctx& c) : Handler(c), session_(c) {}
 
  protected:
+  // Hands each complete message the peer wrote on the stream, read in its form, to `on_message`,
+  // while the stream is held and the session open (the context fails the session on one that does
+  // not decode). True when the peer's FIN was then read: the caller ends the stream its way.
+  template <class OnMessage>
+  bool read_messages(OnMessage&& on_message) {
+    while (stream_ != nullptr && !session_.is_closed() && !stream_->peek().empty()) {
+      std::optional<wi::ControlMessage> m = session_.read_message(*stream_, session_.peer_form());
+      if (!m) {
+        return false;
+      }
+      on_message(std::move(*m));
+    }
+    return stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received();
+  }
+
   Ctx& session_;
 };
 
@@ -588,18 +603,7 @@ class RequestStream final : public HandlerOf<ControlContext> {
   }
 
   void on_readable() override {
-    while (stream_ != nullptr && !session_.is_closed()) {
-      auto data = stream_->peek();
-      if (data.empty()) {
-        break;
-      }
-      std::optional<wi::ControlMessage> m = session_.read_message(*stream_, session_.peer_form());
-      if (!m) {
-        return;
-      }
-      on_message(std::move(*m));
-    }
-    if (stream_ != nullptr && !session_.is_closed() && stream_->is_fin_received()) {
+    if (read_messages([this](wi::ControlMessage m) { on_message(std::move(m)); })) {
       if (kind_ == Kind::kPeerFetch || kind_ == Kind::kPeerTrackStatus) {
         return;  // d19 §3.3.2: the requester's FIN is not a cancellation
       }
