@@ -40,6 +40,26 @@ void PendingStream::on_readable() {
 
 using namespace ietf_detail;
 
+std::optional<wi::ControlMessage> IetfSession::read_first_message(transport::Stream& stream) {
+  auto r = wi::decode_control(version_, stream.peek(), limits_, peer_form_);
+  if (!r) {
+    stream.release();
+    fail(r.error());
+    return std::nullopt;
+  }
+  if (!r->has_value()) {
+    if (stream.has_peer_fin()) {
+      stream.release();
+      fail(make_error(ErrorCode::kDecode, "truncated message"));
+      return std::nullopt;
+    }
+    adopt<PendingStream>(stream);  // read again when more arrives
+    return std::nullopt;
+  }
+  stream.consume((*r)->consumed);
+  return std::move((*r)->value);
+}
+
 void IetfSession::on_control_setup(const wi::ClientSetup& setup) {
   if (row_->setup_versions) {
     const uint64_t want = static_cast<uint64_t>(version_);

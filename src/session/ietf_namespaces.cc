@@ -126,30 +126,16 @@ void IetfSession::on_namespace_stream(transport::Stream& stream) {
     stream.release();
     return;
   }
-  auto data = stream.peek();
-  auto r = wi::decode_control(version_, data, limits_);
-  if (!r) {
-    stream.release();
-    fail(r.error());
+  std::optional<wi::ControlMessage> first = read_first_message(stream);
+  if (!first) {
     return;
   }
-  if (!r->has_value()) {
-    if (stream.has_peer_fin()) {
-      stream.release();
-      fail(make_error(ErrorCode::kDecode, "truncated message"));
-      return;
-    }
-    // Not complete yet: read again when more arrives.
-    adopt<PendingStream>(stream);
-    return;
-  }
-  auto* sn = std::get_if<wi::SubscribeNamespace>(&(*r)->value);
+  auto* sn = std::get_if<wi::SubscribeNamespace>(&*first);
   if (sn == nullptr) {
     stream.release();
     fail(wi::TerminationCode::kProtocolViolation, "bidi stream other than SUBSCRIBE_NAMESPACE");
     return;
   }
-  stream.consume((*r)->consumed);
   wi::SubscribeNamespace m = std::move(*sn);
   handle_subscribe_namespace(m, &stream);
 }

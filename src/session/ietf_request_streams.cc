@@ -113,25 +113,12 @@ std::optional<wi::ControlMessage> IetfSession::read_message(transport::Stream& s
 }
 
 void IetfSession::on_request_stream(transport::Stream& stream) {
-  auto r = wi::decode_control(version_, stream.peek(), limits_, peer_form_);
-  if (!r) {
-    stream.release();
-    fail(r.error());
+  std::optional<wi::ControlMessage> first = read_first_message(stream);
+  if (!first) {
     return;
   }
-  if (!r->has_value()) {
-    if (stream.has_peer_fin()) {
-      stream.release();
-      fail(make_error(ErrorCode::kDecode, "truncated message"));
-      return;
-    }
-    adopt<PendingStream>(stream);  // read again when more arrives
-    return;
-  }
-  const size_t consumed = (*r)->consumed;
-  wi::ControlMessage m = std::move((*r)->value);
+  wi::ControlMessage m = std::move(*first);
   if (auto* sn = std::get_if<wi::SubscribeNamespace>(&m)) {
-    stream.consume(consumed);
     if (sn->tracks) {
       // SUBSCRIBE_TRACKS (18+): moqd has no PUBLISH to answer it with.
       if (!accept_peer_request_id(sn->request_id)) {
@@ -175,7 +162,6 @@ void IetfSession::on_request_stream(transport::Stream& stream) {
     fail(wi::TerminationCode::kProtocolViolation, "a request stream must start with a request");
     return;
   }
-  stream.consume(consumed);
   if (requests_.count(id) != 0) {
     stream.release();
     fail(wi::TerminationCode::kInvalidRequestId, "request id reused");

@@ -214,6 +214,11 @@ class IetfSession final : public transport::SessionVisitor,
   // --- drafts 17+ (Draft::request_streams): SETUP on uni streams, a bidi stream per request ---
   // A peer bidi stream: its first message says which request it carries.
   void on_request_stream(transport::Stream& stream);
+  // The first message of a peer bidi stream no handler holds yet (d16 SUBSCRIBE_NAMESPACE, 17+ a
+  // request), read in the peer's form and consumed. nullopt: incomplete (a PendingStream holds
+  // the stream and reads again), or the session fails (no decode, or FIN cut it short) with the
+  // stream released.
+  std::optional<wire::ietf::ControlMessage> read_first_message(transport::Stream& stream);
   // --- client role (ietf_client.cc) ---
   // A d15 NAMESPACE / NAMESPACE_DONE on the control stream: an answer to our SUBSCRIBE_NAMESPACE.
   void on_client_namespace(const wire::ietf::Namespace& m);

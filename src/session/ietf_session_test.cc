@@ -147,6 +147,47 @@ TEST(IetfSessionTest, PublishNamespaceFeedsTheOriginAndDoneWithdraws) {
   EXPECT_FALSE(f.origin_.is_active("room/alice"));
 }
 
+// The first message of a d16 SUBSCRIBE_NAMESPACE stream (IetfSession::read_first_message, shared
+// with the 17+ request streams): a message split across reads waits for its rest; one that FIN
+// cuts short closes the session; one that is not SUBSCRIBE_NAMESPACE is a PROTOCOL_VIOLATION.
+TEST(IetfSessionTest, Draft16NamespaceStreamFirstMessageWaitsForItsRestOrFails) {
+  // SUBSCRIBE_NAMESPACE request 0, ["room"], Subscribe Options 1, no parameters (d16 §9.25).
+  const char* head = "11 00 09 00 01";
+  const char* rest = "04 72 6f 6f 6d 01 00";
+  {
+    IetfFixture f("moqt-16");
+    f.control(hex(kD16ClientSetup));
+    RawStream* s = f.raw_->open_bidi(hex(head));
+    ASSERT_NE(s, nullptr);
+    f.pump();
+    EXPECT_TRUE(s->data.empty());
+    EXPECT_FALSE(f.raw_->closed_code.has_value());
+    f.send(*s, hex(rest));
+    EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(s->data.data()), s->data.size())),
+              "07 00 02 00 00");  // REQUEST_OK request 0, no parameters
+    EXPECT_FALSE(f.raw_->closed_code.has_value());
+  }
+  {
+    IetfFixture f("moqt-16");
+    f.control(hex(kD16ClientSetup));
+    RawStream* s = f.raw_->open_bidi(hex(head));
+    ASSERT_NE(s, nullptr);
+    s->stream->finish();
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);  // PROTOCOL_VIOLATION
+  }
+  {
+    IetfFixture f("moqt-16");
+    f.control(hex(kD16ClientSetup));
+    // PUBLISH_NAMESPACE belongs on the control stream in 16.
+    f.raw_->open_bidi(hex("06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));
+    f.pump();
+    ASSERT_TRUE(f.raw_->closed_code.has_value());
+    EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+  }
+}
+
 TEST(IetfSessionTest, SubscribeIsServedAsSubgroupStreams) {
   IetfFixture f("moqt-16");
   TestBroadcast b(f.origin_, "room/alice");
