@@ -704,18 +704,25 @@ TEST(IetfPendingStream, BytesWaitForSetupThenTheStreamGoesToItsKind) {
 // UpstreamSubscription (ietf_session_internal.h): the relay reading a track the peer publishes,
 // as the model::TrackSource of that track.
 
+// Our request ids, as the peer's MAX_REQUEST_ID allows them: `left` more, from `next`, by two.
+struct RequestIds {
+  std::optional<uint64_t> take() {
+    if (left == 0) {
+      return std::nullopt;
+    }
+    --left;
+    uint64_t id = next;
+    next += 2;
+    return id;
+  }
+  uint64_t next;
+  size_t left = 16;
+};
+
 class FakeUpstreamContext final : public FakeHandlerContext, public UpstreamContext {
  public:
   explicit FakeUpstreamContext(wire::Version v) : FakeHandlerContext(v) {}
-  std::optional<uint64_t> take_request_id() override {
-    if (ids_left == 0) {
-      return std::nullopt;
-    }
-    --ids_left;
-    uint64_t id = next_id;
-    next_id += 2;
-    return id;
-  }
+  std::optional<uint64_t> take_request_id() override { return ids.take(); }
   std::optional<std::string> to_peer(const std::string& full) const override { return full; }
   // As IetfSession::request_upstream: the SUBSCRIBE goes now, or waits for MAX_REQUEST_ID.
   void request_upstream(UpstreamSubscription* u) override {
@@ -725,8 +732,7 @@ class FakeUpstreamContext final : public FakeHandlerContext, public UpstreamCont
   }
   void forget_upstream(UpstreamSubscription* u) override { forgotten.push_back(u); }
 
-  size_t ids_left = 16;
-  uint64_t next_id = 2;
+  RequestIds ids{2};
   int blocked = 0;
   std::vector<UpstreamSubscription*> forgotten;
 };
@@ -817,12 +823,12 @@ TEST(IetfUpstreamSubscription, Draft20SubscribeAsksForTheCurrentGroupAndOkGivesT
 
 TEST(IetfUpstreamSubscription, SubscribeWaitsForARequestIdThenGoes) {
   UpstreamCase c(wire::Version::kTransport16);
-  c.ctx.ids_left = 0;
+  c.ctx.ids.left = 0;
   c.start();
   EXPECT_EQ(c.ctx.blocked, 1);
   EXPECT_TRUE(c.ctx.sent.empty());
   EXPECT_FALSE(c.u.request_id().has_value());
-  c.ctx.ids_left = 1;  // MAX_REQUEST_ID: the session retries it
+  c.ctx.ids.left = 1;  // MAX_REQUEST_ID: the session retries it
   EXPECT_TRUE(c.u.send_subscribe());
   ASSERT_EQ(c.ctx.sent.size(), 1u);
   EXPECT_EQ(std::get<wi::Subscribe>(c.ctx.sent[0]).request_id, 2u);
@@ -953,15 +959,7 @@ class FakeNamespaceContext final : public FakeHandlerContext, public NamespaceCo
     }
     return full.substr(5);
   }
-  std::optional<uint64_t> take_request_id() override {
-    if (ids_left == 0) {
-      return std::nullopt;
-    }
-    --ids_left;
-    uint64_t id = next_id;
-    next_id += 2;
-    return id;
-  }
+  std::optional<uint64_t> take_request_id() override { return ids.take(); }
   wi::Peer peer_form() const override { return wi::Peer::kDraftText; }
   std::optional<wi::ControlMessage> read_message(transport::Stream& stream, wi::Peer form) override {
     return read_one(*this, stream, form);
@@ -973,8 +971,7 @@ class FakeNamespaceContext final : public FakeHandlerContext, public NamespaceCo
   FakeSessionHandler handler_;
   PeerSource source_;
   int listeners = 0;
-  size_t ids_left = 16;
-  uint64_t next_id = 1;
+  RequestIds ids{1};
   std::vector<std::string> client;
 };
 
@@ -1049,13 +1046,13 @@ TEST(IetfNamespaceAnnouncer, Draft14PublishNamespaceWithOurRequestIdThenDone) {
 
 TEST(IetfNamespaceAnnouncer, Draft14NoRequestIdLeftLeavesTheNamespaceUntoldUntilItComesAgain) {
   AnnouncerCase c(wire::Version::kTransport14, false);
-  c.ctx.ids_left = 0;
+  c.ctx.ids.left = 0;
   c.a.begin();
   {
     testing::TestBroadcast b(c.ctx.origin_, "room/alice/cam");
   }
   EXPECT_TRUE(c.ctx.sent.empty());  // nor a DONE for what was never told
-  c.ctx.ids_left = 1;
+  c.ctx.ids.left = 1;
   testing::TestBroadcast again(c.ctx.origin_, "room/alice/cam");
   ASSERT_EQ(c.ctx.sent.size(), 1u);
   EXPECT_TRUE(std::holds_alternative<wi::PublishNamespace>(c.ctx.sent[0]));
