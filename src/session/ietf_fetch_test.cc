@@ -226,6 +226,43 @@ TEST(IetfFetchTest, Draft14FetchErrorAndNoObjects) {
             (std::vector<int>{0x19, 0x06, 0x06}));
 }
 
+// d14 §9.16.2 joining FETCH (Subscriber Priority and Group Order before the Fetch Type, as in
+// the standalone one above): the relative and absolute forms return exactly the cached objects up
+// to where the joined subscription began, in d14's object layout (§10.4.4: group, subgroup,
+// object, priority, Extension Headers Length, payload length, payload).
+TEST(IetfFetchTest, Draft14JoiningFetchReturnsExactlyWhatWasPublished) {
+  wire::VersionSet only14 = wire::VersionSet::none();
+  only14.add(wire::Version::kTransport14);
+  Fixture f("", only14);
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.open_control(kD14Setup);
+  f.exchange(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE 0
+  publish_three(b, f);
+  // Subscription 2 begins at the Largest Object {3, 1}.
+  f.exchange(c, std::string("03 00 18 02 ") + kRoomAliceVideo + " 80 00 01 02 00");
+  auto stream14 = [](int id, std::vector<std::tuple<int, int, char>> objects) {
+    std::vector<uint8_t> out = {0x05, static_cast<uint8_t>(id)};
+    for (auto [g, o, p] : objects) {
+      out.insert(out.end(), {static_cast<uint8_t>(g), 0x00, static_cast<uint8_t>(o), 0x80, 0x00,
+                             0x01, static_cast<uint8_t>(p)});
+    }
+    return to_hex(out);
+  };
+  // Relative joining FETCH (type 2) id 4 of subscription 2, 1 group back: {2, 0} to {3, 1}.
+  // FETCH_OK: ascending, not the end of the track, End Location {3, 2} (the range reaches the
+  // largest object {3, 1}: one past it, as the standalone FETCHes of d14..16 answer, §9.17).
+  EXPECT_EQ(f.exchange(c, "16 00 07 04 80 01 02 02 01 00"), canon("18 00 06 04 01 00 03 02 00"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
+            stream14(4, {{2, 0, 'c'}, {2, 1, 'd'}, {3, 0, 'e'}, {3, 1, 'f'}}));
+  EXPECT_TRUE(f.raw_->incoming.back()->fin);
+  // Absolute joining FETCH (type 3) id 6 from group 1: every published object.
+  EXPECT_EQ(f.exchange(c, "16 00 07 06 80 01 03 02 01 00"), canon("18 00 06 06 01 00 03 02 00"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
+            stream14(6, {{1, 0, 'a'}, {1, 1, 'b'}, {2, 0, 'c'}, {2, 1, 'd'}, {3, 0, 'e'}, {3, 1, 'f'}}));
+  EXPECT_TRUE(f.raw_->incoming.back()->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
 TEST(IetfFetchTest, FetchCancelResetsTheStream) {
   Fixture f("moqt-16");
   TestBroadcast b(f.origin_, "room/alice");
