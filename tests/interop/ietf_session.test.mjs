@@ -213,8 +213,28 @@ for (const d of DRAFTS) {
       } else {
         mux.write(control, sn);
       }
-      const close = await mux.waitAppClose(5_000);
-      assert.ok([0x3, 0x6].includes(close.code), `code ${close.code}`);
+      // A message that ends inside its parameters: PROTOCOL_VIOLATION.
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x3);
+    }
+    {
+      // A request id over the limit: SERVER_SETUP granted MAX_REQUEST_ID 1024, so a first request
+      // with id 1024 is TOO_MANY_REQUESTS (0x7).
+      const { mux, control } = await rawSession(m, d);
+      mux.write(control, publishNamespace(1024, ns("room")));
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x7);
+    }
+    {
+      // A parameter PUBLISH_NAMESPACE does not take (d14: DELIVERY_TIMEOUT 0x02, 15/16:
+      // SUBSCRIBER_PRIORITY 0x20): d16 closes with PROTOCOL_VIOLATION; 14 and 15 ignore it (their
+      // text: receivers ignore unrecognized parameters) and accept the namespace (0x07).
+      const { mux, control } = await rawSession(m, d);
+      const type = d.name === "moq-transport-14" ? 0x02 : 0x20;
+      mux.write(control, msg(0x06, [varint(0), ns("room"), varint(1), varint(type), varint(7)]));
+      if (d.name === "moq-transport-16") {
+        assert.equal((await mux.waitAppClose(5_000)).code, 0x3);
+      } else {
+        await mux.waitStream(control, (s) => s.data().subarray(d.serverSetup.length / 2).includes(Buffer.from([0x07])), 5_000, "the namespace accepted");
+      }
     }
     {
       // A namespace tuple over 32 fields: PROTOCOL_VIOLATION.
