@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
-import { GROUPS, before, closeNetConnections, count, flat, netConnect, netCrossLite, netLateJoiner, netPubSub, netSubscribe, netWaitActive } from "./net_client.mjs";
+import { GROUPS, before, closeNetConnections, count, flat, netConnect, netCrossLite, netCrossLiteLateJoiner, netLateJoiner, netPubSub, netSubscribe, netWaitActive } from "./net_client.mjs";
 import { varint, str, waitLog } from "./raw.mjs";
 import { IMPL, controlSession16, hex, msg16 } from "./raw_ietf.mjs";
 
@@ -109,6 +109,12 @@ for (const dir of ["lite-to-ietf", "ietf-to-lite"]) {
     // The moq-lite publisher closes the track after the last group: the end reaches the IETF
     // subscriber as PUBLISH_DONE.
     await netCrossLite(m, "moq-transport-16", dir, { ietfSeesEnd: true });
+  });
+}
+
+for (const dir of ["lite-to-ietf", "ietf-to-lite"]) {
+  test(`cross-protocol late join through moqd: ${dir === "lite-to-ietf" ? "a moq-lite-02 publisher, moq-transport-16 viewers" : "a moq-transport-16 publisher, moq-lite-02 viewers"}; the late one starts at the newest group`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
+    await netCrossLiteLateJoiner(await moqd(["--versions", "moq-lite-02,moq-transport-16"]), "moq-transport-16", dir);
   });
 }
 
