@@ -386,6 +386,34 @@ TEST(IetfSubscribeUpdateTest, EndGroupNarrowsALiveSubscription) {
   EXPECT_EQ(*f.raw_->closed_code, 0x3u);
 }
 
+// d15 §9.10 SUBSCRIBE_UPDATE: d16's layout with absolute parameter types (no delta coding),
+// answered with REQUEST_OK.
+TEST(IetfSubscribeUpdateTest, Draft15EndGroupNarrowsALiveSubscription) {
+  Fixture f("moqt-15");
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.open_control("20 00 13 02 02 80 00 a4 55 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73");
+  // SUBSCRIBE id 0: FORWARD 1, SUBSCRIBER_PRIORITY 7, SUBSCRIPTION_FILTER Largest Object, GROUP_ORDER 2.
+  f.exchange(c, std::string("03 00 1d 00 ") + kRoomAliceVideo + " 04 10 01 20 07 21 01 02 22 02");
+  b.write_group("video", 1, {"a"});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 1u);
+  // SUBSCRIBE_UPDATE id 2 of 0: SUBSCRIBER_PRIORITY 9, SUBSCRIPTION_FILTER AbsoluteRange {0, 0} to
+  // End Group 2. REQUEST_OK with LARGEST_OBJECT {1, 0}.
+  EXPECT_EQ(f.exchange(c, "02 00 0b 02 00 02 20 09 21 04 04 00 00 02"), canon("07 00 06 02 01 09 02 01 00"));
+  c.data.clear();
+  b.write_group("video", 2, {"b"});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 2u);
+  // Group 2 at the new priority, then PUBLISH_DONE SUBSCRIPTION_ENDED (0x3) after 2 streams.
+  EXPECT_EQ(hex_of(f.raw_->incoming[1]->data), canon("18 00 02 09 00 01 62"));
+  EXPECT_EQ(hex_of(c.data).substr(0, 3 * 6 - 1), canon("0b 00 15 00 03 02"));
+  EXPECT_EQ(f.session_->subscription_count(), 0u);
+  b.write_group("video", 3, {"c"});
+  f.pump();
+  EXPECT_EQ(f.raw_->incoming.size(), 2u);  // past the end
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
 TEST(IetfSubscribeUpdateTest, Draft14EndGroupMayNotIncrease) {
   wire::VersionSet only14 = wire::VersionSet::none();
   only14.add(wire::Version::kTransport14);
