@@ -126,6 +126,42 @@ TEST_P(ControlStreamTest, SubgroupsGapsAndExtensionsComeBackUnchanged) {
 INSTANTIATE_TEST_SUITE_P(Drafts, ControlStreamTest, ::testing::Values(15, 16),
                          [](const auto& info) { return "D" + std::to_string(info.param); });
 
+// d14 on the control stream, as above: its SUBSCRIBE and SUBSCRIBE_OK carry fields, not
+// parameters, and its extension blocks absolute types (d14 §10.4.2), which read the same bytes as
+// other valid pairs; moqd forwards the objects, gaps, subgroups and blocks unchanged.
+TEST(IetfExtensionsTest, Draft14SubgroupsGapsAndExtensionsComeBackUnchanged) {
+  wire::VersionSet only14 = wire::VersionSet::none();
+  only14.add(wire::Version::kTransport14);
+  Fixture f("", only14);
+  RawStream* c = f.raw_->open_bidi(
+      hex("20 00 2c 03 c0 00 00 00 ff 0d ad 02 c0 00 00 00 ff 0d ad 01 c0 00 00 00 ff 00 00 0e "
+          "02 02 80 00 a4 55 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73"));
+  f.pump();
+  c->write(hex("06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));  // PUBLISH_NAMESPACE id 0
+  f.pump();
+  ASSERT_TRUE(f.origin_.is_active("room/alice"));
+  c->data.clear();
+  // d14 §9.7 SUBSCRIBE id 2: priority 7, group order 0 (the publisher's), forward 1, LargestObject.
+  c->write(hex("03 00 18 02 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f 07 00 01 02 00"));
+  f.pump();
+  // moqd's SUBSCRIBE upstream (id 1); d14 §9.8 SUBSCRIBE_OK: alias 9, expires 0, ascending, no
+  // content yet, no parameters.
+  ASSERT_NE(hex_of(c->data).find("03 00"), std::string::npos) << hex_of(c->data);
+  c->write(hex("04 00 06 01 09 00 01 00 00"));
+  f.pump();
+  f.peer_stream(std::string("1d 09 04 03 80 ") + kGappedObjects);
+  f.peer_stream(std::string("19 09 04 80 ") + kPlainObjects);
+  auto sg3 = f.streams_from("1d 02 04 03 07");
+  ASSERT_EQ(sg3.size(), 1u) << f.raw_->incoming.size();
+  EXPECT_EQ(hex_of(sg3[0]->data), std::string("1d 02 04 03 07 ") + kGappedObjects);
+  EXPECT_TRUE(sg3[0]->fin);
+  auto sg0 = f.streams_from("19 02 04 07");
+  ASSERT_EQ(sg0.size(), 1u);
+  EXPECT_EQ(hex_of(sg0[0]->data), std::string("19 02 04 07 ") + kPlainObjects);
+  EXPECT_TRUE(sg0[0]->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
 // 17 to 20: a request stream per request and SETUP on uni streams; 18+ types carry FIRST_OBJECT.
 class RequestStreamTest : public testing::IetfRequestStreamsTest {
  protected:

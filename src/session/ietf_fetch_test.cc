@@ -226,6 +226,43 @@ TEST(IetfFetchTest, Draft14FetchErrorAndNoObjects) {
             (std::vector<int>{0x19, 0x06, 0x06}));
 }
 
+// d14 §9.16.2 joining FETCH (Subscriber Priority and Group Order before the Fetch Type, as in
+// the standalone one above): the relative and absolute forms return exactly the cached objects up
+// to where the joined subscription began, in d14's object layout (§10.4.4: group, subgroup,
+// object, priority, Extension Headers Length, payload length, payload).
+TEST(IetfFetchTest, Draft14JoiningFetchReturnsExactlyWhatWasPublished) {
+  wire::VersionSet only14 = wire::VersionSet::none();
+  only14.add(wire::Version::kTransport14);
+  Fixture f("", only14);
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.open_control(kD14Setup);
+  f.exchange(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE 0
+  publish_three(b, f);
+  // Subscription 2 begins at the Largest Object {3, 1}.
+  f.exchange(c, std::string("03 00 18 02 ") + kRoomAliceVideo + " 80 00 01 02 00");
+  auto stream14 = [](int id, std::vector<std::tuple<int, int, char>> objects) {
+    std::vector<uint8_t> out = {0x05, static_cast<uint8_t>(id)};
+    for (auto [g, o, p] : objects) {
+      out.insert(out.end(), {static_cast<uint8_t>(g), 0x00, static_cast<uint8_t>(o), 0x80, 0x00,
+                             0x01, static_cast<uint8_t>(p)});
+    }
+    return to_hex(out);
+  };
+  // Relative joining FETCH (type 2) id 4 of subscription 2, 1 group back: {2, 0} to {3, 1}.
+  // FETCH_OK: ascending, not the end of the track, End Location {3, 2} (the range reaches the
+  // largest object {3, 1}: one past it, as the standalone FETCHes of d14..16 answer, §9.17).
+  EXPECT_EQ(f.exchange(c, "16 00 07 04 80 01 02 02 01 00"), canon("18 00 06 04 01 00 03 02 00"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
+            stream14(4, {{2, 0, 'c'}, {2, 1, 'd'}, {3, 0, 'e'}, {3, 1, 'f'}}));
+  EXPECT_TRUE(f.raw_->incoming.back()->fin);
+  // Absolute joining FETCH (type 3) id 6 from group 1: every published object.
+  EXPECT_EQ(f.exchange(c, "16 00 07 06 80 01 03 02 01 00"), canon("18 00 06 06 01 00 03 02 00"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
+            stream14(6, {{1, 0, 'a'}, {1, 1, 'b'}, {2, 0, 'c'}, {2, 1, 'd'}, {3, 0, 'e'}, {3, 1, 'f'}}));
+  EXPECT_TRUE(f.raw_->incoming.back()->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
 TEST(IetfFetchTest, FetchCancelResetsTheStream) {
   Fixture f("moqt-16");
   TestBroadcast b(f.origin_, "room/alice");
@@ -347,6 +384,34 @@ TEST(IetfSubscribeUpdateTest, EndGroupNarrowsALiveSubscription) {
   f.exchange(c, "02 00 03 04 00 00");
   ASSERT_TRUE(f.raw_->closed_code.has_value());
   EXPECT_EQ(*f.raw_->closed_code, 0x3u);
+}
+
+// d15 §9.10 SUBSCRIBE_UPDATE: d16's layout with absolute parameter types (no delta coding),
+// answered with REQUEST_OK.
+TEST(IetfSubscribeUpdateTest, Draft15EndGroupNarrowsALiveSubscription) {
+  Fixture f("moqt-15");
+  TestBroadcast b(f.origin_, "room/alice");
+  RawStream& c = f.open_control("20 00 13 02 02 80 00 a4 55 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73");
+  // SUBSCRIBE id 0: FORWARD 1, SUBSCRIBER_PRIORITY 7, SUBSCRIPTION_FILTER Largest Object, GROUP_ORDER 2.
+  f.exchange(c, std::string("03 00 1d 00 ") + kRoomAliceVideo + " 04 10 01 20 07 21 01 02 22 02");
+  b.write_group("video", 1, {"a"});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 1u);
+  // SUBSCRIBE_UPDATE id 2 of 0: SUBSCRIBER_PRIORITY 9, SUBSCRIPTION_FILTER AbsoluteRange {0, 0} to
+  // End Group 2. REQUEST_OK with LARGEST_OBJECT {1, 0}.
+  EXPECT_EQ(f.exchange(c, "02 00 0b 02 00 02 20 09 21 04 04 00 00 02"), canon("07 00 06 02 01 09 02 01 00"));
+  c.data.clear();
+  b.write_group("video", 2, {"b"});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 2u);
+  // Group 2 at the new priority, then PUBLISH_DONE SUBSCRIPTION_ENDED (0x3) after 2 streams.
+  EXPECT_EQ(hex_of(f.raw_->incoming[1]->data), canon("18 00 02 09 00 01 62"));
+  EXPECT_EQ(hex_of(c.data).substr(0, 3 * 6 - 1), canon("0b 00 15 00 03 02"));
+  EXPECT_EQ(f.session_->subscription_count(), 0u);
+  b.write_group("video", 3, {"c"});
+  f.pump();
+  EXPECT_EQ(f.raw_->incoming.size(), 2u);  // past the end
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
 TEST(IetfSubscribeUpdateTest, Draft14EndGroupMayNotIncrease) {

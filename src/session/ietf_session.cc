@@ -298,13 +298,15 @@ bool IetfSession::accept_peer_request_id(uint64_t id) {
     return accept_stream_request_id(id);
   }
   // Client-initiated requests use even ids, each the next in sequence, below the granted maximum
-  // (draft-14 §9.1).
-  if (id != peer_next_request_id_) {
-    fail(wi::TerminationCode::kInvalidRequestId, "request id out of sequence");
-    return false;
-  }
+  // (draft-14 §9.1). The maximum is checked first: an id at or over it is TOO_MANY_REQUESTS even
+  // though it is also out of sequence (the window is raised as ids are used, so an id in
+  // sequence never reaches it).
   if (id >= peer_max_request_id_) {
     fail(wi::TerminationCode::kTooManyRequests, "request id over MAX_REQUEST_ID");
+    return false;
+  }
+  if (id != peer_next_request_id_) {
+    fail(wi::TerminationCode::kInvalidRequestId, "request id out of sequence");
     return false;
   }
   peer_next_request_id_ += 2;

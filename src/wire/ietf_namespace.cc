@@ -8,6 +8,12 @@ std::optional<std::string> to_path(const TrackNamespace& ns) {
     if (ns[i].empty()) {
       return std::nullopt;  // "a//b" is not a normalised path
     }
+    // A field ending in '/' escapes it as "\/", which the next separator or the path's end turns
+    // into a run of '/' or a trailing one: normalisation would rename the broadcast ("a\//b" is
+    // "a\/b", the tuple ("a/b")).
+    if (ns[i].back() == '/') {
+      return std::nullopt;
+    }
     if (i > 0) {
       path += '/';
     }
@@ -17,10 +23,6 @@ std::optional<std::string> to_path(const TrackNamespace& ns) {
       }
       path += c;
     }
-  }
-  // An escaped '/' at the very end ("a\/") would lose its '/' to normalisation.
-  if (!path.empty() && path.back() == '/') {
-    return std::nullopt;
   }
   return path;
 }

@@ -4,7 +4,8 @@
 // fields with '/', each field escaped as @moq/net 0.3.4 escapes it ('\' -> "\\", '/' -> "\/"), so
 // a broadcast has the same name over moq-lite, over IETF, in moqd and in the JS client. A path
 // maps back by splitting on the unescaped '/'. Tuples whose path moqd's normalised paths cannot
-// hold (an empty field, a field that would put '/' at either end of the path) have no path: the
+// hold (an empty field, a field ending in '/', whose escaped '/' normalisation would merge with the
+// next separator or drop at the path's end) have no path: the
 // session refuses them with an error, never by changing the name. Pure; any thread.
 #include <optional>
 #include <string>

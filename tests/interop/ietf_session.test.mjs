@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
-import { GROUPS, before, closeNetConnections, count, flat, netConnect, netCrossLite, netLateJoiner, netPubSub, netSubscribe, netWaitActive } from "./net_client.mjs";
+import { GROUPS, before, closeNetConnections, count, flat, netConnect, netCrossLite, netCrossLiteLateJoiner, netLateJoiner, netPubSub, netSubscribe, netWaitActive } from "./net_client.mjs";
 import { varint, str, waitLog } from "./raw.mjs";
 import { IMPL, controlSession16, hex, msg16 } from "./raw_ietf.mjs";
 
@@ -109,6 +109,12 @@ for (const dir of ["lite-to-ietf", "ietf-to-lite"]) {
     // The moq-lite publisher closes the track after the last group: the end reaches the IETF
     // subscriber as PUBLISH_DONE.
     await netCrossLite(m, "moq-transport-16", dir, { ietfSeesEnd: true });
+  });
+}
+
+for (const dir of ["lite-to-ietf", "ietf-to-lite"]) {
+  test(`cross-protocol late join through moqd: ${dir === "lite-to-ietf" ? "a moq-lite-02 publisher, moq-transport-16 viewers" : "a moq-transport-16 publisher, moq-lite-02 viewers"}; the late one starts at the newest group`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
+    await netCrossLiteLateJoiner(await moqd(["--versions", "moq-lite-02,moq-transport-16"]), "moq-transport-16", dir);
   });
 }
 
@@ -213,8 +219,28 @@ for (const d of DRAFTS) {
       } else {
         mux.write(control, sn);
       }
-      const close = await mux.waitAppClose(5_000);
-      assert.ok([0x3, 0x6].includes(close.code), `code ${close.code}`);
+      // A message that ends inside its parameters: PROTOCOL_VIOLATION.
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x3);
+    }
+    {
+      // A request id over the limit: SERVER_SETUP granted MAX_REQUEST_ID 1024, so a first request
+      // with id 1024 is TOO_MANY_REQUESTS (0x7).
+      const { mux, control } = await rawSession(m, d);
+      mux.write(control, publishNamespace(1024, ns("room")));
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x7);
+    }
+    {
+      // A parameter PUBLISH_NAMESPACE does not take (d14: DELIVERY_TIMEOUT 0x02, 15/16:
+      // SUBSCRIBER_PRIORITY 0x20): d16 closes with PROTOCOL_VIOLATION; 14 and 15 ignore it (their
+      // text: receivers ignore unrecognized parameters) and accept the namespace (0x07).
+      const { mux, control } = await rawSession(m, d);
+      const type = d.name === "moq-transport-14" ? 0x02 : 0x20;
+      mux.write(control, msg(0x06, [varint(0), ns("room"), varint(1), varint(type), varint(7)]));
+      if (d.name === "moq-transport-16") {
+        assert.equal((await mux.waitAppClose(5_000)).code, 0x3);
+      } else {
+        await mux.waitStream(control, (s) => s.data().subarray(d.serverSetup.length / 2).includes(Buffer.from([0x07])), 5_000, "the namespace accepted");
+      }
     }
     {
       // A namespace tuple over 32 fields: PROTOCOL_VIOLATION.

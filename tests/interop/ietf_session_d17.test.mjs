@@ -120,6 +120,23 @@ for (const version of NEW_DRAFTS) {
       assert.equal((await mux.waitAppClose(5_000)).code, 0x4);
     }
     {
+      // A request id over the limit: 17+ have no MAX_REQUEST_ID, and moqd keeps at most 1024
+      // skipped ids acceptable: a first id of 2050 skips 1025, INVALID_REQUEST_ID (0x4).
+      const { mux } = await rawSession(m, version);
+      mux.write(mux.open(), publishNamespace17(version, 2050, loTuple("room")));
+      assert.equal((await mux.waitAppClose(5_000)).code, 0x4);
+    }
+    {
+      // A truncated parameter (AUTHORIZATION_TOKEN whose Length says 5, 1 byte left in the
+      // message), then a parameter PUBLISH_NAMESPACE does not take (SUBSCRIBER_PRIORITY 0x20):
+      // PROTOCOL_VIOLATION each.
+      for (const params of [[lo(1), lo(0x03), lo(5), Buffer.from([0xaa])], [lo(1), lo(0x20), lo(7)]]) {
+        const { mux } = await rawSession(m, version);
+        mux.write(mux.open(), msg17(0x06, lo(0), d17(version) ? lo(0) : Buffer.alloc(0), loTuple("room"), ...params));
+        assert.equal((await mux.waitAppClose(5_000)).code, 0x3);
+      }
+    }
+    {
       // A namespace tuple over 32 fields: PROTOCOL_VIOLATION.
       const { mux } = await rawSession(m, version);
       mux.write(mux.open(), publishNamespace17(version, 0, loTuple(...Array.from({ length: 33 }, (_, i) => `f${i}`))));

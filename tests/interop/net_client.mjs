@@ -210,6 +210,64 @@ export async function netLateJoiner(m) {
   late.close();
 }
 
+// Through moqd `m` serving moq-lite-02 and `version`, across protocol families: groups 0..4 from an
+// @moq/lite 0.2.2 publisher (lite-02) to two @moq/net viewers on the draft (`dir` "lite-to-ietf"),
+// or from an @moq/net publisher to two @moq/lite viewers ("ietf-to-lite"). The second viewer
+// subscribes after groups 0..2 and starts at the newest cached group (2) at once, then gets 3 and
+// 4; the first gets them all; byte for byte.
+export async function netCrossLiteLateJoiner(m, version, dir) {
+  const p = `${H.uniquePrefix(`late-${dir}`)}/alice`;
+  const groups = [0, 1, 2, 3, 4].map((i) => [H.text(`g${i}`), H.randomFrame(1000 + i)]);
+  const gate = { open: false };
+  const holder = {};
+  const frames = (s) => (s.frameCount ? s.frameCount() : s.state.n);
+  const before = async (i) => {
+    await H.waitFor(() => holder.a && frames(holder.a) >= count(groups.slice(0, i)), 10_000, `group ${i - 1}`);
+    if (i === 3) await H.waitFor(() => gate.open, 10_000, "the late joiner");
+  };
+  let first, late, got;
+  if (dir === "lite-to-ietf") {
+    const lite = await H.connect(m.url);
+    [first, late] = [await netConnect(m.url), await netConnect(m.url)];
+    assert.equal(first.version, version);
+    H.publishBroadcast(lite, p, { video: groups }, { before: (i) => (i === 0 ? Promise.resolve() : before(i)) });
+    await netWaitActive(first, p);
+    holder.a = netSubscribe(first, p, "video");
+    await H.waitFor(() => frames(holder.a) >= count(groups.slice(0, 3)), 10_000, "three groups at the first viewer");
+    const b = netSubscribe(late, p, "video");
+    await H.waitFor(() => b.state.n >= 2, 10_000, "the newest cached group at the late joiner");
+    gate.open = true;
+    await H.waitFor(() => b.state.n >= 6, 10_000, "groups 2..4 at the late joiner");
+    await H.waitFor(() => frames(holder.a) >= count(groups), 10_000, "every group at the first viewer");
+    got = { a: holder.a.ordered().flat(), b: b.ordered().flat() };
+    first.close();
+    late.close();
+    H.closeConnection(lite);
+  } else {
+    const net = await netConnect(m.url);
+    assert.equal(net.version, version);
+    [first, late] = [await H.connect(m.url), await H.connect(m.url)];
+    netPublish(net, p, groups, { before });
+    const watcher = H.watchAnnounced(first, p.slice(0, p.lastIndexOf("/")));
+    await watcher.waitFor(p, true);
+    watcher.close();
+    holder.a = H.subscribeTrack(first, p, "video");
+    await H.waitFor(() => frames(holder.a) >= count(groups.slice(0, 3)), 10_000, "three groups at the first viewer");
+    const b = H.subscribeTrack(late, p, "video");
+    await H.waitFor(() => b.frameCount() >= 2, 10_000, "the newest cached group at the late joiner");
+    gate.open = true;
+    await H.waitFor(() => b.frameCount() >= 6, 10_000, "groups 2..4 at the late joiner");
+    assert.deepEqual(b.groups.map((g) => g.group), [2, 3, 4]);
+    await H.waitFor(() => frames(holder.a) >= count(groups), 10_000, "every group at the first viewer");
+    got = { a: holder.a.groups.flatMap((g) => g.frames), b: b.groups.flatMap((g) => g.frames) };
+    net.close();
+    H.closeConnection(first);
+    H.closeConnection(late);
+  }
+  assert.deepEqual(got.a, flat(groups));
+  assert.deepEqual(got.b, flat(groups.slice(2)));
+}
+
 // Through moqd `m` serving moq-lite-02 and `version`: GROUPS from an @moq/lite 0.2.2 publisher
 // (it speaks lite-02) to an @moq/net subscriber on the draft (`dir` "lite-to-ietf"), or from an
 // @moq/net publisher to an @moq/lite subscriber ("ietf-to-lite"), each group once the subscriber
