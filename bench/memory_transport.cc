@@ -130,6 +130,23 @@ void MemoryStream::write(Bytes data) {
   }
 }
 
+void MemoryStream::write_pair(Bytes first, Bytes second) {
+  if (send_done_ || owner_.closed_) {
+    return;
+  }
+  owner_.bytes_sent_ += first.size() + second.size();
+  if (sink_ != nullptr) {
+    sink_bytes(first.span());
+    sink_bytes(second.span());
+    return;
+  }
+  if (peer_ != nullptr) {
+    peer_->deliver(first.span());
+    peer_->deliver(second.span());
+    notify_peer(MemoryNet::Kind::kReadable);
+  }
+}
+
 void MemoryStream::finish() {
   if (send_done_ || owner_.closed_) {
     return;

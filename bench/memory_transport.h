@@ -99,6 +99,7 @@ class MemoryStream final : public transport::Stream {
   void stop_sending(uint64_t code) override;
   size_t write_capacity() const override { return send_done_ ? 0 : kWriteCapacity; }
   void write(Bytes data) override;
+  void write_pair(Bytes first, Bytes second) override;
   void finish() override;
   void reset(uint64_t code) override;
   size_t buffered() const override { return 0; }

@@ -197,6 +197,8 @@ struct Options {
   size_t group_frames = 60;
   size_t warmup_frames = 90;
   size_t frames = 300;
+  // 1: header and payload in one write_pair, as Subscription writes a whole object; 0: two writes.
+  size_t pair = 1;
 };
 
 class Rig {
@@ -386,8 +388,12 @@ class Rig {
               std::exit(1);
             }
           }
-          v.stream->write(header_);
-          v.stream->write(payload_);
+          if (o_.pair != 0) {
+            v.stream->write_pair(header_, payload_);
+          } else {
+            v.stream->write(header_);
+            v.stream->write(payload_);
+          }
         }
       });
       for (int t = 0; t < 33; ++t) {
@@ -444,9 +450,11 @@ int main(int argc, char** argv) {
       o.frame_size = value;
     } else if (flag == "--group-frames") {
       o.group_frames = value;
+    } else if (flag == "--pair") {
+      o.pair = value;
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--viewers N] [--frames N] [--frame-size BYTES] [--group-frames N]\n",
+                   "usage: %s [--viewers N] [--frames N] [--frame-size BYTES] [--group-frames N] [--pair 0|1]\n",
                    argv[0]);
       return 2;
     }

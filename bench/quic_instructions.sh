@@ -5,6 +5,7 @@
 # viewers and no kernel. For comparing two builds on a noisy machine.
 #   bench/quic_instructions.sh [build-dir]       default build (configured with -DMOQD_BENCH=ON)
 #   VIEWERS=20 FRAMES=120 FRAME_SIZE=4166        the defaults
+#   PAIR=0                                       header and payload in two writes (default one write_pair)
 #   KEEP=1                                       keep callgrind's output (for callgrind_annotate)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ out=$(mktemp -d)
 trap '[[ -n "${KEEP:-}" ]] || rm -rf "$out"' EXIT
 valgrind --tool=callgrind --instr-atstart=no --toggle-collect='*relay_side*' \
   --callgrind-out-file="$out/callgrind.out" "$bin" --viewers "${VIEWERS:-20}" \
-  --frames "${FRAMES:-120}" --frame-size "${FRAME_SIZE:-4166}" >"$out/stdout" 2>"$out/stderr" || {
+  --frames "${FRAMES:-120}" --frame-size "${FRAME_SIZE:-4166}" --pair "${PAIR:-1}" >"$out/stdout" 2>"$out/stderr" || {
   echo "quic_instructions: the run failed:" >&2
   cat "$out/stdout" "$out/stderr" >&2
   exit 1

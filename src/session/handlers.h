@@ -19,6 +19,8 @@
 
 namespace moqd::session {
 
+struct TrafficCounters;
+
 // Base of the per-stream state machines. Owned by the session (LiteContext::adopt); destroyed
 // after HandlerContext::retire, or when the session ends.
 class StreamHandler : public transport::StreamVisitor {
@@ -310,12 +312,19 @@ class Subscription final : public HandlerOf<ServeContext>, public model::TrackLi
   // because moq-lite cannot express `what` of it (an IETF producer's subgroup, id gap, property).
   void note_refused(const model::Group& g, const char* what);
   void write_group(GroupWriter& w);
+  // What write_group() reads from the session once per call rather than once per delivery.
+  struct Delivery {
+    TrafficCounters* traffic;  // SessionConfig::traffic
+    Duration spin;             // SessionConfig::limits.debug_spin_per_delivery
+    Instant now;               // the loop's turn time
+    bool lite05;               // the session's version frames with lite-05 FRAME headers
+  };
   // Counts a frame header or chunk handed to the transport (SessionConfig::traffic).
-  void count_delivery(const model::GroupCursor::Step& step);
+  void count_delivery(const model::GroupCursor::Step& step, const Delivery& d);
   // Moves finished writers to spare_writers_.
   void recycle_done_writers();
   // The object's FRAME header, encoded once per object (Object::header) and shared.
-  const Bytes& frame_header(const model::Group& group, const model::Object& object);
+  const Bytes& frame_header(const model::Group& group, const model::Object& object, bool lite05);
   static constexpr uint8_t kLiteFrameHeader = 1;  // Object::header_format of a moq-lite FRAME
   // lite-05 FRAME (zigzag timestamp delta, size): the same for every lite-05 reader of the group.
   static constexpr uint8_t kLite05FrameHeader = 2;

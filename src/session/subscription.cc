@@ -367,6 +367,10 @@ void Subscription::write_group(GroupWriter& w) {
   // fell faster is only written past the point where it asks for a pause, as write() allows.
   size_t capacity = w.stream_->write_capacity();
   auto wrote = [&capacity](size_t n) { capacity = n < capacity ? capacity - n : 0; };
+  // What every delivery of this call reads from the session, asked once (each is a virtual call
+  // on the session's context; none changes within a turn: the clock is the loop's turn time).
+  const Delivery d{session_.config().traffic, session_.config().limits.debug_spin_per_delivery,
+                   session_.clock().now(), wire::is_lite05(*session_.version())};
   while (!w.done_) {
     if (capacity == 0 && (capacity = w.stream_->write_capacity()) == 0) {
       return;
@@ -384,7 +388,7 @@ void Subscription::write_group(GroupWriter& w) {
           writer_done_ = true;
           break;
         }
-        const Bytes& header = frame_header(*w.cursor_.group(), *step.object);
+        const Bytes& header = frame_header(*w.cursor_.group(), *step.object, d.lite05);
         if (header.empty()) {
           // A timestamp this version cannot carry: the group is cut short, as if aborted.
           w.stream_->reset(static_cast<uint64_t>(ErrorCode::kWrongSize));
@@ -392,31 +396,32 @@ void Subscription::write_group(GroupWriter& w) {
           writer_done_ = true;
           break;
         }
-        w.stream_->write(header);
         wrote(header.size());
         if (!step.completes_object) {
+          w.stream_->write(header);
           break;  // the payload follows as chunks
         }
-        count_delivery(step);
+        count_delivery(step, d);
         if (step.object->size == 0) [[unlikely]] {
+          w.stream_->write(header);
           break;  // a zero-size object: nothing more to write
         }
-        // Taken whole: the header and the payload in one step.
+        // Taken whole: the header and the payload in one step and one write.
         wrote(step.chunk.size());
-        w.stream_->write(std::move(step.chunk));
+        w.stream_->write_pair(header, std::move(step.chunk));
         served_ = true;
-        if (session_.config().limits.debug_spin_per_delivery > Duration::zero()) [[unlikely]] {
-          spin(session_.config().limits.debug_spin_per_delivery);
+        if (d.spin > Duration::zero()) [[unlikely]] {
+          spin(d.spin);
         }
         break;
       }
       case model::GroupCursor::Kind::kChunk:
-        count_delivery(step);
+        count_delivery(step, d);
         wrote(step.chunk.size());
         w.stream_->write(std::move(step.chunk));
         served_ = true;
-        if (session_.config().limits.debug_spin_per_delivery > Duration::zero()) [[unlikely]] {
-          spin(session_.config().limits.debug_spin_per_delivery);
+        if (d.spin > Duration::zero()) [[unlikely]] {
+          spin(d.spin);
         }
         break;
       case model::GroupCursor::Kind::kEnd:
@@ -434,8 +439,8 @@ void Subscription::write_group(GroupWriter& w) {
   }
 }
 
-void Subscription::count_delivery(const model::GroupCursor::Step& step) {
-  TrafficCounters* t = session_.config().traffic;
+void Subscription::count_delivery(const model::GroupCursor::Step& step, const Delivery& d) {
+  TrafficCounters* t = d.traffic;
   if (t == nullptr) {
     return;
   }
@@ -445,7 +450,7 @@ void Subscription::count_delivery(const model::GroupCursor::Step& step) {
   }
   if (step.completes_object) {
     t->frames_out.add();
-    t->delivery_latency.record(session_.clock().now() - step.object->arrived);
+    t->delivery_latency.record(d.now - step.object->arrived);
   }
 }
 
@@ -492,8 +497,8 @@ bool encode_lite05_frame_header(const model::Group& group, const model::Object& 
 // same for every lite-05 subscriber. Encoded once per object and shared (a reference per
 // subscriber, no encoding, no copy); a track watched in both forms re-encodes when they alternate.
 // Empty when the timestamp cannot be encoded.
-const Bytes& Subscription::frame_header(const model::Group& group, const model::Object& object) {
-  const bool lite05 = wire::is_lite05(*session_.version());
+const Bytes& Subscription::frame_header(const model::Group& group, const model::Object& object,
+                                        bool lite05) {
   const uint8_t format = lite05 ? kLite05FrameHeader : kLiteFrameHeader;
   if (object.header_format != format) {
     header_.clear();

@@ -88,6 +88,12 @@ class Stream {
   // QUIC until acknowledged). Takes all of `data` even past write_capacity(); callers pace
   // themselves with write_capacity().
   virtual void write(Bytes data) = 0;
+  // write(first) then write(second), as one call: a FRAME header and its payload cost the
+  // transport one set of state checks and one scheduling step instead of two.
+  virtual void write_pair(Bytes first, Bytes second) {
+    write(std::move(first));
+    write(std::move(second));
+  }
   // FIN after everything queued.
   virtual void finish() = 0;
   // Abandons the send side: queued bytes are dropped and RESET_STREAM goes to the peer.

@@ -765,6 +765,28 @@ void Connection::stream_write(QuicStream& s, Bytes data) {
   schedule_flush();
 }
 
+void Connection::stream_write_pair(QuicStream& s, Bytes first, Bytes second) {
+  if (state_ != State::kOpen || !has_send_side(s.id_) || s.fin_queued_ || s.reset_sent_ ||
+      s.stopped_by_peer_ || s.closed_) {
+    return;
+  }
+  size_t n = first.size() + second.size();
+  if (n == 0) {
+    return;
+  }
+  // Empty Bytes never enter the queue: gather() and the ACK walk assume every entry has bytes.
+  if (!first.empty()) {
+    s.send_queue_.push_back(std::move(first));
+  }
+  if (!second.empty()) {
+    s.send_queue_.push_back(std::move(second));
+  }
+  s.written_ += n;
+  budget_.on_queued(n, s.buffered(), s.budget_);
+  make_ready(s);
+  schedule_flush();
+}
+
 void Connection::stream_finish(QuicStream& s) {
   if (state_ != State::kOpen || !has_send_side(s.id_) || s.fin_queued_ || s.reset_sent_ ||
       s.stopped_by_peer_ || s.closed_) {

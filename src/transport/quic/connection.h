@@ -283,6 +283,7 @@ class Connection final : public Session, private TurnWork {
   void stream_stop_sending(QuicStream& s, uint64_t code);
   size_t stream_write_capacity(const QuicStream& s) const;
   void stream_write(QuicStream& s, Bytes data);
+  void stream_write_pair(QuicStream& s, Bytes first, Bytes second);
   void stream_finish(QuicStream& s);
   void stream_reset(QuicStream& s, uint64_t code);
   void stream_set_send_order(QuicStream& s, uint64_t order);
@@ -390,6 +391,9 @@ class QuicStream final : public Stream {
   void stop_sending(uint64_t code) override { conn_.stream_stop_sending(*this, code); }
   size_t write_capacity() const override { return conn_.stream_write_capacity(*this); }
   void write(Bytes data) override { conn_.stream_write(*this, std::move(data)); }
+  void write_pair(Bytes first, Bytes second) override {
+    conn_.stream_write_pair(*this, std::move(first), std::move(second));
+  }
   void finish() override { conn_.stream_finish(*this); }
   void reset(uint64_t code) override { conn_.stream_reset(*this, code); }
   size_t buffered() const override { return static_cast<size_t>(written_ - sent_); }

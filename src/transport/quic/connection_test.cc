@@ -176,6 +176,40 @@ TEST_F(QuicConnectionTest, OneMebibyteArrivesByteExact) {
   EXPECT_EQ(client_.conn->unsent_bytes(), 0u);
 }
 
+// write_pair is write(first) then write(second): byte-exact and in order, an empty half skipped
+// (never queued), the bytes counted once each, and buffers freed once acknowledged.
+TEST_F(QuicConnectionTest, WritePairQueuesBothInOrderAndSkipsAnEmptyHalf) {
+  handshake();
+  const int64_t baseline = Bytes::live_buffers();
+  Stream* s = client_.conn->open_uni();
+  ASSERT_NE(s, nullptr);
+  auto* qs = static_cast<QuicStream*>(s);
+  std::string expected;
+  for (uint32_t i = 0; i < 300; ++i) {
+    std::string header = pattern(1 + i % 3, i);
+    std::string payload = pattern(16, 1000 + i);
+    s->write_pair(Bytes::copy(std::string_view(header)), Bytes::copy(std::string_view(payload)));
+    expected += header + payload;
+  }
+  s->write_pair(Bytes(), Bytes::copy(std::string_view("tail")));
+  s->write_pair(Bytes::copy(std::string_view("head")), Bytes());
+  s->write_pair(Bytes(), Bytes());
+  expected += "tailhead";
+  EXPECT_EQ(qs->held_buffers(), 602u);  // 300 pairs and two halves; no empty buffer queued
+  EXPECT_EQ(s->buffered(), expected.size());
+  ASSERT_TRUE(run_until([&] {
+    auto* in = server_session_.find(s->id());
+    return in != nullptr && in->data.size() == expected.size();
+  }));
+  EXPECT_TRUE(server_session_.find(s->id())->data == expected);
+  EXPECT_EQ(client_.conn->bytes_sent(), expected.size());
+  ASSERT_TRUE(run_until([&] { return Bytes::live_buffers() == baseline + 1; }));
+  EXPECT_EQ(qs->held_buffers(), 0u);
+  s->finish();
+  s->write_pair(Bytes::copy(std::string_view("late")), Bytes::copy(std::string_view("r")));
+  EXPECT_EQ(s->buffered(), 0u);  // nothing is taken after FIN
+}
+
 // The acceptance check at the transport level: 100 groups over a lossy, reordering,
 // 50 ms network arrive complete and in full.
 TEST_F(QuicConnectionTest, LossyNetworkDeliversEveryGroupWithoutGap) {

@@ -80,6 +80,11 @@ class WtStream final : public Stream, public StreamVisitor {
       raw_->write(std::move(data));
     }
   }
+  void write_pair(Bytes first, Bytes second) override {
+    if (raw_ != nullptr && !send_done_) {
+      raw_->write_pair(std::move(first), std::move(second));
+    }
+  }
   void finish() override {
     if (raw_ != nullptr && !send_done_) {
       send_done_ = true;
