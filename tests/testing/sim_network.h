@@ -37,6 +37,10 @@ class SimNetwork {
   class Endpoint final : public transport::quic::PacketSink {
    public:
     void send_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt) override;
+    std::span<uint8_t> packet_buffer(size_t len) override {
+      ++buffers_;
+      return PacketSink::packet_buffer(len);
+    }
     void set_receiver(Receiver receiver) { receiver_ = std::move(receiver); }
     // Applies to datagrams this endpoint sends from now on.
     void set_link(const SimLinkConfig& link) { link_ = link; }
@@ -44,6 +48,8 @@ class SimNetwork {
     // A path from this endpoint to `peer` (pointers into both endpoints).
     ngtcp2_path path_to(const Endpoint& peer) const;
     uint64_t sent() const { return sent_; }
+    // packet_buffer() calls: one per ngtcp2 write call of the connection's write loop.
+    uint64_t buffers() const { return buffers_; }
     uint64_t dropped() const { return dropped_; }
     uint64_t received() const { return received_; }
     // Bytes of the datagrams counted by sent() (dropped ones included) and received().
@@ -57,6 +63,7 @@ class SimNetwork {
     Receiver receiver_;
     SimLinkConfig link_;
     uint64_t sent_ = 0;
+    uint64_t buffers_ = 0;
     uint64_t dropped_ = 0;
     uint64_t received_ = 0;
     uint64_t bytes_sent_ = 0;

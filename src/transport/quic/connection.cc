@@ -974,8 +974,14 @@ Connection::WriteStep Connection::write_stream(ngtcp2_path* path, ngtcp2_pkt_inf
   if (s != nullptr) {
     sid = s->id_;
     nvec = gather(*s, vecs, kMaxVecs, dest.size(), &total);
-    if (s->fin_queued_ && s->sent_ + total == s->written_) {
+    bool all = s->sent_ + total == s->written_;
+    if (s->fin_queued_ && all) {
       flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+    }
+    if (all && ready_.empty()) {
+      // The last data queued: with MORE, a packet it leaves room in comes back as WRITE_MORE
+      // and needs one more call, with no stream, only to be closed.
+      flags &= ~uint32_t{NGTCP2_WRITE_STREAM_FLAG_MORE};
     }
   }
   ngtcp2_ssize datalen = -1;

@@ -115,6 +115,26 @@ TEST_F(QuicConnectionTest, OnSentFiresWhenTheQueueIsSent) {
   s->set_visitor(nullptr);
 }
 
+// The write loop asks ngtcp2 for one packet per call: the last data queued, with room left in its
+// packet, goes out in that call, and one more call finds nothing; no call only closes a packet.
+TEST_F(QuicConnectionTest, TheLastQueuedDataIsWrittenWithoutAnExtraCall) {
+  handshake();
+  pair_.run_for(200ms);  // handshake ACKs and timers settled
+  Stream* s = server_.conn->open_uni();
+  ASSERT_NE(s, nullptr);
+  s->write(Bytes::copy(pattern(1000, 7)));  // one packet, with room left
+  uint64_t asked = server_ep_.buffers();
+  uint64_t sent = server_ep_.sent();
+  server_.conn->flush();
+  EXPECT_EQ(server_ep_.sent() - sent, 1u);
+  EXPECT_EQ(server_ep_.buffers() - asked, 2u);  // the packet, then "nothing more"
+  ASSERT_TRUE(run_until([&] {
+    auto* in = client_session_.find(s->id());
+    return in != nullptr && in->data.size() == 1000;
+  }));
+  EXPECT_EQ(client_session_.find(s->id())->data, pattern(1000, 7));
+}
+
 TEST_F(QuicConnectionTest, BidiStreamEchoesWithFin) {
   handshake();
   Stream* s = client_.conn->open_bidi();
