@@ -39,6 +39,15 @@ class Ring {
     (*this)[size_] = std::move(value);
     ++size_;
   }
+  // Puts `value` before the front (the next pop_front returns it).
+  void push_front(T value) {
+    if (size_ == capacity_) {
+      grow();
+    }
+    head_ = (head_ + capacity_ - 1) & (capacity_ - 1);
+    front() = std::move(value);
+    ++size_;
+  }
   template <typename... Args>
   T& emplace_back(Args&&... args) {
     push_back(T(std::forward<Args>(args)...));
@@ -56,6 +65,21 @@ class Ring {
       back() = T();
       --size_;
     }
+  }
+  // Removes every element equal to `value`, keeping the others in order; returns how many went.
+  size_t erase(const T& value) {
+    size_t kept = 0;
+    for (size_t i = 0; i < size_; ++i) {
+      if (!((*this)[i] == value)) {
+        if (kept != i) {
+          (*this)[kept] = std::move((*this)[i]);
+        }
+        ++kept;
+      }
+    }
+    size_t removed = size_ - kept;
+    truncate(kept);
+    return removed;
   }
   // Drops every element and frees the buffer.
   void clear() {

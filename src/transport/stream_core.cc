@@ -9,7 +9,7 @@ namespace moqd::transport {
 // ---------------------------------------------------------------------------------------------
 // SendScheduler
 
-std::deque<StreamId>& SendScheduler::bucket(uint64_t order) {
+Ring<StreamId>& SendScheduler::bucket(uint64_t order) {
   auto it = ready_.find(order);
   if (it != ready_.end()) {
     return it->second;
@@ -47,7 +47,7 @@ void SendScheduler::remove(StreamId id, Entry& e) {
     return;
   }
   auto& queue = it->second;
-  queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
+  queue.erase(id);
   if (queue.empty()) {
     spare_ = ready_.extract(it);
   }

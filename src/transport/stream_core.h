@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/ring.h"
 #include "transport/transport.h"
 
 namespace moqd::transport {
@@ -51,8 +52,10 @@ class SendScheduler {
   void clear() { ready_.clear(); }
 
  private:
-  using Buckets = std::map<uint64_t, std::deque<StreamId>, std::greater<>>;
-  std::deque<StreamId>& bucket(uint64_t order);
+  // A Ring, not a std::deque: a deque allocates a 512-byte block and its map when constructed, and
+  // a connection keeps one bucket (the spare) for its whole life.
+  using Buckets = std::map<uint64_t, Ring<StreamId>, std::greater<>>;
+  Ring<StreamId>& bucket(uint64_t order);
   StreamId pop_id();
 
   Buckets ready_;

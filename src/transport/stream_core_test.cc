@@ -107,6 +107,17 @@ TEST_F(SendSchedulerTest, RemoveUnlistsAndIsIdempotent) {
   EXPECT_EQ(drain(), (std::vector<StreamId>{2}));
 }
 
+TEST_F(SendSchedulerTest, RemovingFromTheMiddleKeepsTheOthersInTurn) {
+  add(1);
+  add(2);
+  add(3);
+  push(1);
+  push(2);
+  push(3);
+  scheduler_.remove(2, streams_[2].sched);
+  EXPECT_EQ(drain(), (std::vector<StreamId>{1, 3}));
+}
+
 TEST_F(SendSchedulerTest, RemovingTheLastOfAnOrderLeavesTheOthers) {
   add(1, 7);
   add(2, 1);
