@@ -30,10 +30,15 @@ struct TrackProperties {
   bool ordered = false;
   uint64_t max_latency_ms = 0;
   uint64_t timescale = kMillis;  // units per second, never 0
-  // False when Object::timestamp may be in units moqd never learns: an IETF publisher's Timestamp
-  // property is in the TIMESCALE of its SUBSCRIBE_OK, which moqd does not read. An IETF subscriber
-  // is then told no TIMESCALE (it times objects by arrival, as before), rather than a wrong one.
+  // False when Object::timestamp may be in units moqd never learns: an IETF publisher whose
+  // SUBSCRIBE_OK or PUBLISH declared no TIMESCALE. An IETF subscriber is then told no TIMESCALE
+  // (it times objects by arrival), rather than a wrong one.
   bool timescale_known = true;
+  // Stand-ins, not the publisher's: a moq-lite-05 publisher has not answered TRACK within its
+  // source's bound (UpstreamTrack::kTrackInfoWait). timescale_known is false. Readers that must
+  // not wait longer (an IETF subscriber's SUBSCRIBE_OK, a FETCH_OK) take them; a moq-lite-05
+  // TRACK_INFO waits on for the publisher's, which replace these when they come.
+  bool provisional = false;
   friend bool operator==(const TrackProperties&, const TrackProperties&) = default;
 };
 

@@ -113,9 +113,11 @@ class Feed final : public model::TrackListener {
     if (finished_) {
       return;
     }
-    if (!properties_sent_ && track_ != nullptr) {
-      if (auto p = track_->properties()) {
-        properties_sent_ = true;
+    if (track_ != nullptr) {
+      // Again when they change: provisional ones (a lite-05 publisher slow to answer TRACK) are
+      // replaced by the publisher's.
+      if (auto p = track_->properties(); p && p != properties_sent_) {
+        properties_sent_ = p;
         FeedEvent e;
         e.kind = FeedEvent::Kind::kProperties;
         e.properties = *p;
@@ -303,7 +305,7 @@ class Feed final : public model::TrackListener {
   std::vector<FeedEvent> events_;
   std::optional<Error> end_reason_;  // the track ended; the end is posted once cursors_ drain
   bool finished_ = false;
-  bool properties_sent_ = false;
+  std::optional<model::TrackProperties> properties_sent_;
   bool skip_logged_ = false;
   Instant skip_logged_at_{};
   uint64_t skipped_unlogged_ = 0;

@@ -38,7 +38,8 @@ class Feed;
 // What B receives for a feed, in order.
 struct FeedEvent {
   // kProperties: the track's properties became known on the home worker (model::Track::
-  // properties); sent once per feed, before or between group events.
+  // properties); sent before or between group events, once, and again if they change
+  // (provisional ones replaced by the publisher's, model::TrackProperties::provisional).
   enum class Kind : uint8_t { kGroup, kObject, kChunk, kGroupEnd, kGroupAbort, kProperties };
   // Credit an event costs besides its payload, so that events without payload (empty frames,
   // group ends, aborts) are paced too.

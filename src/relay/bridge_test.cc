@@ -450,6 +450,37 @@ TEST(BridgeTest, TrackPropertiesAndTimestampsCrossToTheOtherWorker) {
   EXPECT_EQ(stamps, (std::vector<uint64_t>{96000, 95040}));
 }
 
+// Provisional properties (a lite-05 publisher slow to answer TRACK, model::TrackProperties::
+// provisional) cross, and the publisher's, when they replace them, cross too: the feed posts the
+// properties again when they change, not only once.
+TEST(BridgeTest, ProvisionalPropertiesAreReplacedOnTheOtherWorker) {
+  TwoWorkers w(BridgeLimits{});
+  model::TrackProperties provisional;
+  provisional.timescale_known = false;
+  provisional.provisional = true;
+  const model::TrackProperties props{.priority = 5, .ordered = true, .max_latency_ms = 70,
+                                     .timescale = 90000};
+  w.run_on(0, [&] {
+    Side& s = w.side(0);
+    s.publisher = std::make_unique<TestBroadcast>(s.origin, kPath);
+    s.bridge.publish_local(kPath, true, {}, 0);
+    model::Track* t = s.origin.track(kPath, kTrack);
+    ASSERT_NE(t, nullptr);
+    t->set_properties(provisional);
+  });
+  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).origin.is_active(kPath); }));
+  w.run_on(1, [&] { ASSERT_TRUE(w.side(1).viewer.subscribe(w.side(1).origin, kPath, kTrack)); });
+  ASSERT_TRUE(w.wait_for(1, [&] {
+    auto p = w.side(1).viewer.track()->properties();
+    return p.has_value() && *p == provisional;
+  }));
+  w.run_on(0, [&] { w.track()->set_properties(props); });
+  ASSERT_TRUE(w.wait_for(1, [&] {
+    auto p = w.side(1).viewer.track()->properties();
+    return p.has_value() && *p == props;
+  }));
+}
+
 }  // namespace
 }  // namespace moqd::relay
 

@@ -141,8 +141,9 @@ class LiteSetupReceiver final : public HandlerOf<ControlContext> {
 
 // lite-05 TRACK stream (bidi type 6) opened by the peer: answers TRACK_INFO from the origin's
 // track and FINs. When the track's properties are still being asked of its publisher (a lite-05
-// publisher's TRACK_INFO, or another worker's), it listens to the track until they arrive; it
-// resets the stream for an unknown track, or when the track ends first.
+// publisher's TRACK_INFO, or another worker's), it listens to the track until they arrive
+// (provisional ones, TrackProperties::provisional, are not the publisher's and are not answered);
+// it resets the stream for an unknown track, or when the track ends first.
 class TrackResponder final : public HandlerOf<ServeContext>, public model::TrackListener {
  public:
   TrackResponder(ServeContext& ctx, transport::Stream& stream);
@@ -396,6 +397,12 @@ class UpstreamTrack final : public model::TrackSource, public transport::StreamV
   // After the publisher ends the subscription, group streams it opened just before may still be
   // arriving (@moq/lite FINs the subscribe stream without waiting for its group streams).
   static constexpr Duration kEndGrace = std::chrono::milliseconds(250);
+  // lite-05: how long the publisher's TRACK_INFO is waited for before the track's properties are
+  // set provisional (model::TrackProperties::provisional), so that an IETF subscriber's
+  // SUBSCRIBE_OK goes out without TIMESCALE instead of waiting without bound. The subscription
+  // itself is established (lite-05 accepts SUBSCRIBE implicitly) and goes on; @moq/net's own
+  // subscriber gives up on TRACK_INFO after 10 s, so 2 s answers well within any client's bound.
+  static constexpr Duration kTrackInfoWait = std::chrono::seconds(2);
 
  private:
   void release_stream();
@@ -417,6 +424,7 @@ class UpstreamTrack final : public model::TrackSource, public transport::StreamV
   bool grace_over_ = false;
   size_t active_groups_ = 0;
   TimerId grace_timer_ = 0;
+  TimerId info_timer_ = 0;  // lite-05: kTrackInfoWait
   std::unique_ptr<TrackInfoRequest> info_request_;
 };
 

@@ -376,6 +376,66 @@ TEST(IetfClientTest, PublishDoneWithoutStreamCountWaitsWhileStreamsArrive) {
   EXPECT_FALSE(f.handler_.is_closed());
 }
 
+// PUBLISH_DONE with Stream Count 2^62-1 (d16 §9.15, d18 §10.11: the publisher "is unable to set
+// Stream Count to the exact number of streams"): no count to wait for. The track ends once the
+// stream still open has finished and none has come for the quiet grace (750 ms), not at the 5 s
+// bound that a count never reached would take.
+TEST(IetfClientTest, PublishDoneWithUnknownStreamCountEndsOnceStreamsAreDone) {
+  ClientFixture f("moqt-16", wire::Version::kTransport16, std::string("room"));
+  f.start();
+  f.server_setup();
+  RawStream& ns = *f.relay_->incoming.at(1);
+  ns.write(encoded(f.draft_, wi::Namespace{false, {"alice"}}));
+  f.pump();
+  model::Track* t = f.origin_.track("room/alice", "video");
+  ASSERT_NE(t, nullptr);
+  Holder holder;
+  t->add_listener(&holder);
+  f.control().data.clear();
+  f.pump();
+  auto out = messages(f.draft_, f.control().data);
+  ASSERT_EQ(out.size(), 1u);
+  const auto* sub = std::get_if<wi::Subscribe>(&out[0]);
+  ASSERT_NE(sub, nullptr);
+  const uint64_t rid = sub->request_id;
+  wi::SubscribeOk ok;
+  ok.request_id = rid;
+  ok.track_alias = 9;
+  f.send(f.control(), ok);
+  // Group 1's stream: one object, not finished yet.
+  wi::SubgroupHeader h;
+  h.type = wi::subgroup_type(false, false, true, true);
+  h.track_alias = 9;
+  h.group = 1;
+  h.publisher_priority = 1;
+  wi::ObjectHeader oh;
+  oh.payload_length = 3;
+  std::vector<uint8_t> bytes;
+  wi::encode(f.draft_, h, bytes);
+  wi::encode_object(f.draft_, h, oh, bytes);
+  bytes.insert(bytes.end(), {'a', 'b', 'c'});
+  transport::Stream* u = f.relay_mux_->open_uni();
+  ASSERT_NE(u, nullptr);
+  u->write(Bytes::from(bytes));
+  f.pump();
+  // PUBLISH_DONE TRACK_ENDED, Stream Count 2^62-1: QUIC varint ff ff ff ff ff ff ff ff.
+  const std::vector<uint8_t> done =
+      encoded(f.draft_, wi::PublishDone{rid, 2, (uint64_t{1} << 62) - 1, ""});
+  ASSERT_EQ(rid, 2u);
+  EXPECT_EQ(to_hex(done), "0b 00 0b 02 02 ff ff ff ff ff ff ff ff 00");
+  f.control().write(done);
+  f.pump();
+  f.advance(std::chrono::milliseconds(1000));
+  EXPECT_FALSE(holder.ended);  // the open stream is waited for
+  u->finish();
+  f.pump();
+  EXPECT_FALSE(holder.ended);  // a stream sent just before PUBLISH_DONE may still be on its way
+  f.advance(std::chrono::milliseconds(800));
+  EXPECT_TRUE(holder.ended);  // 1.8 s after PUBLISH_DONE; the old wait was the 5 s bound
+  ASSERT_EQ(t->largest_sequence(), std::optional<uint64_t>(1));
+  EXPECT_FALSE(f.handler_.is_closed());
+}
+
 // --- drafts 17 to 20: SETUP on uni streams, a bidi stream per request, ids even from 0 ---
 
 // Named apart from ietf_session_test.cc's d17: the unity build compiles both in one TU.

@@ -233,9 +233,11 @@ class PublishContext : public virtual HandlerContext {
   virtual bool admit_announce_change() = 0;
   // The UpstreamSubscription of (`full`, `name`) fed by the peer's PUBLISH `request_id` under
   // `alias` (no SUBSCRIBE is sent for it), registered by request id and alias; null when the
-  // session already subscribes that track. drop_published() undoes it.
+  // session already subscribes that track. `properties`: the PUBLISH's Track Properties block
+  // (raw), which give the track's properties as a SUBSCRIBE_OK's do. drop_published() undoes it.
   virtual UpstreamSubscription* adopt_published(const std::string& full, const std::string& name,
-                                                uint64_t request_id, uint64_t alias) = 0;
+                                                uint64_t request_id, uint64_t alias,
+                                                const std::string& properties) = 0;
   virtual void drop_published(UpstreamSubscription* u) = 0;
   // SUBGROUP streams held for an alias not known yet read again (a PUBLISH came).
   virtual void retry_held_subgroups() = 0;

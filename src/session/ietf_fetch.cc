@@ -72,9 +72,9 @@ class FetchResponder final : public transport::StreamVisitor, public model::Trac
     size_t end = 0;
   };
   FetchResponder(FetchService& svc, uint64_t request_id, model::Track& track,
-                 std::vector<Part> parts, uint8_t priority, bool descending)
+                 std::vector<Part> parts, uint8_t priority, bool descending, bool stamp)
       : svc_(svc), request_id_(request_id), track_(&track), parts_(std::move(parts)),
-        priority_(priority), descending_(descending) {
+        priority_(priority), descending_(descending), stamp_(stamp) {
     for (const Part& p : parts_) {
       for (size_t i = p.first; i < p.end; ++i) {
         if (!p.group->objects()[i].is_complete()) {
@@ -161,6 +161,8 @@ class FetchResponder final : public transport::StreamVisitor, public model::Trac
   std::vector<Part> parts_;
   uint8_t priority_;
   bool descending_;
+  bool stamp_;  // FETCH_OK declared a TIMESCALE: objects without properties get a Timestamp
+  std::vector<uint8_t> stamp_scratch_;
   std::optional<wi::FetchObject> previous_;  // d18+: the fields are deltas from it
   bool completed_ = false;
   transport::Stream* stream_ = nullptr;
@@ -228,6 +230,10 @@ void FetchResponder::pump() {
           }
           fo.extensions.assign(block.begin(), block.end());
         }
+      } else if (stamp_) {
+        // As the SUBGROUP writer stamps them (DownstreamSubscription::object_properties).
+        object_timestamp_block(svc_.session().row(), o.timestamp, stamp_scratch_);
+        fo.extensions.assign(stamp_scratch_.begin(), stamp_scratch_.end());
       }
       std::vector<uint8_t> out;
       wi::encode_fetch_object(svc_.session().draft(), fo, previous_ ? &*previous_ : nullptr,
@@ -575,9 +581,16 @@ void FetchService::serve(const wi::Fetch& m, const Range& r) {
   ok.group_order = r.descending ? 2 : 1;
   ok.end_of_track = false;  // the origin hands out live tracks only
   ok.end = r.end;
+  // d16 §9.17 / d18 §10.13 / d20 §10.14: FETCH_OK ends with the Track Properties SUBSCRIBE_OK
+  // declares (none while a moq-lite-05 source still asks its publisher for them: the cache is
+  // served as it is, not held back).
+  if (auto p = r.track->properties()) {
+    ok.track_extensions = track_properties_block(session_.row(), *p);
+  }
+  const bool stamp = !ok.track_extensions.empty();
   session_.send_control(ok);
   auto responder = std::make_unique<FetchResponder>(*this, m.request_id, *r.track, r.parts,
-                                                    m.subscriber_priority, r.descending);
+                                                    m.subscriber_priority, r.descending, stamp);
   FetchResponder* raw = responder.get();
   live_[m.request_id] = std::move(responder);
   if (!raw->open()) {

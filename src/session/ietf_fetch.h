@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/clock.h"
@@ -39,6 +40,15 @@ struct Narrowing {
   std::optional<uint8_t> priority;
   std::optional<bool> forward;
 };
+
+// Defined in ietf_subscriptions.cc. The Track Properties block that SUBSCRIBE_OK and FETCH_OK
+// declare for a track of properties `p` on draft `row`: TIMESCALE (0x08) on 17+ when moqd knows
+// the units of the track's timestamps, else empty. Non-empty means every object sent under it
+// carries a Timestamp property (object_timestamp_block).
+std::string track_properties_block(const wire::ietf::Draft& row, const model::TrackProperties& p);
+// An object's LOC Timestamp property (0x10) alone, as a property block of `row`, into `out`.
+void object_timestamp_block(const wire::ietf::Draft& row, uint64_t timestamp,
+                            std::vector<uint8_t>& out);
 
 // Defined in ietf_subscriptions.cc: what FETCH and SUBSCRIBE_UPDATE may see of a subscription.
 model::Track* subscription_track(const DownstreamSubscription& s);

@@ -487,9 +487,11 @@ class FetchRequestStreamsTest : public testing::IetfRequestStreamsTest {
   }
   static void setup(Fixture& f) { send_setup(f, kSetup); }
   // The FETCH stream's bytes: FETCH_HEADER of `id`, then objects {group, object, payload} of one
-  // byte each, every field written (flags 0x1C, priority 128); from 18 (§11.4.4) the same group
-  // leaves the Group ID Delta out (flags 0x14, Object ID Delta), a new one writes the distance to
-  // the previous group minus one and the absolute Object ID.
+  // byte each, every field written (flags 0x3C, priority 128); from 18 (§11.4.4) the same group
+  // leaves the Group ID Delta out (flags 0x34, Object ID Delta), a new one writes the distance to
+  // the previous group minus one and the absolute Object ID. Each object carries the properties
+  // {Timestamp (0x10): 1000000} (flag 0x20; 10 cf 42 40): the fixture's objects are stamped with
+  // the clock's millisecond and FETCH_OK declares TIMESCALE 1000 (08 83 e8).
   std::string stream(int id, std::vector<std::tuple<int, int, char>> objects,
                      bool descending = false) const {
     std::vector<uint8_t> out = {0x05, static_cast<uint8_t>(id)};
@@ -497,12 +499,12 @@ class FetchRequestStreamsTest : public testing::IetfRequestStreamsTest {
     for (auto [g, o, p] : objects) {
       const bool deltas = GetParam().number >= 18 && prev.has_value();
       if (deltas && prev->first == g) {
-        out.insert(out.end(), {0x14, static_cast<uint8_t>(o - prev->second)});
+        out.insert(out.end(), {0x34, static_cast<uint8_t>(o - prev->second)});
       } else {
         const int gd = !deltas ? g : descending ? prev->first - g - 1 : g - prev->first - 1;
-        out.insert(out.end(), {0x1c, static_cast<uint8_t>(gd), static_cast<uint8_t>(o)});
+        out.insert(out.end(), {0x3c, static_cast<uint8_t>(gd), static_cast<uint8_t>(o)});
       }
-      out.insert(out.end(), {0x80, 0x01, static_cast<uint8_t>(p)});
+      out.insert(out.end(), {0x80, 0x04, 0x10, 0xcf, 0x42, 0x40, 0x01, static_cast<uint8_t>(p)});
       prev = std::make_pair(g, o);
     }
     return to_hex(out);
@@ -544,8 +546,10 @@ TEST_P(FetchRequestStreamsTest, StandaloneFetchReturnsExactlyTheCachedRange) {
   ASSERT_NE(r, nullptr);
   f.pump();
   // FETCH_OK: End Of Track 0, End Location (17..19: the request's End {3, 1}; 20: the last object
-  // covered, {3, 0}), no parameters, no Track Properties. Then FIN once the data stream ended.
-  EXPECT_EQ(hex_of(r->data), canon(d20() ? "18 00 04 00 03 00 00" : "18 00 04 00 03 01 00"));
+  // covered, {3, 0}), no parameters, Track Properties {TIMESCALE (0x08): 1000} as SUBSCRIBE_OK's
+  // (d17 §9.15, d18 §10.13, d20 §10.14). Then FIN once the data stream ended.
+  EXPECT_EQ(hex_of(r->data),
+            canon(d20() ? "18 00 07 00 03 00 00 08 83 e8" : "18 00 07 00 03 01 00 08 83 e8"));
   EXPECT_TRUE(r->fin);
   ASSERT_EQ(f.raw_->incoming.size(), streams + 1);
   EXPECT_EQ(hex_of(f.raw_->incoming.back()->data), stream(2, {{2, 1, 'd'}, {3, 0, 'e'}}));
@@ -557,7 +561,8 @@ TEST_P(FetchRequestStreamsTest, StandaloneFetchReturnsExactlyTheCachedRange) {
   f.pump();
   // The whole of group 3 reaches past the largest object {3, 1}: End {3, 2} (d17 §9.15 "beyond
   // the Largest"), 20 the largest itself.
-  EXPECT_EQ(hex_of(r->data), canon(d20() ? "18 00 04 00 03 01 00" : "18 00 04 00 03 02 00"));
+  EXPECT_EQ(hex_of(r->data),
+            canon(d20() ? "18 00 07 00 03 01 00 08 83 e8" : "18 00 07 00 03 02 00 08 83 e8"));
   EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
             stream(4, {{3, 0, 'e'}, {3, 1, 'f'}, {2, 0, 'c'}, {2, 1, 'd'}, {1, 0, 'a'}, {1, 1, 'b'}},
                    true));
@@ -593,7 +598,8 @@ TEST_P(FetchRequestStreamsTest, FetchCarriesTheExtensionBlocks) {
 
 // A track whose timestamps moqd knows the units of (a moq-lite-05 source here: 90 kHz, its
 // properties asked for first): SUBSCRIBE_OK waits for them and ends with the Track Properties
-// {TIMESCALE (0x08): 90000}, and each object carries {Timestamp (0x10): its timestamp}.
+// {TIMESCALE (0x08): 90000}, and each object carries {Timestamp (0x10): its timestamp}; a FETCH
+// declares and stamps the same.
 TEST_P(FetchRequestStreamsTest, SubscribeOkDeclaresTheTimescaleAndObjectsCarryTimestamps) {
   Fixture f(GetParam().alpn);
   TestBroadcast b(f.origin_, "room/alice");
@@ -628,6 +634,53 @@ TEST_P(FetchRequestStreamsTest, SubscribeOkDeclaresTheTimescaleAndObjectsCarryTi
   const std::string tail = canon("00 03 10 81 2c 01 78");
   ASSERT_GE(data.size(), tail.size());
   EXPECT_EQ(data.substr(data.size() - tail.size()), tail) << data;
+  // FETCH of group 3 (17..19 Start {3, 0} End {3, 0}; 20 StartGroup 3, StartObject 0, delta 0):
+  // FETCH_OK (d17 §9.15, d18 §10.13, d20 §10.14) ends with the same Track Properties, End {3, 1}
+  // (20: {3, 0}); the object carries its Timestamp as on the subscription: flags 0x3c (with
+  // properties), group 3, object 0, priority 128, block {0x10: 300}, "x".
+  RawStream* r = f.raw_->open_bidi(fetch(2, "03 00 03 00", "03 00 00"));
+  ASSERT_NE(r, nullptr);
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), canon(d20() ? "18 00 08 00 03 00 00 08 c1 5f 90"
+                                         : "18 00 08 00 03 01 00 08 c1 5f 90"));
+  EXPECT_EQ(hex_of(f.raw_->incoming.back()->data), canon("05 02 3c 03 00 80 03 10 81 2c 01 78"));
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+// Provisional properties (a moq-lite-05 publisher that did not answer TRACK within the relay's
+// bound, Lite05SessionTest.UnansweredTrackInfoGivesProvisionalPropertiesAfterTheBound): the held
+// SUBSCRIBE_OK goes out with empty Track Properties (alias 0, no parameters), and objects carry no
+// Timestamp (a subscriber times them by arrival).
+TEST_P(FetchRequestStreamsTest, ProvisionalPropertiesAnswerSubscribeOkWithoutTimescale) {
+  Fixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  setup(f);
+  model::Track* t = f.origin_.track("room/alice", "video");
+  ASSERT_NE(t, nullptr);
+  t->expect_properties();
+  RawStream* s = f.raw_->open_bidi(subscribe(0));
+  ASSERT_NE(s, nullptr);
+  f.pump();
+  EXPECT_TRUE(s->data.empty()) << hex_of(s->data);
+  model::TrackProperties props;
+  props.timescale_known = false;
+  props.provisional = true;
+  t->set_properties(props);
+  f.pump();
+  EXPECT_EQ(hex_of(s->data), canon("04 00 02 00 00"));
+  model::Group* g = t->begin_group(3);
+  ASSERT_NE(g, nullptr);
+  t->begin_timed_object(*g, 1, 300);
+  t->append_chunk(*g, Bytes::copy(std::string_view("x")));
+  t->finish_group(*g);
+  f.pump();
+  // SUBGROUP_HEADER without properties (0x18; 0x58 on 18+), alias 0, group 3, priority 7;
+  // object 0, payload "x".
+  const std::string data = hex_of(f.raw_->incoming.back()->data);
+  EXPECT_EQ(data.substr(0, 2), d17() ? "18" : "58") << data;
+  const std::string tail = canon("00 01 78");
+  ASSERT_GE(data.size(), tail.size());
+  EXPECT_EQ(data.substr(data.size() - tail.size()), tail) << data;
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
@@ -644,7 +697,8 @@ TEST_P(FetchRequestStreamsTest, JoiningFetchRelativeAndAbsolute) {
   // {3 + 1 - 2, 0}). {2, 0} to {3, 1} inclusive.
   RawStream* r = f.raw_->open_bidi(msg(0x16, id(6) + (d20() ? " 02 04 01 21 01 02" : " 02 04 01 00")));
   f.pump();
-  EXPECT_EQ(hex_of(r->data), canon(d20() ? "18 00 04 00 03 01 00" : "18 00 04 00 03 02 00"));
+  EXPECT_EQ(hex_of(r->data),
+            canon(d20() ? "18 00 07 00 03 01 00 08 83 e8" : "18 00 07 00 03 02 00 08 83 e8"));
   EXPECT_EQ(hex_of(f.raw_->incoming.back()->data),
             stream(6, {{2, 0, 'c'}, {2, 1, 'd'}, {3, 0, 'e'}, {3, 1, 'f'}}));
   EXPECT_TRUE(r->fin);
@@ -682,8 +736,8 @@ TEST_P(FetchRequestStreamsTest, StopSendingTheRequestStreamCancelsTheFetch) {
   RawStream* r = f.raw_->open_bidi(fetch(2, "01 00 01 00", "01 00 00"));  // group 1 whole
   f.pump();
   const RawStream& s = *f.raw_->incoming.back();
-  EXPECT_EQ(hex_of(s.data), canon(std::string("05 02 1c 01 00 80 03 616263 ") +
-                                  (d17() ? "1c 01 01" : "14 01") + " 80 04 7879"));
+  EXPECT_EQ(hex_of(s.data), canon(std::string("05 02 3c 01 00 80 04 10cf4240 03 616263 ") +
+                                  (d17() ? "3c 01 01" : "34 01") + " 80 04 10cf4240 04 7879"));
   EXPECT_FALSE(s.fin);
   EXPECT_FALSE(r->fin);
   // d17 §5.2: the subscriber cancels with STOP_SENDING on the request stream; the publisher

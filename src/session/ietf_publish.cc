@@ -15,7 +15,6 @@ constexpr uint64_t kErrInternal = 0x0;
 constexpr uint64_t kErrUnauthorized = 0x1;
 constexpr uint64_t kErrNotSupported = 0x3;
 constexpr uint64_t kErrUninterested = 0x4;
-constexpr uint64_t kUncounted = (uint64_t{1} << 62) - 1;  // PUBLISH_DONE Stream Count
 }  // namespace
 
 // Keeps a PUBLISHed track open in the origin while the PUBLISH lasts (a relay-internal reader:
@@ -135,7 +134,8 @@ void PublishService::on_publish(const wi::Publish& m) {
     refuse(m.request_id, kErrUninterested, "broadcast published through another session");
     return;
   }
-  UpstreamSubscription* u = s.adopt_published(full, m.track, m.request_id, m.track_alias);
+  UpstreamSubscription* u =
+      s.adopt_published(full, m.track, m.request_id, m.track_alias, m.track_extensions);
   if (u == nullptr) {
     undo();
     refuse(m.request_id, kErrUninterested, "track already subscribed from this session");
@@ -188,11 +188,6 @@ bool PublishService::on_stream_message(PublishContext& s, uint64_t request_id, w
     return false;
   }
   done->request_id = request_id;  // d17+: the stream says which request
-  if (done->stream_count == kUncounted) {
-    // d17 §9.13: "unable to set Stream Count to the exact number": no count, as 0 says on 16
-    // (@moq/net), so the track ends after a quiet spell instead of at the latest bound.
-    done->stream_count = 0;
-  }
   s.on_control_message(std::move(m));
   return true;
 }

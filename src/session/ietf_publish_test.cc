@@ -268,15 +268,24 @@ class PublishRequestStreamTest : public ::testing::TestWithParam<PublishDraft> {
   static std::vector<uint8_t> msg(uint8_t type, const std::string& body_hex) {
     return testing::ietf_message(type, body_hex);
   }
-  // PUBLISH `id` of ["room","alice"] `track` (hex) under `alias`, FORWARD `forward`, no Track
-  // Properties (d17: Required Request ID Delta 0 after the id).
+  // PUBLISH `id` of ["room","alice"] `track` (hex) under `alias`, FORWARD `forward`, Track
+  // Properties `properties` (hex; d17: Required Request ID Delta 0 after the id).
   std::vector<uint8_t> publish(uint8_t id, uint8_t alias, bool forward = true,
-                               const std::string& track = "05 766964656f") const {
+                               const std::string& track = "05 766964656f",
+                               const std::string& properties = "") const {
     char head[16];
     std::snprintf(head, sizeof head, d17() ? "%02x 00 " : "%02x ", id);
     char tail[16];
-    std::snprintf(tail, sizeof tail, " %02x 01 10 %02x", alias, forward ? 1 : 0);
-    return msg(0x1d, std::string(head) + "02 04 726f6f6d 05 616c696365 " + track + tail);
+    std::snprintf(tail, sizeof tail, " %02x 01 10 %02x ", alias, forward ? 1 : 0);
+    return msg(0x1d, std::string(head) + "02 04 726f6f6d 05 616c696365 " + track + tail + properties);
+  }
+  // SUBSCRIBE `id` of ["room","alice"] "video": FORWARD 1, SUBSCRIBER_PRIORITY 7, the draft's join
+  // filter (17..19 LargestObject, 20 relative 1), GROUP_ORDER 2.
+  std::vector<uint8_t> subscribe(uint8_t id) const {
+    char head[16];
+    std::snprintf(head, sizeof head, d17() ? "%02x 00 " : "%02x ", id);
+    return msg(0x03, std::string(head) + "02 04 726f6f6d 05 616c696365 05 766964656f 04 10 01 10 07 01 01 " +
+                         (d20() ? "01" : "02") + " 01 02");
   }
   // moqd's acceptance: d17 PUBLISH_OK (0x1E, no Request ID): FORWARD 1, SUBSCRIBER_PRIORITY 128 (a
   // uint8), SUBSCRIPTION_FILTER Next Group Start; d18/19 the same parameters in REQUEST_OK with
@@ -372,15 +381,56 @@ TEST_P(PublishRequestStreamTest, UncountedStreamCountEndsAfterAQuietSpell) {
   testing::FrameCollector viewer;
   ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
   f.pump();
-  // PUBLISH_DONE with Stream Count 2^62-1 (d17 §9.13: the publisher could not count its streams;
-  // the 9-byte leading-ones form): no count to wait for, so the track ends once no stream has
-  // come for a while, well before the latest bound (5 s).
-  r->write(hex("0b 00 0b 02 ff3fffffffffffffff 00"));
+  // PUBLISH_DONE with Stream Count 2^62-1 (d17 §9.13, d18 §10.11: the publisher could not count
+  // its streams; the 9-byte leading-ones form); d20 §10.12 (#1831) writes it 2^64-1: no count to
+  // wait for, so the track ends once no stream has come for a while, well before the latest
+  // bound (5 s).
+  r->write(hex(d20() ? "0b 00 0b 02 ffffffffffffffffff 00" : "0b 00 0b 02 ff3fffffffffffffff 00"));
   f.pump();
   EXPECT_FALSE(viewer.ended);
   f.advance(std::chrono::seconds(1));
   EXPECT_TRUE(viewer.ended);
   EXPECT_TRUE(r->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+// A PUBLISH's Track Properties (d17 §9.11, d18/19 §10.10, d20 §10.11: after the parameters, to the
+// end of the message) with {TIMESCALE (0x08): 90000} (LOC; the d18 §15 Properties registry): the
+// track is known in those units, as an upstream SUBSCRIBE_OK's TIMESCALE makes it, so an IETF
+// subscriber's SUBSCRIBE_OK declares it and the publisher's object Timestamps pass unchanged
+// (moq-lite-05 viewers: TRACK_INFO timescale 90000, ietf_publish_d17.test.mjs).
+TEST_P(PublishRequestStreamTest, PublishTimescaleIsTheTracksTimescale) {
+  Fixture f(GetParam().alpn);
+  setup(f);
+  // 90000 in the leading-ones forms of 17..20: c1 5f 90.
+  RawStream* r = f.raw_->open_bidi(publish(0, 5, true, "05 766964656f", "08 c1 5f 90"));
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), accepted());
+  model::Track* t = f.origin_.track("room/alice", "video");
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->properties().has_value());
+  EXPECT_TRUE(t->properties()->timescale_known);
+  EXPECT_EQ(t->properties()->timescale, 90000u);
+  // An IETF subscriber (the same peer, on a request stream of its own): SUBSCRIBE_OK alias 2, no
+  // parameters, Track Properties {TIMESCALE: 90000}.
+  RawStream* s = f.raw_->open_bidi(subscribe(2));
+  ASSERT_NE(s, nullptr);
+  f.pump();
+  EXPECT_EQ(hex_of(s->data), canon("04 00 06 02 00 08 c1 5f 90"));
+  // SUBGROUP (0x19: properties, subgroup 0, end of group) alias 5, group 4, priority 0; object 0
+  // with {Timestamp (0x10): 1000000} (10 cf 42 40), payload "z".
+  f.peer_stream("19 05 04 00 00 04 10 cf 42 40 01 7a");
+  uint64_t stamp = 0;
+  t->for_each_group_from(0, [&](const model::GroupRef& g) {
+    if (g->sequence() == 4 && !g->objects().empty()) {
+      stamp = g->objects()[0].timestamp;
+    }
+  });
+  EXPECT_EQ(stamp, 1000000u);
+  const std::string data = hex_of(f.raw_->incoming.back()->data);
+  const std::string tail = canon("00 04 10 cf 42 40 01 7a");
+  ASSERT_GE(data.size(), tail.size());
+  EXPECT_EQ(data.substr(data.size() - tail.size()), tail) << data;
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 

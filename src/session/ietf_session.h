@@ -203,7 +203,8 @@ class IetfSession final : public transport::SessionVisitor,
   size_t announced_count() const override { return announced_by_path_.size(); }
   ietf_detail::UpstreamSubscription* adopt_published(const std::string& full,
                                                      const std::string& name, uint64_t request_id,
-                                                     uint64_t alias) override;
+                                                     uint64_t alias,
+                                                     const std::string& properties) override;
   void drop_published(ietf_detail::UpstreamSubscription* u) override;
   // SUBGROUP streams held for an alias not known yet read again (a SUBSCRIBE_OK or PUBLISH came).
   void retry_held_subgroups() override;

@@ -75,9 +75,8 @@ class UpstreamSubscription final : public model::TrackSource {
   void start_track(model::Track& track) override {
     track_ = &track;
     if (published_) {
-      model::TrackProperties props;
-      props.timescale_known = false;  // PUBLISH's Track Properties are not read here
-      track.set_properties(props);
+      // The PUBLISH's Track Properties, read as SUBSCRIBE_OK's are (on_ok).
+      track.set_properties(properties_of(published_properties_));
       // The peer's PUBLISH already made the subscription: its request id and alias stay.
       done_count_.reset();
       open_readers_ = 0;
@@ -109,15 +108,18 @@ class UpstreamSubscription final : public model::TrackSource {
     published_ = false;
   }
   // PUBLISH: the peer subscribed us under `alias`; start_track binds without a SUBSCRIBE.
-  void adopt_publish(uint64_t request_id, uint64_t alias) {
+  // `properties`: the PUBLISH's Track Properties block (d16 Track Extensions), raw.
+  void adopt_publish(uint64_t request_id, uint64_t alias, std::string properties) {
     published_ = true;
     request_id_ = request_id;
     alias_ = alias;
+    published_properties_ = std::move(properties);
   }
   void drop_publish() {
     published_ = false;
     request_id_.reset();
     alias_.reset();
+    published_properties_.clear();
   }
 
   // Sends SUBSCRIBE once a request id is available; false while blocked.
@@ -153,20 +155,13 @@ class UpstreamSubscription final : public model::TrackSource {
   // SUBSCRIBE_OK: the alias, and the Track Properties (17+): a TIMESCALE (0x08) gives the units
   // of the publisher's object Timestamps, which moqd then knows and passes on (to IETF
   // subscribers as TIMESCALE, to moq-lite-05 ones in TRACK_INFO); without one they are unknown.
+  // The same for a PUBLISH's Track Properties (d18 §10.10, d20 §10.11).
   void on_ok(uint64_t alias, const std::string& properties) {
     alias_ = alias;
     if (track_ == nullptr) {
       return;
     }
-    model::TrackProperties props;
-    props.timescale_known = false;
-    if (session_.row().number >= 17) {
-      if (auto ts = track_timescale(properties)) {
-        props.timescale = *ts;
-        props.timescale_known = true;
-      }
-    }
-    track_->set_properties(props);
+    track_->set_properties(properties_of(properties));
   }
   void on_error(const wi::RequestError& e) {
     if (track_ != nullptr) {
@@ -185,6 +180,12 @@ class UpstreamSubscription final : public model::TrackSource {
     // no stream activity has been seen for kLatest (a stream reset before its header arrived
     // never shows up). Both timers restart on every stream of the track (arm_done_timers).
     done_count_ = d.stream_count;
+    if (d.stream_count == kUncounted62 || d.stream_count == kUncounted64) {
+      // d14..19 (d18 §10.11): "unable to set Stream Count to the exact number of streams" is
+      // 2^62-1; d20 (#1831, §10.12) made it 2^64-1, and a d20 peer may still write the old value.
+      // Either is no count: waited for as 0 is (the quiet grace), not for the kLatest bound.
+      done_count_ = 0;
+    }
     arm_done_timers();
     maybe_end();
   }
@@ -213,6 +214,8 @@ class UpstreamSubscription final : public model::TrackSource {
   // @moq/net d16 publisher that ended right after several large groups lost frames in 2 runs of
   // 8 when the grace was a fixed 200 ms from PUBLISH_DONE (docs/ARCHITECTURE.md).
   static constexpr std::chrono::milliseconds kQuiet{750};
+  static constexpr uint64_t kUncounted62 = (uint64_t{1} << 62) - 1;
+  static constexpr uint64_t kUncounted64 = UINT64_MAX;
   static constexpr std::chrono::seconds kLatest{5};
   void arm_done_timers() {
     if (track_ == nullptr || !done_count_) {
@@ -234,6 +237,19 @@ class UpstreamSubscription final : public model::TrackSource {
         track_->end(make_error(ErrorCode::kCancel, "publisher ended the track"));
       }
     });
+  }
+  // The track's properties as a Track Properties block (SUBSCRIBE_OK's or PUBLISH's) gives them:
+  // its TIMESCALE on 17+, else timestamps in units moqd does not know.
+  model::TrackProperties properties_of(const std::string& block) const {
+    model::TrackProperties props;
+    props.timescale_known = false;
+    if (session_.row().number >= 17) {
+      if (auto ts = track_timescale(block)) {
+        props.timescale = *ts;
+        props.timescale_known = true;
+      }
+    }
+    return props;
   }
   // TIMESCALE (0x08) in a Track Properties block (delta-coded Key-Value-Pairs to the end);
   // nullopt when absent, 0, or the block does not parse.
@@ -283,6 +299,7 @@ class UpstreamSubscription final : public model::TrackSource {
   uint64_t streams_seen_ = 0;
   bool grace_over_ = false;
   bool published_ = false;  // fed by the peer's PUBLISH (ietf_publish.h)
+  std::string published_properties_;  // that PUBLISH's Track Properties
   TimerId done_timer_ = 0;
   TimerId grace_timer_ = 0;
 };

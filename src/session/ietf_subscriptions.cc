@@ -14,6 +14,25 @@
 
 namespace moqd::session::ietf_detail {
 
+std::string track_properties_block(const wi::Draft& row, const model::TrackProperties& p) {
+  // d17+ (LOC TIMESCALE 0x08 in the Properties registry; d18 §15 lists it): a declared TIMESCALE
+  // is what makes @moq/net 0.3.4 read object Timestamps at all. A block of one pair, type 0x08
+  // first, so its delta from 0 is the type itself.
+  if (!p.timescale_known || row.number < 17) {
+    return {};
+  }
+  std::vector<uint8_t> block;
+  wi::write_varint(row.varint_form, 0x08, block);
+  wi::write_varint(row.varint_form, p.timescale, block);
+  return std::string(block.begin(), block.end());
+}
+
+void object_timestamp_block(const wi::Draft& row, uint64_t timestamp, std::vector<uint8_t>& out) {
+  out.clear();
+  wi::write_varint(row.varint_form, 0x10, out);
+  wi::write_varint(row.varint_form, timestamp, out);
+}
+
 bool DownstreamSubscription::send_ok() {
   if (!ok_) {
     return true;
@@ -25,15 +44,10 @@ bool DownstreamSubscription::send_ok() {
       return false;  // on_track_data calls pump() again when they are set
     }
   }
-  // d17+ (LOC TIMESCALE 0x08 in the Properties registry): a declared TIMESCALE is what makes
-  // @moq/net 0.3.4 read object Timestamps at all; every object then carries one (write_group).
-  // A block of one pair, type 0x08 first, so its delta from 0 is the type itself.
-  if (p && p->timescale_known && session_.row().number >= 17) {
-    std::vector<uint8_t> block;
-    wi::write_varint(session_.row().varint_form, 0x08, block);
-    wi::write_varint(session_.row().varint_form, p->timescale, block);
-    ok_->track_extensions.assign(block.begin(), block.end());
-    stamp_ = true;
+  // A declared TIMESCALE: every object then carries a Timestamp (write_group).
+  if (p) {
+    ok_->track_extensions = track_properties_block(session_.row(), *p);
+    stamp_ = !ok_->track_extensions.empty();
   }
   session_.send_control(*ok_);
   ok_.reset();
@@ -340,9 +354,7 @@ bool DownstreamSubscription::object_properties(const model::Object& o, std::stri
   } else if (stamp_) {
     // LOC Timestamp (0x10), in the TIMESCALE declared: at most 10 bytes, written into the
     // subscription's scratch and held inline by the string (no allocation per object).
-    stamp_scratch_.clear();
-    wi::write_varint(session_.row().varint_form, 0x10, stamp_scratch_);
-    wi::write_varint(session_.row().varint_form, o.timestamp, stamp_scratch_);
+    object_timestamp_block(session_.row(), o.timestamp, stamp_scratch_);
     out.assign(reinterpret_cast<const char*>(stamp_scratch_.data()), stamp_scratch_.size());
   }
   return true;

@@ -15,7 +15,7 @@ using namespace ietf_detail;
 
 UpstreamSubscription* IetfSession::adopt_published(const std::string& full,
                                                    const std::string& name, uint64_t request_id,
-                                                   uint64_t alias) {
+                                                   uint64_t alias, const std::string& properties) {
   auto key = std::make_pair(full, name);
   auto it = upstream_tracks_.find(key);
   if (it != upstream_tracks_.end() && (it->second->track() != nullptr || it->second->request_id())) {
@@ -25,7 +25,7 @@ UpstreamSubscription* IetfSession::adopt_published(const std::string& full,
     it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(static_cast<UpstreamContext&>(*this), full, name)).first;
   }
   UpstreamSubscription* u = it->second.get();
-  u->adopt_publish(request_id, alias);
+  u->adopt_publish(request_id, alias, properties);
   upstream_by_alias_[alias] = u;
   upstream_by_request_[request_id] = u;
   return u;

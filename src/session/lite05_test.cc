@@ -160,6 +160,45 @@ TEST_F(Lite05SessionTest, TrackWaitsForPropertiesThePublisherIsStillAskedFor) {
   EXPECT_TRUE(track.fin);
 }
 
+// A lite-05 publisher that does not answer TRACK (its track's properties still being asked for):
+// after UpstreamTrack::kTrackInfoWait (2 s) the relay's track gets provisional properties with no
+// timescale (an IETF subscriber's SUBSCRIBE_OK then goes out without TIMESCALE instead of waiting
+// without bound, FetchRequestStreamsTest.ProvisionalPropertiesAnswerSubscribeOkWithoutTimescale);
+// the subscription goes on, a lite-05 TRACK to the relay still waits for the publisher's, and
+// those replace the provisional ones when they come.
+TEST_F(Lite05SessionTest, UnansweredTrackInfoGivesProvisionalPropertiesAfterTheBound) {
+  SessionPair& p = start();
+  TestBroadcast alice(p.client_origin(), "alice");
+  p.pump();
+  model::Track* published = p.client_origin().track("alice", "video");
+  ASSERT_NE(published, nullptr);
+  published->expect_properties();  // the publisher's app has not accepted the track yet
+  FrameCollector sub;
+  ASSERT_TRUE(sub.subscribe(p.server_origin(), "alice", "video"));
+  p.pump();
+  EXPECT_FALSE(sub.track()->properties().has_value());
+  RawStream& track = raw_to_server(from_hex("06 0c 05 61 6c 69 63 65 05 76 69 64 65 6f"));
+  p.advance(std::chrono::milliseconds(1900));
+  EXPECT_FALSE(sub.track()->properties().has_value());
+  p.advance(std::chrono::milliseconds(200));
+  ASSERT_TRUE(sub.track()->properties().has_value());
+  EXPECT_TRUE(sub.track()->properties()->provisional);
+  EXPECT_FALSE(sub.track()->properties()->timescale_known);
+  EXPECT_TRUE(track.data.empty());  // TRACK_INFO tells only the publisher's
+  EXPECT_FALSE(track.fin);
+  // Groups flow meanwhile: the subscription was never held up.
+  write_timed(*published, 0, {"a"}, {5});
+  p.pump();
+  ASSERT_NE(sub.group(0), nullptr);
+  published->set_properties(kProps);
+  p.pump();
+  ASSERT_TRUE(sub.track()->properties().has_value());
+  EXPECT_EQ(*sub.track()->properties(), kProps);
+  EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(track.data.data()), track.data.size())),
+            to_hex(from_hex("08 07 01 40 fa 80 01 5f 90")));
+  EXPECT_FALSE(p.server_handler().is_closed());
+}
+
 TEST_F(Lite05SessionTest, AnnounceOkNamesTheResponderWhichCompletesTheRoute) {
   SessionPairOptions o = lite05();
   o.client.hop_id = 41;

@@ -58,7 +58,7 @@ void TrackResponder::on_readable() {
     // starts: only then do properties() tell defaults from not-yet-known.
     track_ = track;
     track->add_listener(this);
-    if (auto p = track->properties()) {
+    if (auto p = track->properties(); p && !p->provisional) {
       answer(*p);
     }
   }
@@ -88,7 +88,8 @@ void TrackResponder::answer(const model::TrackProperties& p) {
 }
 
 void TrackResponder::on_track_data(model::Track& track) {
-  if (auto p = track.properties()) {
+  // Provisional properties are not the publisher's: TRACK_INFO waits for those.
+  if (auto p = track.properties(); p && !p->provisional) {
     answer(*p);
   }
 }

@@ -63,6 +63,7 @@ UpstreamTrack::UpstreamTrack(PeerContext& s, std::string path, std::string name)
 
 UpstreamTrack::~UpstreamTrack() {
   session_.timers().cancel(grace_timer_);
+  session_.timers().cancel(info_timer_);
   if (track_ != nullptr) {
     // The session is going away while the track still expects data.
     model::Track* t = track_;
@@ -78,8 +79,23 @@ UpstreamTrack::~UpstreamTrack() {
 void UpstreamTrack::start_track(model::Track& track) {
   track_ = &track;
   info_request_.reset();
+  session_.timers().cancel(info_timer_);
+  info_timer_ = 0;
   if (wire::is_lite05(*session_.version())) {
     track.expect_properties();  // until the publisher's TRACK_INFO
+    info_timer_ = session_.timers().schedule(kTrackInfoWait, [this] {
+      info_timer_ = 0;
+      if (track_ != nullptr && !track_->properties()) {
+        MOQD_LOG(kInfo, "session %llu no TRACK_INFO in %lld ms broadcast=%s track=%s: provisional "
+                 "properties", static_cast<unsigned long long>(session_.id()),
+                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                     kTrackInfoWait).count()), path_.c_str(), name_.c_str());
+        model::TrackProperties p;
+        p.timescale_known = false;
+        p.provisional = true;
+        track_->set_properties(p);
+      }
+    });
   }
   got_ok_ = false;
   publisher_finished_ = false;
@@ -139,6 +155,8 @@ void UpstreamTrack::open_subscribe_stream() {
 void UpstreamTrack::stop_track(model::Track&) {
   session_.timers().cancel(grace_timer_);
   grace_timer_ = 0;
+  session_.timers().cancel(info_timer_);
+  info_timer_ = 0;
   track_ = nullptr;
   session_.forget_upstream(this);
   if (stream_ != nullptr) {
@@ -156,6 +174,8 @@ void UpstreamTrack::release_track_stream() {
 
 void UpstreamTrack::on_track_info(const wire::TrackInfo& info) {
   release_track_stream();
+  session_.timers().cancel(info_timer_);
+  info_timer_ = 0;
   if (track_ == nullptr) {
     return;
   }
@@ -176,6 +196,8 @@ void UpstreamTrack::release_stream() {
 }
 
 void UpstreamTrack::on_session_closed() {
+  session_.timers().cancel(info_timer_);
+  info_timer_ = 0;
   stream_ = nullptr;
   if (info_request_ != nullptr) {
     info_request_->forget_stream();
@@ -186,6 +208,8 @@ void UpstreamTrack::on_session_closed() {
 void UpstreamTrack::end_track(Error e) {
   session_.timers().cancel(grace_timer_);
   grace_timer_ = 0;
+  session_.timers().cancel(info_timer_);
+  info_timer_ = 0;
   model::Track* t = track_;
   track_ = nullptr;
   session_.forget_upstream(this);

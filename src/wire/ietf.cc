@@ -168,8 +168,9 @@ class FormReader {
   FormReader(Span data, VarintForm form) : r_(data), form_(form) {}
 
   // After an invalid varint or an over-long string every read fails, so the first problem is the
-  // one reported.
-  std::optional<uint64_t> varint() {
+  // one reported. `wide`: the whole 64 bits of the 9-byte leading-ones form are a value (d20's
+  // vi64 where the text names 2^64-1), not only up to 2^62-1.
+  std::optional<uint64_t> varint(bool wide = false) {
     if (invalid_ || too_long_) {
       return std::nullopt;
     }
@@ -196,7 +197,7 @@ class FormReader {
     for (uint8_t b : *rest) {
       v = (v << 8) | b;
     }
-    if (v > kMaxVarint) {
+    if (v > kMaxVarint && !wide) {
       invalid_ = true;
       return std::nullopt;
     }
@@ -1165,7 +1166,8 @@ TypeOrNone write(FormWriter& w, const Draft& d, const PublishDone& m) {
 void read(Decoder& dec, PublishDone& m) {
   dec.response_id(m.request_id);
   m.status_code = dec.varint();
-  m.stream_count = dec.varint();
+  // d20 §10.12 (#1831): "unable to set Stream Count" is 2^64-1, past every other varint's range.
+  m.stream_count = dec.r.varint(dec.d.number >= 20).value_or(0);
   dec.reason(m.reason);
 }
 

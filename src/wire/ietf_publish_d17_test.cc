@@ -167,6 +167,10 @@ TEST(IetfPublishD17, PublishDone) {
   // "unable to set Stream Count to the exact number": 2^62-1, the 9-byte leading-ones form.
   expect_round_trip(kD17, "0b 000b 02 ff3fffffffffffffff 00",
              PublishDone{0, 2, (uint64_t{1} << 62) - 1, ""});
+  // d20 §10.12 (editor's copy with #1831): the same is 2^64-1 ("vi64"), read only there; 17..19
+  // varints stop at 2^62-1, so there the bytes are malformed.
+  expect_round_trip(kD20, "0b 000b 02 ffffffffffffffffff 00", PublishDone{0, 2, UINT64_MAX, ""});
+  EXPECT_EQ(test::control_decode_error(kD19, "0b 000b 02 ffffffffffffffffff 00"), ErrorCode::kDecode);
   // A reason longer than its message.
   EXPECT_EQ(test::control_decode_error(kD18, "0b 0004 02 03 05 6e"), ErrorCode::kDecode);
 }

@@ -10,12 +10,16 @@
 // @moq/net 0.3.4 never sends PUBLISH (it refuses one as a subscriber), so moqd's PUBLISH on 17+ is
 // tested only against this raw client. Draft 19 is not reached over WebSocket (NET-0.3.md §1.1):
 // session_tests PublishRequestStreamTest covers it. Layouts: wire/ietf_publish_d17_test.cc.
+// The last tests: a PUBLISH whose Track Properties declare TIMESCALE (0x08) 90000, and objects
+// carrying LOC Timestamps (0x10) in it, reach a @moq/net 0.3.4 viewer on moq-lite-05 with those
+// timestamps in that timescale (TRACK_INFO's), as an upstream SUBSCRIBE_OK's TIMESCALE would.
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
 import { waitLog } from "./raw.mjs";
 import { lo, loStr, loTuple, messages, msg17, rawSession } from "./raw_ietf.mjs";
 import { closeNetConnections, count, flat, netConnect, netSubscribe, netWaitActive } from "./net_client.mjs";
+import * as Net from "@moq/net";
 
 const started = [];
 after(async () => {
@@ -105,6 +109,69 @@ for (const version of ["moq-transport-17", "moq-transport-18", "moq-transport-20
     assert.ok(!mux.appClose, "the session stays up");
     net.close();
     H.closeConnection(lite);
+    mux.close();
+  });
+}
+
+// Connects with @moq/net offering only the WebSocket subprotocol `protocol`.
+async function connectAs(url, protocol) {
+  const Base = globalThis.WebSocket;
+  class Forced extends Base {
+    constructor(u, protocols, options) {
+      super(u, [protocols ?? []].flat().filter((x) => x === protocol), options);
+    }
+  }
+  globalThis.WebSocket = Forced;
+  try {
+    return await netConnect(url);
+  } finally {
+    globalThis.WebSocket = Base;
+  }
+}
+
+// 90 kHz timestamps, going backwards inside a group as B-frames do.
+const STAMPED = [
+  [[H.text("i0"), 900_000], [H.randomFrame(4000), 903_000]],
+  [[H.text("p1"), 906_000], [H.randomFrame(9), 904_500]],
+];
+
+for (const version of ["moq-transport-18", "moq-transport-20"]) {
+  test(`${version} through moqd: a raw client's PUBLISH with TIMESCALE 90000 gives a @moq/net 0.3.4 moq-lite-05 viewer its timestamps in that timescale`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
+    const m = await H.startMoqd(["--versions", `moq-lite-05,${version}`]);
+    started.push(m);
+    const p = `${H.uniquePrefix("pubts")}/alice`;
+    const raw = await rawSession(m, version);
+    const { mux } = raw;
+    // PUBLISH id 0, "video", alias 5, FORWARD 1, Track Properties {TIMESCALE (0x08): 90000} (d18
+    // §10.10, d20 §10.11: after the parameters, to the end of the message).
+    const alias = 5;
+    const s = mux.open();
+    mux.write(s, msg17(0x1d, lo(0), loTuple(...p.split("/")), loStr("video"), lo(alias), Buffer.from([0x01, 0x10, 0x01]), lo(0x08), lo(90_000)));
+    await mux.waitStream(s, (x) => messages(x.data()).length > 0, 10_000, "moqd's answer to PUBLISH");
+    assert.equal(messages(mux.stream(s).data())[0].type, 0x07, "REQUEST_OK");
+
+    const lite = await connectAs(m.url, "qmux-02.moq-lite-05");
+    assert.equal(lite.version, "moq-lite-05");
+    await netWaitActive(lite, p);
+    const seen = [];
+    const v = netSubscribe(lite, p, "video", { onFrame: (g, f) => seen.push([g, f.timestamp?.value, f.timestamp?.scale]) });
+    for (const [i, frames] of STAMPED.entries()) {
+      // SUBGROUP 0x59 (properties, end of group, FIRST_OBJECT; d18 §11.4.2), alias, group, priority
+      // 0; each object: id delta 0, its properties {Timestamp (0x10): t}, length, payload.
+      const parts = [lo(0x59), lo(alias), lo(20 + i), Buffer.from([0])];
+      for (const [payload, t] of frames) {
+        const props = Buffer.concat([lo(0x10), lo(t)]);
+        parts.push(lo(0), lo(props.length), props, lo(payload.length), Buffer.from(payload));
+      }
+      const u = mux.open({ uni: true });
+      mux.write(u, Buffer.concat(parts), { fin: true });
+      await H.waitFor(() => v.state.n >= STAMPED.slice(0, i + 1).flat().length, 10_000, `group ${20 + i}`);
+    }
+    assert.deepEqual(v.ordered().flat(), STAMPED.flat().map(([f]) => Buffer.from(f)));
+    const want = STAMPED.flatMap((frames, i) => frames.map(([, t]) => [20 + i, t, 90_000]));
+    assert.deepEqual(seen.sort((a, b) => a[0] - b[0]), want);
+    v.sub.close();
+    lite.close();
     mux.close();
   });
 }
