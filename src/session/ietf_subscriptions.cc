@@ -15,7 +15,7 @@
 namespace moqd::session::ietf_detail {
 
 bool DownstreamSubscription::send_ok() {
-  if (!ok_) {
+  if (!ok_ && !publish_) {
     return true;
   }
   std::optional<model::TrackProperties> p;
@@ -32,11 +32,16 @@ bool DownstreamSubscription::send_ok() {
     std::vector<uint8_t> block;
     wi::write_varint(session_.row().varint_form, 0x08, block);
     wi::write_varint(session_.row().varint_form, p->timescale, block);
-    ok_->track_extensions.assign(block.begin(), block.end());
+    (ok_ ? ok_->track_extensions : publish_->track_extensions).assign(block.begin(), block.end());
     stamp_ = true;
   }
-  session_.send_control(*ok_);
-  ok_.reset();
+  if (ok_) {
+    session_.send_control(*ok_);
+    ok_.reset();
+  } else {
+    session_.send_control(*publish_);
+    publish_.reset();
+  }
   return true;
 }
 
@@ -44,7 +49,7 @@ void DownstreamSubscription::pump() {
   if (session_.is_closed() || done_sent_) {
     return;
   }
-  if (!send_ok()) {
+  if (!send_ok() || awaiting_answer_) {
     return;
   }
   finished_in_pump_ = false;
