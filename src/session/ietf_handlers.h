@@ -231,8 +231,9 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
     pump();
   }
   bool is_awaiting_answer() const { return awaiting_answer_; }
-  // PUBLISH_OK: objects flow from the group current now, unless FORWARD is 0 (a SUBSCRIBE_UPDATE /
-  // REQUEST_UPDATE with forward 1 starts them, as narrow() does for a SUBSCRIBE).
+  // PUBLISH_OK: objects flow, from the groups the track had when the PUBLISH was made, unless
+  // FORWARD is 0 (d16: a SUBSCRIBE_UPDATE with forward 1 starts them through narrow(); 17+ has no
+  // way to, as REQUEST_UPDATE on our PUBLISH's stream is not served).
   void accepted(bool forward) {
     awaiting_answer_ = false;
     forward_ = forward_ && forward;
