@@ -311,7 +311,39 @@ Track* Origin::track(const std::string& path, const std::string& name) {
     retired_.push_back(std::move(t->second));
     b.tracks.erase(t);
   }
-  return create_track(b, name);
+  Track* created = create_track(b, name);
+  const std::string bpath = b.path;
+  notify_track(bpath, name);
+  return created;
+}
+
+void Origin::notify_track(const std::string& path, const std::string& name) {
+  ++notify_depth_;
+  for (size_t i = 0, n = listeners_.size(); i < n; ++i) {
+    AnnounceListener* l = listeners_[i].second;
+    if (l && has_prefix(listeners_[i].first, path)) {
+      l->on_track(path, name);
+    }
+  }
+  if (--notify_depth_ == 0) {
+    std::erase_if(listeners_, [](const auto& e) { return e.second == nullptr; });
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> Origin::live_tracks(const std::string& prefix) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string p = normalize_path(prefix);
+  for (const auto& [path, b] : broadcasts_) {
+    if (b->publishers.empty() || !has_prefix(p, path)) {
+      continue;
+    }
+    for (const auto& [name, t] : b->tracks) {
+      if (!t->is_ended()) {
+        out.emplace_back(path, name);
+      }
+    }
+  }
+  return out;
 }
 
 size_t Origin::broadcast_count() const {

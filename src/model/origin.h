@@ -85,6 +85,11 @@ class AnnounceListener {
   // The origin started (`carrying`) or stopped carrying active broadcast `path` (see
   // Origin::is_carrying); `hops` are its active route's. The default ignores it.
   virtual void on_carrying(const std::string& /*path*/, const Hops& /*hops*/, bool /*carrying*/) {}
+  // A track `name` of active broadcast `path` came alive here (Origin::track created it: a
+  // subscriber asked for it, or a publisher pushed it). Called after the track is registered, so
+  // Origin::track(path, name) returns it; the listener may subscribe to it from here. The default
+  // ignores it.
+  virtual void on_track(const std::string& /*path*/, const std::string& /*name*/) {}
 };
 
 struct OriginConfig {
@@ -155,6 +160,8 @@ class Origin {
   void for_each_track(F&& fn) const {
     for_each_track_impl([&](const std::string& path, const Track& t) { fn(path, t); });
   }
+  // (path, name) of every live (not ended) track of the active broadcasts under `prefix`.
+  std::vector<std::pair<std::string, std::string>> live_tracks(const std::string& prefix) const;
   // Track objects alive, including ended ones waiting for their idle timer.
   size_t track_count() const;
 
@@ -168,6 +175,8 @@ class Origin {
   // tells the listeners. `b` may be gone when this returns.
   void switch_active(const std::string& path, BroadcastSource* old, const Hops& old_hops);
   void notify(const std::string& path, bool active, const Hops& hops);
+  // Tells the listeners under `path` that track `name` came alive (on_track).
+  void notify_track(const std::string& path, const std::string& name);
   // Tells listeners that `b` started or stopped carrying (its first track came, its last went).
   void notify_carrying(const Broadcast& b, bool carrying);
   void on_track_idle(Track* t);

@@ -186,6 +186,12 @@ class NamespaceContext : public virtual HandlerContext {
   virtual wire::ietf::Peer peer_form() const = 0;
   virtual std::optional<wire::ietf::ControlMessage> read_message(transport::Stream& stream,
                                                                  wire::ietf::Peer form) = 0;
+  // A SUBSCRIBE_NAMESPACE asked for PUBLISH (d16/17 Subscribe Options 0 or 2): track `name` of
+  // `full` is live in the origin, so the session offers it to the peer with a PUBLISH of its own
+  // (FORWARD `forward`) and forwards its objects once the peer accepts. Nothing is sent for a track
+  // of the peer's own broadcast, one the peer already subscribes, one it may not subscribe, or
+  // while the peer's MAX_REQUEST_ID allows no request.
+  virtual void offer_track(const std::string& full, const std::string& name, bool forward) = 0;
   // Client role: the relay announced / withdrew `full` (IetfSession::client_withdraw says when the
   // handler hears of it).
   virtual void client_announce(const std::string& full) = 0;

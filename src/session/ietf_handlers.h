@@ -233,6 +233,36 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
     track_->add_listener(this);
     pump();
   }
+  // The same subscription opened by our PUBLISH (`p`: its request id and alias are request_id(),
+  // sent from pump() once the track's properties are known, as SUBSCRIBE_OK is): nothing is
+  // forwarded until accepted() (PUBLISH_OK; REQUEST_OK from 18), and refused() (REQUEST_ERROR, or
+  // its stream closed first) ends it without PUBLISH_DONE. A track that ends while the PUBLISH is
+  // unanswered gets its PUBLISH_DONE once it is accepted.
+  void begin_publish(wi::Publish p) {
+    publish_ = std::move(p);
+    awaiting_answer_ = true;
+    forward_ = publish_->forward;
+    track_->add_listener(this);
+    pump();
+  }
+  bool is_awaiting_answer() const { return awaiting_answer_; }
+  // PUBLISH_OK: objects flow, from the groups the track had when the PUBLISH was made, unless
+  // FORWARD is 0 (d16: a SUBSCRIBE_UPDATE with forward 1 starts them through narrow(); 17+ has no
+  // way to, as REQUEST_UPDATE on our PUBLISH's stream is not served).
+  void accepted(bool forward) {
+    awaiting_answer_ = false;
+    forward_ = forward_ && forward;
+    pump();
+  }
+  void refused() {
+    awaiting_answer_ = false;
+    stop_listening();
+    for (auto& w : writers_) {
+      reset_writer(*w, ErrorCode::kCancel);
+    }
+    writers_.clear();
+    done();
+  }
 
   // The peer unsubscribed.
   void unsubscribe() {
@@ -382,6 +412,8 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
   void on_stream_drained();
   DrainWatch drain_watch_{*this};
   std::optional<wi::SubscribeOk> ok_;  // held until the track's properties are known
+  std::optional<wi::Publish> publish_;  // our PUBLISH, held likewise
+  bool awaiting_answer_ = false;        // our PUBLISH is not answered yet
   // TIMESCALE was declared: objects without an extension block get a Timestamp property.
   bool stamp_ = false;
   std::vector<uint8_t> stamp_scratch_;
@@ -556,7 +588,9 @@ class RequestStream final : public HandlerOf<ControlContext> {
     kOurPublishNamespace,  // client role: a broadcast of ours, until we close the stream
     kPeerFetch,
     kPeerTrackStatus,
-    kPeerPublish  // d17+ PUBLISH: PUBLISH_DONE and FIN end it (PublishService)
+    kPeerPublish,  // d17+ PUBLISH: PUBLISH_DONE and FIN end it (PublishService)
+    kOurPublish    // our PUBLISH (offer_track): the peer's close before an answer refuses it, after
+                   // one unsubscribes; our PUBLISH_DONE ends it
   };
   RequestStream(ControlContext& s, transport::Stream& stream, Kind kind, uint64_t id)
       : HandlerOf(s), kind_(kind), id_(id) {
@@ -625,6 +659,10 @@ class RequestStream final : public HandlerOf<ControlContext> {
       on_publish_namespace_answer(std::move(m));
       return;
     }
+    if (kind_ == Kind::kOurPublish) {
+      on_publish_answer(std::move(m));
+      return;
+    }
     if (kind_ != Kind::kOurSubscribe) {
       // Follow-ups on the peer's request (REQUEST_UPDATE): the session's handlers decide.
       if (auto* u = std::get_if<wi::SubscribeUpdate>(&m);
@@ -666,6 +704,29 @@ class RequestStream final : public HandlerOf<ControlContext> {
     }
     session_.on_control_message(std::move(m));
   }
+  // The peer's answer to our PUBLISH: PUBLISH_OK (17), REQUEST_OK (18+: PUBLISH_OK's form there),
+  // or REQUEST_ERROR, once. Nothing else belongs on this stream (REQUEST_UPDATE is not served).
+  void on_publish_answer(wi::ControlMessage m) {
+    if (answered_) {
+      session_.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a PUBLISH stream");
+      return;
+    }
+    answered_ = true;
+    if (auto* ok = std::get_if<wi::PublishOk>(&m)) {
+      ok->request_id = id_;
+    } else if (std::holds_alternative<wi::RequestOk>(m)) {
+      wi::PublishOk ok;
+      ok.request_id = id_;
+      m = ok;
+    } else if (auto* e = std::get_if<wi::RequestError>(&m)) {
+      e->request_id = id_;
+      ended_ = true;
+    } else {
+      session_.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a PUBLISH stream");
+      return;
+    }
+    session_.on_control_message(std::move(m));
+  }
   void peer_ended() {
     if (stream_ == nullptr || session_.is_closed()) {
       return;
@@ -700,6 +761,16 @@ class RequestStream final : public HandlerOf<ControlContext> {
           session_.on_control_message(e);
         } else if (!ended_) {
           session_.on_control_message(wi::PublishDone{id_, 0, 0, "SUBSCRIBE stream closed"});
+        }
+        break;
+      case Kind::kOurPublish:
+        if (!answered_) {
+          wi::RequestError e;
+          e.request_id = id_;
+          e.reason = "PUBLISH stream closed";
+          session_.on_control_message(e);
+        } else if (!ended_) {
+          session_.on_control_message(wi::Unsubscribe{id_});  // PUBLISH_DONE goes out on it
         }
         break;
       case Kind::kOurPublishNamespace:

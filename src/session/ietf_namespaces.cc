@@ -4,6 +4,8 @@
 // ietf_session.h.
 #include "session/ietf_session.h"
 
+#include <algorithm>
+
 #include "session/ietf_session_internal.h"
 
 namespace moqd::session {
@@ -13,7 +15,7 @@ namespace wi = wire::ietf;
 namespace ietf_detail {
 
 void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const model::Hops& hops) {
-  if (session_.is_closed()) {
+  if (session_.is_closed() || (!publish_ && !namespaces_)) {
     return;
   }
   std::optional<wi::Advert> advert;
@@ -277,7 +279,86 @@ void IetfSession::handle_subscribe_namespace(const wi::SubscribeNamespace& m,
   if (own_stream == nullptr) {
     namespace_announcers_[m.request_id] = a;
   }
+  if (row_->subscribe_options || m.tracks) {
+    // d16 §9.25 / d17 §9.24 Subscribe Options: 0x00 PUBLISH, 0x01 NAMESPACE, 0x02 both (anything
+    // else: both, the widest reading); 18+ (§10.19): SUBSCRIBE_TRACKS asks for PUBLISH alone,
+    // SUBSCRIBE_NAMESPACE for NAMESPACE alone. PUBLISHes carry the request's FORWARD (absent: 1).
+    const bool tracks = m.tracks || m.options != 1;
+    const bool namespaces = !m.tracks && m.options != 0;
+    bool forward = true;
+    if (const wi::Parameter* f = wi::find(m.params, wi::kParamForward); f != nullptr) {
+      forward = f->value != 0;
+    }
+    a->want(namespaces, tracks, forward);
+  }
   a->begin();
+}
+
+void IetfSession::offer_track(const std::string& full, const std::string& name, bool forward) {
+  if (closed_ || closing_ || origin_.active_source(full) == &source()) {
+    return;  // split horizon: the peer's own tracks are not offered back to it
+  }
+  if (!handler_.authorize(Action::kSubscribe, full, config_.query)) {
+    return;
+  }
+  model::Track* t = origin_.track(full, name);
+  if (t == nullptr) {
+    return;
+  }
+  for (const auto& [id, s] : downstream_) {
+    if (s->track() == t) {
+      return;  // an Established subscription already carries it (d16 §9.25)
+    }
+  }
+  if (downstream_.size() >= config_.limits.max_subscriptions) {
+    return;
+  }
+  auto peer = to_peer(full);
+  if (!peer) {
+    return;
+  }
+  auto id = take_request_id();
+  if (!id) {
+    // Offered again when MAX_REQUEST_ID rises (handle_max_request_id), once per track.
+    const BlockedOffer o{full, name, forward};
+    if (std::find(offers_blocked_.begin(), offers_blocked_.end(), o) == offers_blocked_.end()) {
+      offers_blocked_.push_back(o);
+    }
+    if (!blocked_sent_) {
+      blocked_sent_ = true;
+      send_control(wi::MaxRequestId{true, our_max_request_id_});  // REQUESTS_BLOCKED
+    }
+    return;
+  }
+  auto* s = adopt<DownstreamSubscription>(*id, *t, uint8_t{128}, false);
+  downstream_[*id] = s;
+  if (config_.traffic != nullptr) {
+    config_.traffic->subscriptions_opened.add();
+  }
+  wi::Publish p;
+  p.request_id = *id;
+  p.ns = wi::to_namespace(*peer);
+  p.track = name;
+  p.track_alias = s->alias();
+  p.forward = forward;
+  if (!row_->subscribe_params) {
+    p.group_order = 1;  // d14 field: ascending, groups go out in arrival order
+  }
+  MOQD_LOG(kDebug, "session %llu PUBLISH %llu %s/%s", static_cast<unsigned long long>(id_),
+           static_cast<unsigned long long>(*id), full.c_str(), name.c_str());
+  s->begin_publish(std::move(p));
+}
+
+void IetfSession::handle_publish_ok(uint64_t request_id, bool forward) {
+  auto it = downstream_.find(request_id);
+  if (it == downstream_.end()) {
+    return;  // ended (unsubscribed) before the answer came
+  }
+  if (!it->second->is_awaiting_answer()) {
+    fail(wi::TerminationCode::kProtocolViolation, "PUBLISH_OK for a request that is not a PUBLISH");
+    return;
+  }
+  it->second->accepted(forward);
 }
 
 void IetfSession::stop_namespace(uint64_t request_id) {

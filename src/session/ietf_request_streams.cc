@@ -1,7 +1,7 @@
 // IetfSession, drafts 17+ (Draft::request_streams): SETUP on a uni stream each way, and a bidi
 // stream per request instead of the control stream. A peer's request stream is read here up to its
-// first message, then carried by a RequestStream (ietf_handlers.h); our SUBSCRIBEs (and a client's
-// PUBLISH_NAMESPACEs) each open one. See ietf_session.h.
+// first message, then carried by a RequestStream (ietf_handlers.h); our SUBSCRIBEs, our PUBLISHes
+// (offer_track) and a client's PUBLISH_NAMESPACEs each open one. See ietf_session.h.
 #include "session/ietf_session.h"
 
 #include "session/ietf_session_internal.h"
@@ -119,25 +119,9 @@ void IetfSession::on_request_stream(transport::Stream& stream) {
   }
   wi::ControlMessage m = std::move(*first);
   if (auto* sn = std::get_if<wi::SubscribeNamespace>(&m)) {
-    if (sn->tracks) {
-      // SUBSCRIBE_TRACKS (18+): moqd has no PUBLISH to answer it with.
-      if (!accept_peer_request_id(sn->request_id)) {
-        stream.release();
-        return;
-      }
-      wi::RequestError e;
-      e.request_id = sn->request_id;
-      e.error_code = kErrNotSupported;
-      e.reason = "SUBSCRIBE_TRACKS is not served";
-      std::vector<uint8_t> out;
-      wi::encode(version_, e, out, peer_form_);
-      stream.write(Bytes::from(out));
-      stream.finish();
-      stream.release();
-      return;
-    }
     wi::SubscribeNamespace copy = std::move(*sn);
-    handle_subscribe_namespace(copy, &stream);  // answered on its own stream, as in 16
+    // Answered on its own stream, as in 16; SUBSCRIBE_TRACKS (18+) alike, with PUBLISHes.
+    handle_subscribe_namespace(copy, &stream);
     return;
   }
   RequestStream::Kind kind;
@@ -200,7 +184,8 @@ void IetfSession::send_on_request_stream(const wi::ControlMessage& m) {
     }
     return;
   }
-  if (std::holds_alternative<wi::Subscribe>(m) || std::holds_alternative<wi::PublishNamespace>(m)) {
+  if (std::holds_alternative<wi::Subscribe>(m) || std::holds_alternative<wi::PublishNamespace>(m) ||
+      std::holds_alternative<wi::Publish>(m)) {
     our_requests_waiting_.push_back(m);  // each on a new bidi stream
     open_our_requests();
     return;
@@ -257,9 +242,9 @@ void IetfSession::open_our_requests() {
     }
     wi::ControlMessage m = std::move(our_requests_waiting_.front());
     our_requests_waiting_.pop_front();
-    const auto kind = std::holds_alternative<wi::Subscribe>(m)
-                          ? RequestStream::Kind::kOurSubscribe
-                          : RequestStream::Kind::kOurPublishNamespace;
+    const auto kind = std::holds_alternative<wi::Subscribe>(m)   ? RequestStream::Kind::kOurSubscribe
+                      : std::holds_alternative<wi::Publish>(m) ? RequestStream::Kind::kOurPublish
+                                                               : RequestStream::Kind::kOurPublishNamespace;
     const uint64_t id = request_id_of(m);
     auto* r = adopt<RequestStream>(*s, kind, id);
     requests_[id] = r;

@@ -380,6 +380,8 @@ void IetfSession::on_control_message(wi::ControlMessage m) {
           fetches().on_track_status(msg);
         } else if constexpr (std::is_same_v<T, wi::Publish>) {
           publishes().on_publish(msg);
+        } else if constexpr (std::is_same_v<T, wi::PublishOk>) {
+          handle_publish_ok(msg.request_id, msg.forward);
         } else {
           fail(wi::TerminationCode::kProtocolViolation, "unexpected control message");
         }

@@ -184,6 +184,7 @@ class IetfSession final : public transport::SessionVisitor,
   bool cluster_negotiated() const override;
   uint64_t peer_relay_hops() const override { return peer_relay_hops_.value_or(0); }
   std::string to_full(const std::string& peer_path) const override;
+  void offer_track(const std::string& full, const std::string& name, bool forward) override;
   // The relay announced `full` (a namespace it told of, or told of again).
   void client_announce(const std::string& full) override;
   // The relay withdrew `full` (NAMESPACE_DONE, d14 PUBLISH_NAMESPACE_DONE). An IETF subscription
@@ -257,6 +258,8 @@ class IetfSession final : public transport::SessionVisitor,
   void handle_publish_namespace_done(const wire::ietf::PublishNamespaceDone& m);
   void handle_subscribe_ok(const wire::ietf::SubscribeOk& m);
   void handle_request_error(const wire::ietf::RequestError& m);
+  // The peer's answer to our PUBLISH `request_id` (offer_track): PUBLISH_OK (REQUEST_OK from 18).
+  void handle_publish_ok(uint64_t request_id, bool forward);
   void handle_publish_done(const wire::ietf::PublishDone& m);
   void handle_max_request_id(const wire::ietf::MaxRequestId& m);
   void send_request_error(uint64_t request_id, wire::ietf::MessageType type, uint64_t code,
@@ -315,6 +318,14 @@ class IetfSession final : public transport::SessionVisitor,
   std::map<uint64_t, std::string> announced_by_id_;
   std::map<std::string, uint64_t> announced_by_path_;
   std::map<uint64_t, ietf_detail::DownstreamSubscription*> downstream_;  // by request id
+  // Tracks offer_track() could not PUBLISH under the peer's MAX_REQUEST_ID, offered when it rises.
+  struct BlockedOffer {
+    std::string full;
+    std::string name;
+    bool forward = true;
+    friend bool operator==(const BlockedOffer&, const BlockedOffer&) = default;
+  };
+  std::vector<BlockedOffer> offers_blocked_;
   std::vector<ietf_detail::DownstreamSubscription*> waiting_for_streams_;
   // Upstream subscriptions, one per (path, track), owned here.
   std::map<std::pair<std::string, std::string>, std::unique_ptr<ietf_detail::UpstreamSubscription>>
@@ -335,7 +346,7 @@ class IetfSession final : public transport::SessionVisitor,
   std::optional<uint64_t> peer_relay_hops_;  // RELAY_HOPS origin from the peer's SETUP, kept
   uint64_t peer_relay_cost_ = 0;  // RELAY_COST from the peer's SETUP (0: none declared)
   std::map<uint64_t, ietf_detail::RequestStream*> requests_;
-  std::deque<wire::ietf::ControlMessage> our_requests_waiting_;  // SUBSCRIBE, PUBLISH_NAMESPACE
+  std::deque<wire::ietf::ControlMessage> our_requests_waiting_;  // SUBSCRIBE, PUBLISH_NAMESPACE, PUBLISH
   std::set<uint64_t> peer_skipped_ids_;
   // Client role: CLIENT_SETUP waits for a stream; the d14/15 discovery request on the control
   // stream (a d16 one lives on its own stream, owned by handlers_).

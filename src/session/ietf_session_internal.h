@@ -47,6 +47,9 @@ inline uint64_t request_id_of(const wire::ietf::ControlMessage& m) {
   if (const auto* p = std::get_if<wire::ietf::PublishNamespace>(&m)) {
     return p->request_id;
   }
+  if (const auto* p = std::get_if<wire::ietf::Publish>(&m)) {
+    return p->request_id;
+  }
   return 0;
 }
 
@@ -323,10 +326,27 @@ class NamespaceAnnouncer final : public HandlerOf<NamespaceContext>, public mode
     }
   }
   ~NamespaceAnnouncer() override { stop(); }
+  // What the peer's Subscribe Options asked for (d16/17; before 16 NAMESPACE only, 18+'s
+  // SUBSCRIBE_TRACKS is not served): NAMESPACE messages, PUBLISH of the live tracks (with FORWARD
+  // `forward`), or both. Set before begin().
+  void want(bool namespaces, bool tracks, bool forward) {
+    namespaces_ = namespaces;
+    tracks_ = tracks;
+    forward_ = forward;
+  }
   void begin() {
     listening_ = true;
     session_.count_namespace_listener(true);
     session_.origin().add_listener(full_prefix_, this);
+    if (tracks_ && listening_) {
+      // The tracks already live; later ones come through on_track().
+      for (const auto& [path, name] : session_.origin().live_tracks(full_prefix_)) {
+        if (!listening_ || session_.is_closed()) {
+          break;
+        }
+        session_.offer_track(path, name, forward_);
+      }
+    }
   }
   void stop() {
     if (listening_) {
@@ -361,6 +381,11 @@ class NamespaceAnnouncer final : public HandlerOf<NamespaceContext>, public mode
   }
 
   void on_announce(const std::string& path, bool active, const model::Hops& hops) override;
+  void on_track(const std::string& path, const std::string& name) override {
+    if (tracks_ && listening_ && !session_.is_closed()) {
+      session_.offer_track(path, name, forward_);
+    }
+  }
 
  private:
   std::string full_prefix_;
@@ -368,6 +393,9 @@ class NamespaceAnnouncer final : public HandlerOf<NamespaceContext>, public mode
   size_t prefix_fields_;
   bool own_stream_ = false;
   bool publish_ = false;
+  bool namespaces_ = true;
+  bool tracks_ = false;
+  bool forward_ = true;
   bool listening_ = false;
   std::set<std::string> sent_;
   std::map<std::string, uint64_t> d14_ids_;  // path -> our PUBLISH_NAMESPACE request id

@@ -34,7 +34,7 @@ void object_timestamp_block(const wi::Draft& row, uint64_t timestamp, std::vecto
 }
 
 bool DownstreamSubscription::send_ok() {
-  if (!ok_) {
+  if (!ok_ && !publish_) {
     return true;
   }
   std::optional<model::TrackProperties> p;
@@ -46,11 +46,17 @@ bool DownstreamSubscription::send_ok() {
   }
   // A declared TIMESCALE: every object then carries a Timestamp (write_group).
   if (p) {
-    ok_->track_extensions = track_properties_block(session_.row(), *p);
-    stamp_ = !ok_->track_extensions.empty();
+    const std::string block = track_properties_block(session_.row(), *p);
+    (ok_ ? ok_->track_extensions : publish_->track_extensions).assign(block.begin(), block.end());
+    stamp_ = !block.empty();
   }
-  session_.send_control(*ok_);
-  ok_.reset();
+  if (ok_) {
+    session_.send_control(*ok_);
+    ok_.reset();
+  } else {
+    session_.send_control(*publish_);
+    publish_.reset();
+  }
   return true;
 }
 
@@ -58,7 +64,7 @@ void DownstreamSubscription::pump() {
   if (session_.is_closed() || done_sent_) {
     return;
   }
-  if (!send_ok()) {
+  if (!send_ok() || awaiting_answer_) {
     return;
   }
   finished_in_pump_ = false;

@@ -76,6 +76,11 @@ void IetfSession::handle_subscribe_ok(const wi::SubscribeOk& m) {
 }
 
 void IetfSession::handle_request_error(const wi::RequestError& m) {
+  if (auto d = downstream_.find(m.request_id);
+      d != downstream_.end() && d->second->is_awaiting_answer()) {
+    d->second->refused();  // our PUBLISH refused: nothing more is sent for it
+    return;
+  }
   auto it = upstream_by_request_.find(m.request_id);
   if (it == upstream_by_request_.end()) {
     on_client_request_error(m);
@@ -108,6 +113,11 @@ void IetfSession::handle_max_request_id(const wi::MaxRequestId& m) {
   upstream_blocked_.clear();
   for (UpstreamSubscription* u : blocked) {
     request_upstream(u);
+  }
+  auto offers = std::move(offers_blocked_);
+  offers_blocked_.clear();
+  for (const BlockedOffer& o : offers) {
+    offer_track(o.full, o.name, o.forward);
   }
 }
 
