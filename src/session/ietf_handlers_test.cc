@@ -894,7 +894,7 @@ TEST(IetfUpstreamSubscription, PublishDoneWhoseStreamsNeverCameEndsAtTheLatest) 
 
 TEST(IetfUpstreamSubscription, Draft17PublishedTrackStartsWithoutSubscribeAndUnsubscribesOnStop) {
   UpstreamCase c(wire::Version::kTransport17);
-  c.u.adopt_publish(5, 7);
+  c.u.adopt_publish(5, 7, {});
   c.start();
   EXPECT_TRUE(c.ctx.sent.empty());  // the peer's PUBLISH made the subscription
   EXPECT_EQ(c.u.request_id(), std::optional<uint64_t>(5));
@@ -966,6 +966,9 @@ class FakeNamespaceContext final : public FakeHandlerContext, public NamespaceCo
   }
   void client_announce(const std::string& full) override { client.push_back("+" + full); }
   void client_withdraw(const std::string& full) override { client.push_back("-" + full); }
+  void offer_track(const std::string& full, const std::string& name, bool) override {
+    offered.push_back(full + "#" + name);
+  }
 
   model::Origin origin_;
   FakeSessionHandler handler_;
@@ -973,6 +976,7 @@ class FakeNamespaceContext final : public FakeHandlerContext, public NamespaceCo
   int listeners = 0;
   RequestIds ids{1};
   std::vector<std::string> client;
+  std::vector<std::string> offered;  // offer_track calls: "full#name"
 };
 
 // The peer's SUBSCRIBE_NAMESPACE of ["alice"] (room/alice), answered on its own stream (16+) or,
