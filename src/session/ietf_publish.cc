@@ -271,6 +271,10 @@ bool PublishService::on_stream_message(uint64_t request_id, wi::ControlMessage m
     steer(h);  // demand changed while the update was in flight
     return false;
   }
+  if (h == nullptr &&
+      (std::holds_alternative<wi::RequestOk>(m) || std::holds_alternative<wi::RequestError>(m))) {
+    return false;  // the answer to an update that crossed the track's end (moqd's FIN) on the wire
+  }
   auto* done = std::get_if<wi::PublishDone>(&m);
   if (done == nullptr) {
     s.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a PUBLISH stream");

@@ -67,8 +67,9 @@ class PublishService {
   void on_publish(const wire::ietf::Publish& m);
   // Drafts 17+: a message after the PUBLISH on its request stream `request_id`: PUBLISH_DONE
   // (handed to the session, true: the publisher ended the track), or the REQUEST_OK /
-  // REQUEST_ERROR answering our REQUEST_UPDATE in flight (an error ends the track: true); anything
-  // else closes the session with a protocol violation (false).
+  // REQUEST_ERROR answering our REQUEST_UPDATE in flight (an error ends the track: true; once the
+  // track has ended either is ignored); anything else closes the session with a protocol
+  // violation (false).
   bool on_stream_message(uint64_t request_id, wire::ietf::ControlMessage m);
   // Drafts 17+: the peer closed (FIN, reset or STOP_SENDING) the request stream of PUBLISH
   // `request_id`; `done`: its PUBLISH_DONE came first.
