@@ -254,6 +254,7 @@ void Track::end(Error reason) {
     if (l) {
       --listener_count_;
       viewer_count_ -= l->is_viewer() ? 1 : 0;
+      demand_count_ -= l->wants_data() ? 1 : 0;
       l->on_track_ended(*this, reason);
     }
   }
@@ -269,6 +270,9 @@ void Track::add_listener(TrackListener* l) {
   }
   listeners_.push_back(l);
   viewer_count_ += l->is_viewer() ? 1 : 0;
+  if (l->wants_data() && ++demand_count_ == 1) {
+    notify_demand(true);
+  }
   if (++listener_count_ > 1) {
     return;
   }
@@ -290,6 +294,9 @@ void Track::remove_listener(TrackListener* l) {
     *it = nullptr;
   } else {
     listeners_.erase(it);
+  }
+  if (l->wants_data() && --demand_count_ == 0 && !ended_) {
+    notify_demand(false);
   }
   if (--listener_count_ == 0 && !ended_) {
     linger_timer_ = timers_.schedule(linger_, [this] {
@@ -325,6 +332,17 @@ void Track::notify_now() {
   for (size_t i = 0, n = listeners_.size(); i < n; ++i) {
     if (TrackListener* l = listeners_[i]) {
       l->on_track_data(*this);
+    }
+  }
+  --notify_depth_;
+  compact_listeners();
+}
+
+void Track::notify_demand(bool demanded) {
+  ++notify_depth_;
+  for (size_t i = 0, n = listeners_.size(); i < n; ++i) {
+    if (TrackListener* l = listeners_[i]) {
+      l->on_track_demand(*this, demanded);
     }
   }
   --notify_depth_;

@@ -66,6 +66,13 @@ class TrackListener {
   // A viewer (a subscriber) rather than a relay-internal reader such as a feed to another
   // worker; only viewers count in viewer_count().
   virtual bool is_viewer() const { return true; }
+  // Wants the track's data: a viewer, or a feed to one elsewhere (another worker, a cluster
+  // peer). False for a reader that only holds the track open (a PUBLISH's hold, ietf_publish.h).
+  virtual bool wants_data() const { return true; }
+  // Demand (listeners that want data) went from none to some (true) or back to none (false),
+  // because another listener was added or removed; told to every listener still attached, never
+  // on end(). Must not add or remove listeners of this track.
+  virtual void on_track_demand(Track& /*track*/, bool /*demanded*/) {}
 };
 
 // The producer behind a track (a publisher's session, an upstream relay, another worker).
@@ -162,6 +169,10 @@ class Track final : private TurnWork {
   size_t listener_count() const { return listener_count_; }
   // Listeners that are viewers (TrackListener::is_viewer), for the status page.
   size_t viewer_count() const { return viewer_count_; }
+  // Listeners that want data (TrackListener::wants_data), and the linger the track was made with
+  // (--upstream-linger).
+  size_t demand_count() const { return demand_count_; }
+  Duration linger() const { return linger_; }
   // Payload bytes this track received, and bytes its viewers took (counted by the session layer
   // through note_bytes_out), for the status page's bitrates.
   uint64_t bytes_in() const { return bytes_in_; }
@@ -229,6 +240,8 @@ class Track final : private TurnWork {
   void stop_upstream();
   void schedule_idle();
   bool on_linger_expired();
+  // Tells every listener that demand began or ended (TrackListener::on_track_demand).
+  void notify_demand(bool demanded);
   void compact_listeners();
 
   std::string broadcast_;
@@ -261,6 +274,7 @@ class Track final : private TurnWork {
   std::vector<TrackListener*> listeners_;
   size_t listener_count_ = 0;
   size_t viewer_count_ = 0;
+  size_t demand_count_ = 0;
   uint64_t bytes_in_ = 0;
   uint64_t bytes_out_ = 0;
   int notify_depth_ = 0;

@@ -279,6 +279,48 @@ TEST_F(TrackTest, FirstListenerStartsTheSourceOnce) {
   EXPECT_CALL(source_, stop_track(_));
 }
 
+// A listener that records what on_track_demand told it; `wants` is its wants_data().
+class DemandRecorder final : public TrackListener {
+ public:
+  explicit DemandRecorder(bool wants) : wants_(wants) {}
+  void on_track_data(Track&) override {}
+  void on_track_ended(Track&, Error) override {}
+  bool wants_data() const override { return wants_; }
+  void on_track_demand(Track&, bool demanded) override { told.push_back(demanded); }
+  std::vector<bool> told;
+
+ private:
+  bool wants_;
+};
+
+TEST_F(TrackTest, DemandIsToldWhenItGoesBetweenNoneAndSome) {
+  // A hold (wants no data, ietf_publish.h) is no demand: the first viewer brings demand, a second
+  // changes nothing, the last one leaving takes it away; each change told to every listener.
+  EXPECT_CALL(source_, start_track(_));
+  DemandRecorder hold(false), a(true), b(true);
+  track_->add_listener(&hold);
+  EXPECT_EQ(track_->demand_count(), 0u);
+  EXPECT_TRUE(hold.told.empty());
+  track_->add_listener(&a);
+  EXPECT_EQ(hold.told, (std::vector<bool>{true}));
+  track_->add_listener(&b);
+  track_->remove_listener(&a);
+  EXPECT_EQ(hold.told, (std::vector<bool>{true}));
+  EXPECT_EQ(track_->demand_count(), 1u);
+  track_->remove_listener(&b);
+  EXPECT_EQ(hold.told, (std::vector<bool>{true, false}));
+  // `a` was told the demand its own arrival made (and not its going); `b` came to a track that
+  // had demand and left it with none: told nothing.
+  EXPECT_EQ(a.told, (std::vector<bool>{true}));
+  EXPECT_TRUE(b.told.empty());
+  EXPECT_EQ(track_->demand_count(), 0u);
+  // The end tells no demand change.
+  track_->add_listener(&a);
+  EXPECT_CALL(source_, stop_track(_));
+  track_->end(Error{});
+  EXPECT_EQ(hold.told, (std::vector<bool>{true, false, true}));
+}
+
 TEST_F(TrackTest, RejoinWithinLingerDoesNotRestartTheSource) {
   StrictMock<MockTrackListener> a;
   EXPECT_CALL(source_, start_track(_));

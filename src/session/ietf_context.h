@@ -229,6 +229,9 @@ class PublishContext : public virtual HandlerContext {
   // Checks a request id the peer chose for a new request; false (the session failing) when it
   // breaks the draft's rules.
   virtual bool accept_peer_request_id(uint64_t id) = 0;
+  // Our next request id (d20: a REQUEST_UPDATE on a PUBLISH's stream), or nullopt while the
+  // peer's MAX_REQUEST_ID does not allow one.
+  virtual std::optional<uint64_t> take_request_id() = 0;
   // The upstream subscription that `alias` routes to, or null.
   virtual UpstreamSubscription* upstream_by_alias(uint64_t alias) = 0;
   // The peer PUBLISH_NAMESPACEd `full`; how many paths it has PUBLISH_NAMESPACEd.

@@ -15,15 +15,19 @@ constexpr uint64_t kErrInternal = 0x0;
 constexpr uint64_t kErrUnauthorized = 0x1;
 constexpr uint64_t kErrNotSupported = 0x3;
 constexpr uint64_t kErrUninterested = 0x4;
+constexpr uint64_t kUpdateFailed = 0x8;  // PUBLISH_DONE UPDATE_FAILED (d20 §10.12)
 }  // namespace
 
 // Keeps a PUBLISHed track open in the origin while the PUBLISH lasts (a relay-internal reader:
-// it reads nothing and is not counted as a viewer).
+// it reads nothing, is not counted as a viewer and is no demand). For a d20 publisher that began
+// at FORWARD 0 it also steers the publisher's Forward State by the track's demand (see
+// ietf_publish.h).
 class PublishService::Hold final : public model::TrackListener {
  public:
   Hold(PublishService& service, uint64_t request_id, std::string full)
       : service_(service), request_id_(request_id), full_(std::move(full)) {}
   ~Hold() override {
+    cancel_pause();
     if (track_ != nullptr) {
       track_->remove_listener(this);
     }
@@ -34,13 +38,33 @@ class PublishService::Hold final : public model::TrackListener {
   }
   void on_track_data(model::Track&) override {}
   void on_track_ended(model::Track&, Error) override {
+    cancel_pause();
     track_ = nullptr;
     service_.release(this);
   }
   bool is_viewer() const override { return false; }
+  bool wants_data() const override { return false; }
+  void on_track_demand(model::Track&, bool demanded) override {
+    if (paced) {
+      service_.on_demand(this, demanded);
+    }
+  }
   uint64_t request_id() const { return request_id_; }
   const std::string& full() const { return full_; }
+  model::Track* track() const { return track_; }
+  void cancel_pause() {
+    if (pause_timer != 0) {
+      service_.session_.timers().cancel(pause_timer);
+      pause_timer = 0;
+    }
+  }
   bool implicit = false;  // its path is announced because of the PUBLISH
+  // d20 FORWARD 0 publisher: its Forward State follows demand through our REQUEST_UPDATEs.
+  bool paced = false;
+  bool forward = true;      // the Forward State the publisher is in (as last asked, or its own)
+  bool want = false;        // the Forward State demand asks for
+  bool updating = false;    // a REQUEST_UPDATE of ours awaits its REQUEST_OK / REQUEST_ERROR
+  TimerId pause_timer = 0;  // demand gone: FORWARD 0 once it runs
 
  private:
   PublishService& service_;
@@ -79,11 +103,6 @@ void PublishService::on_publish(const wi::Publish& m) {
   }
   if (s.is_client()) {
     refuse(m.request_id, kErrNotSupported, "moqd's client takes no PUBLISH");
-    return;
-  }
-  if (s.row().number >= 20 && !m.forward) {
-    // d20 #1834: PUBLISH_OK no longer carries FORWARD; only a REQUEST_UPDATE could start it.
-    refuse(m.request_id, kErrNotSupported, "PUBLISH with FORWARD 0 (moqd sends no REQUEST_UPDATE)");
     return;
   }
   if (s.upstream_by_alias(m.track_alias) != nullptr) {
@@ -155,6 +174,10 @@ void PublishService::on_publish(const wi::Publish& m) {
   }
   auto hold = std::make_unique<Hold>(*this, m.request_id, full);
   hold->implicit = paths_.count(full) != 0;
+  // d20 (#1834): the answer cannot set FORWARD, so a publisher that began at FORWARD 0 stays there
+  // until our REQUEST_UPDATE; on 14..19 PUBLISH_OK / REQUEST_OK answers FORWARD 1 below.
+  hold->paced = s.row().number >= 20 && !m.forward;
+  hold->forward = !hold->paced;
   Hold* h = hold.get();
   holds_[m.request_id] = std::move(hold);
   // add_listener starts the source: the UpstreamSubscription binds the track (no SUBSCRIBE).
@@ -179,9 +202,79 @@ void PublishService::on_publish(const wi::Publish& m) {
            static_cast<unsigned long long>(m.track_alias));
   // SUBGROUP streams that overtook the PUBLISH on the control stream.
   s.retry_held_subgroups();
+  if (h->paced && h->track() != nullptr && h->track()->demand_count() > 0) {
+    on_demand(h, true);  // the track already had readers: start it after the REQUEST_OK
+  }
 }
 
-bool PublishService::on_stream_message(PublishContext& s, uint64_t request_id, wi::ControlMessage m) {
+void PublishService::on_demand(Hold* h, bool demanded) {
+  h->cancel_pause();
+  if (demanded) {
+    h->want = true;
+    steer(h);
+    return;
+  }
+  // The last reader left: pause the publisher after the track's linger (--upstream-linger, after
+  // which moqd would UNSUBSCRIBE a track it subscribed upstream), so a viewer that comes back
+  // meanwhile (a reload, a rendition switch) finds it running and needs no new group.
+  model::Track* t = h->track();
+  h->pause_timer = session_.timers().schedule(
+      t != nullptr ? t->linger() : Duration::zero(), [this, h] {
+        h->pause_timer = 0;
+        h->want = false;
+        steer(h);
+      });
+}
+
+void PublishService::steer(Hold* h) {
+  if (h->updating || h->want == h->forward || closed_ || session_.is_closed()) {
+    return;  // one REQUEST_UPDATE in flight at a time: within any MAX_REQUEST_UPDATES (d20 §10.3)
+  }
+  // d20 §10.1: a REQUEST_UPDATE consumes a Request ID of ours. 17+ have no MAX_REQUEST_ID, so one
+  // is always there; were it not, the next change of demand tries again.
+  std::optional<uint64_t> id = session_.take_request_id();
+  if (!id) {
+    return;
+  }
+  wi::SubscribeUpdate u;
+  u.request_id = *id;
+  u.existing_request_id = h->request_id();  // 17+: not on the wire; the stream it goes on
+  u.params.push_back(wi::Parameter{wi::kParamForward, h->want ? 1u : 0u, {}});
+  h->forward = h->want;
+  h->updating = true;
+  MOQD_LOG(kDebug, "session %llu publish id=%llu REQUEST_UPDATE id=%llu FORWARD %d",
+           static_cast<unsigned long long>(session_.id()),
+           static_cast<unsigned long long>(h->request_id()), static_cast<unsigned long long>(*id),
+           h->want ? 1 : 0);
+  session_.send_control(u);
+}
+
+bool PublishService::on_stream_message(uint64_t request_id, wi::ControlMessage m) {
+  PublishContext& s = session_;
+  auto it = holds_.find(request_id);
+  Hold* h = it != holds_.end() ? it->second.get() : nullptr;
+  if (h != nullptr && h->updating &&
+      (std::holds_alternative<wi::RequestOk>(m) || std::holds_alternative<wi::RequestError>(m))) {
+    // d20 §10.9: the publisher answers each REQUEST_UPDATE with exactly one of them.
+    h->updating = false;
+    if (const auto* e = std::get_if<wi::RequestError>(&m)) {
+      // d20 §10.9: a failed update terminates the subscription; the publisher follows with
+      // PUBLISH_DONE UPDATE_FAILED. moqd does not wait for it: the track ends as on a PUBLISH_DONE
+      // with no Stream Count (its viewers get what arrived), and moqd closes the stream.
+      MOQD_LOG(kInfo, "session %llu publish id=%llu REQUEST_UPDATE refused code=%llu: %s",
+               static_cast<unsigned long long>(s.id()),
+               static_cast<unsigned long long>(request_id),
+               static_cast<unsigned long long>(e->error_code), e->reason.c_str());
+      s.on_control_message(wi::PublishDone{request_id, kUpdateFailed, 0, "REQUEST_UPDATE refused"});
+      return true;
+    }
+    steer(h);  // demand changed while the update was in flight
+    return false;
+  }
+  if (h == nullptr &&
+      (std::holds_alternative<wi::RequestOk>(m) || std::holds_alternative<wi::RequestError>(m))) {
+    return false;  // the answer to an update that crossed the track's end (moqd's FIN) on the wire
+  }
   auto* done = std::get_if<wi::PublishDone>(&m);
   if (done == nullptr) {
     s.fail(wi::TerminationCode::kProtocolViolation, "unexpected message on a PUBLISH stream");

@@ -448,18 +448,14 @@ TEST_P(PublishRequestStreamTest, RefusalsAndViolations) {
     EXPECT_FALSE(f.raw_->closed_code.has_value());
   }
   {
-    // FORWARD 0: accepted with FORWARD 1 on 17..19; d20's PUBLISH_OK cannot say it, so refused
-    // NOT_SUPPORTED (0x3).
+    // FORWARD 0: accepted, with FORWARD 1 in the answer on 17..19; d20's empty REQUEST_OK leaves
+    // the publisher paused (PublishForwardZeroTest: moqd starts it with REQUEST_UPDATE).
     Fixture f(GetParam().alpn);
     setup(f);
     RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
     f.pump();
-    if (d20()) {
-      EXPECT_EQ(code_of(*r), 0x3);
-      EXPECT_TRUE(r->fin);
-    } else {
-      EXPECT_EQ(hex_of(r->data), accepted());
-    }
+    EXPECT_EQ(hex_of(r->data), accepted());
+    EXPECT_FALSE(r->fin);
     EXPECT_FALSE(f.raw_->closed_code.has_value());
   }
   {
@@ -497,6 +493,154 @@ TEST_P(PublishRequestStreamTest, RefusalsAndViolations) {
     EXPECT_EQ(*f.raw_->closed_code, 0x3u);
   }
 }
+
+// d20 PUBLISH with FORWARD 0 (§10.11: the publisher "will not transmit any objects until the
+// subscriber sets the Forward State to 1"; #1834 took FORWARD out of the answer). moqd steers it
+// with REQUEST_UPDATE (§10.9) on the PUBLISH's stream by the track's demand (§9.5 "The relay MAY
+// pause the Subscription with REQUEST_UPDATE in Forward State=0 until there are known
+// subscribers"). Drafts 14..19 answer FORWARD 1 (RefusalsAndViolations above, and
+// IetfPublishSession for 14/16).
+class PublishForwardZeroTest : public PublishRequestStreamTest {
+ protected:
+  // REQUEST_UPDATE (§10.9): Type 0x2, Length (16), Request ID (moqd's: a server's, odd, §10.1;
+  // each update takes a new one), Number of Parameters 1, FORWARD (0x10, §10.2 uint8) `forward`.
+  static std::string update(uint8_t id, bool forward) {
+    char b[40];
+    std::snprintf(b, sizeof b, "02 00 04 %02x 01 10 %02x", id, forward ? 1 : 0);
+    return canon(b);
+  }
+  // REQUEST_OK (§10.5) with no parameters and no Track Properties: the publisher's yes.
+  static constexpr const char* kOk = "07 00 01 00";
+  static constexpr Duration kLinger = model::OriginConfig{}.upstream_linger;
+};
+
+TEST_P(PublishForwardZeroTest, DemandStartsAndPausesThePublisher) {
+  Fixture f(GetParam().alpn);
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), canon(kOk));  // accepted: an empty REQUEST_OK
+  EXPECT_TRUE(f.origin_.is_active("room/alice"));
+  // Nobody watches: no REQUEST_UPDATE, however long.
+  r->data.clear();
+  f.advance(kLinger * 2);
+  EXPECT_EQ(hex_of(r->data), "");
+  // A viewer: FORWARD 1 at once, request id 1 (moqd's first).
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), update(1, true));
+  r->write(hex(kOk));
+  f.pump();
+  // The publisher starts; its objects reach the viewer.
+  f.peer_stream(kGroup4);
+  ASSERT_NE(viewer.group(4), nullptr);
+  EXPECT_EQ(viewer.group(4)->frames, (std::vector<std::string>{"abc", "z"}));
+  // The last viewer leaves: FORWARD 0 after the track's linger, not before.
+  r->data.clear();
+  viewer.unsubscribe();
+  f.advance(kLinger - std::chrono::milliseconds(10));
+  EXPECT_EQ(hex_of(r->data), "");
+  f.advance(std::chrono::milliseconds(20));
+  EXPECT_EQ(hex_of(r->data), update(3, false));
+  r->write(hex(kOk));
+  f.pump();
+  // Another viewer: FORWARD 1 again, with the next id.
+  r->data.clear();
+  testing::FrameCollector second;
+  ASSERT_TRUE(second.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), update(5, true));
+  EXPECT_FALSE(r->fin);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(PublishForwardZeroTest, AViewerBackWithinTheLingerKeepsItRunning) {
+  Fixture f(GetParam().alpn);
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
+  f.pump();
+  auto viewer = std::make_unique<testing::FrameCollector>();
+  ASSERT_TRUE(viewer->subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  r->write(hex(kOk));
+  f.pump();
+  r->data.clear();
+  viewer.reset();
+  f.advance(kLinger / 2);
+  testing::FrameCollector again;
+  ASSERT_TRUE(again.subscribe(f.origin_, "room/alice", "video"));
+  f.advance(kLinger * 2);
+  EXPECT_EQ(hex_of(r->data), "");  // neither FORWARD 0 nor a second FORWARD 1
+  f.peer_stream(kGroup4);
+  ASSERT_NE(again.group(4), nullptr);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(PublishForwardZeroTest, OneUpdateInFlightAtATime) {
+  Fixture f(GetParam().alpn);
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
+  f.pump();
+  r->data.clear();
+  auto viewer = std::make_unique<testing::FrameCollector>();
+  ASSERT_TRUE(viewer->subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), update(1, true));
+  // Demand goes before the publisher answers: FORWARD 0 waits for that answer (at most one
+  // outstanding, within any MAX_REQUEST_UPDATES, §10.3).
+  r->data.clear();
+  viewer.reset();
+  f.advance(kLinger * 2);
+  EXPECT_EQ(hex_of(r->data), "");
+  r->write(hex(kOk));
+  f.pump();
+  EXPECT_EQ(hex_of(r->data), update(3, false));
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(PublishForwardZeroTest, ARefusedUpdateEndsTheTrack) {
+  Fixture f(GetParam().alpn);
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
+  f.pump();
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  // REQUEST_ERROR (§10.6): NOT_SUPPORTED (0x3), Retry Interval 0, no reason. §10.9: the update
+  // failing terminates the subscription; moqd ends the track without waiting for the publisher's
+  // PUBLISH_DONE UPDATE_FAILED, and closes its side of the stream, the session staying.
+  r->data.clear();
+  r->write(hex("05 00 03 03 00 00"));
+  f.pump();
+  f.advance(std::chrono::seconds(1));
+  EXPECT_TRUE(viewer.ended);
+  EXPECT_FALSE(f.origin_.is_active("room/alice"));
+  EXPECT_TRUE(r->fin);
+  EXPECT_EQ(hex_of(r->data), "");
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+TEST_P(PublishForwardZeroTest, AnAnswerWithNoUpdateInFlightIsAViolation) {
+  Fixture f(GetParam().alpn);
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
+  f.pump();
+  testing::FrameCollector viewer;
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+  r->write(hex(kOk));
+  f.pump();
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+  r->write(hex(kOk));  // a second REQUEST_OK for the one update
+  f.pump();
+  ASSERT_TRUE(f.raw_->closed_code.has_value());
+  EXPECT_EQ(*f.raw_->closed_code, 0x3u);  // PROTOCOL_VIOLATION
+}
+
+INSTANTIATE_TEST_SUITE_P(Draft20, PublishForwardZeroTest,
+                         ::testing::Values(PublishDraft{20, "moqt-20"}),
+                         [](const auto& info) { return "D" + std::to_string(info.param.number); });
 
 INSTANTIATE_TEST_SUITE_P(Drafts, PublishRequestStreamTest,
                          ::testing::Values(PublishDraft{17, "moqt-17"}, PublishDraft{18, "moqt-18"},

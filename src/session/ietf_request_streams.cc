@@ -206,6 +206,8 @@ void IetfSession::send_on_request_stream(const wi::ControlMessage& m) {
         } else if constexpr (std::is_same_v<T, wi::RequestError>) {
           id = msg.request_id;
           last = true;
+        } else if constexpr (std::is_same_v<T, wi::SubscribeUpdate>) {
+          id = msg.existing_request_id;  // d20: ours, on the stream of the peer's PUBLISH it updates
         } else if constexpr (std::is_same_v<T, wi::PublishDone>) {
           id = msg.request_id;
           // Client role: the stream stays open until the relay closes it, which is its UNSUBSCRIBE

@@ -485,7 +485,7 @@ void IetfSession::forget_downstream(DownstreamSubscription* s) {
 }
 
 bool IetfSession::on_publish_stream_message(uint64_t request_id, wi::ControlMessage m) {
-  return PublishService::on_stream_message(*this, request_id, std::move(m));
+  return publishes().on_stream_message(request_id, std::move(m));
 }
 
 void IetfSession::on_publish_stream_closed(uint64_t request_id, bool done) {

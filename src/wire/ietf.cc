@@ -464,8 +464,9 @@ struct Decoder {
         }
         continue;
       }
-      if (rule->form == ParamForm::kUint8Js && out[i].value > 1) {
-        // d20 INCLUDE_PROPERTIES: 0 or 1.
+      if ((rule->form == ParamForm::kUint8Js || out[i].type == kParamForward) && out[i].value > 1) {
+        // d20 INCLUDE_PROPERTIES; FORWARD (d15 §9.2.1, d20 §10.2: "If an endpoint receives
+        // a value outside this range, it MUST close the session with PROTOCOL_VIOLATION"): 0 or 1.
         fail_with(ErrorCode::kProtocolViolation, "parameter value other than 0 or 1");
       }
       for (size_t j = 0; j < i && !rule->repeatable; ++j) {

@@ -158,6 +158,29 @@ TEST(IetfPublishD17, PublishOkD20CarriesNoSubscriptionParameters) {
   EXPECT_EQ(test::control_decode_error(kD20, "07 0003 01 10 01"), ErrorCode::kProtocolViolation);
 }
 
+TEST(IetfPublishD17, RequestUpdateOfAPublishD20) {
+  // d20 §10.9 REQUEST_UPDATE: Type 0x2, Length (16), Request ID (vi64), Number of Parameters,
+  // Parameters. "A subscriber can also send REQUEST_UPDATE to modify parameters of a subscription
+  // established with PUBLISH", on the PUBLISH's stream; it consumes a Request ID of its sender
+  // (§10.1: a server's are odd). FORWARD (§10.2, 0x10) is a uint8 allowed in REQUEST_UPDATE: the
+  // relay's FORWARD 1 with id 1, then FORWARD 0 with id 3. existing_request_id (the PUBLISH) is
+  // not on the wire from 17 on: it only routes the message to its stream.
+  SubscribeUpdate start;
+  start.request_id = 1;
+  start.params = {Parameter{kParamForward, 1, {}}};
+  expect_round_trip(kD20, "02 0004 01 01 10 01", start);
+  start.existing_request_id = 7;
+  EXPECT_EQ(encoded(kD20, start), to_hex(from_hex("02 0004 01 01 10 01")));
+  SubscribeUpdate pause;
+  pause.request_id = 3;
+  pause.params = {Parameter{kParamForward, 0, {}}};
+  expect_round_trip(kD20, "02 0004 03 01 10 00", pause);
+  // FORWARD outside 0..1 (§10.2 "FORWARD": PROTOCOL_VIOLATION), and a parameter REQUEST_UPDATE
+  // does not take (EXPIRES 0x08, a PUBLISH / REQUEST_OK parameter).
+  EXPECT_EQ(test::control_decode_error(kD20, "02 0004 01 01 10 02"), ErrorCode::kProtocolViolation);
+  EXPECT_EQ(test::control_decode_error(kD20, "02 0004 01 01 08 05"), ErrorCode::kProtocolViolation);
+}
+
 TEST(IetfPublishD17, PublishDone) {
   // d17 §9.13, d18/19 §10.11, d20 §10.12: Status Code, Stream Count, Error Reason; no Request ID
   // (the request stream says it). TRACK_ENDED (0x2), 3 streams, "".

@@ -13,6 +13,11 @@
 // The last tests: a PUBLISH whose Track Properties declare TIMESCALE (0x08) 90000, and objects
 // carrying LOC Timestamps (0x10) in it, reach a @moq/net 0.3.4 viewer on moq-lite-05 with those
 // timestamps in that timescale (TRACK_INFO's), as an upstream SUBSCRIBE_OK's TIMESCALE would.
+// The last test: a d20 PUBLISH with FORWARD 0 (d20 §10.11), which moqd starts with REQUEST_UPDATE
+// FORWARD 1 (§10.9) on the PUBLISH's stream when a viewer subscribes and pauses with FORWARD 0
+// once the last viewer has gone (after --upstream-linger); the raw publisher sends objects only
+// after the FORWARD 1, and moqd's REQUEST_UPDATE bytes are checked against @moq/net 0.3.4's own
+// Parameters and message encoders (its SubscribeUpdate class writes no parameters).
 import assert from "node:assert/strict";
 import { test, after } from "node:test";
 import * as H from "./harness.mjs";
@@ -20,6 +25,10 @@ import { waitLog } from "./raw.mjs";
 import { lo, loStr, loTuple, messages, msg17, rawSession } from "./raw_ietf.mjs";
 import { closeNetConnections, count, flat, netConnect, netSubscribe, netWaitActive } from "./net_client.mjs";
 import * as Net from "@moq/net";
+import { Writer } from "./node_modules/@moq/net/stream.js";
+import * as NetMessage from "./node_modules/@moq/net/ietf/message.js";
+import { Parameters } from "./node_modules/@moq/net/ietf/parameters.js";
+import { Version } from "./node_modules/@moq/net/ietf/version.js";
 
 const started = [];
 after(async () => {
@@ -175,3 +184,80 @@ for (const version of ["moq-transport-18", "moq-transport-20"]) {
     mux.close();
   });
 }
+// REQUEST_UPDATE (0x02) of request id `id` with FORWARD `forward`, as @moq/net 0.3.4's encoders
+// write it on draft 20: its message framing (u16 length) around the Request ID and its Parameters.
+async function netRequestUpdate(id, forward) {
+  const chunks = [];
+  const w = new Writer(new WritableStream({ write(c) { chunks.push(new Uint8Array(c)); } }), Version.DRAFT_20);
+  await w.u53(0x02);
+  await NetMessage.encode(w, async (mw) => {
+    await mw.u62(BigInt(id));
+    const params = new Parameters();
+    params.forward = forward;
+    await params.encode(mw, Version.DRAFT_20);
+  });
+  w.close();
+  await w.closed;
+  return Buffer.concat(chunks);
+}
+
+test("moq-transport-20 through moqd: a raw client's PUBLISH with FORWARD 0 is accepted, started by moqd's REQUEST_UPDATE FORWARD 1 when a @moq/net 0.3.4 viewer subscribes (its objects then reach it and a @moq/lite moq-lite-02 viewer byte for byte), and paused by REQUEST_UPDATE FORWARD 0 once both viewers have gone", { timeout: H.TEST_TIMEOUT_MS }, async () => {
+  const version = "moq-transport-20";
+  const m = await H.startMoqd(["--versions", `moq-lite-02,${version}`, "--upstream-linger", "300ms"]);
+  started.push(m);
+  const p = `${H.uniquePrefix("fwd0")}/alice`;
+  const { mux } = await rawSession(m, version);
+  const alias = 5;
+  const s = mux.open();
+  // PUBLISH id 0, track "video", alias 5, FORWARD (0x10) 0, no Track Properties.
+  mux.write(s, msg17(0x1d, lo(0), loTuple(...p.split("/")), loStr("video"), lo(alias), Buffer.from([0x01, 0x10, 0x00])));
+  const onStream = () => messages(mux.stream(s).data());
+  await mux.waitStream(s, () => onStream().length > 0, 10_000, "moqd's answer to PUBLISH");
+  assert.deepEqual(onStream().map((x) => [x.type, [...x.body]]), [[0x07, [0x00]]], "an empty REQUEST_OK");
+
+  const net = await netConnect(m.url);
+  assert.equal(net.version, version);
+  const lite = await H.connect(m.url);
+  await waitLog(m, /version=moq-lite-02 /);
+  await netWaitActive(net, p);
+  const watcher = H.watchAnnounced(lite, p.slice(0, p.lastIndexOf("/")));
+  await watcher.waitFor(p, true);
+  // Discovery is no demand: still nothing after the REQUEST_OK.
+  assert.equal(onStream().length, 1);
+
+  // A viewer: REQUEST_UPDATE, moqd's first request id (1, a server's), FORWARD 1.
+  const v = netSubscribe(net, p, "video");
+  await mux.waitStream(s, () => onStream().length >= 2, 10_000, "REQUEST_UPDATE FORWARD 1");
+  const answerLen = 4; // 07 0001 00
+  const start = mux.stream(s).data().subarray(answerLen);
+  assert.equal(start.toString("hex"), (await netRequestUpdate(1, true)).toString("hex"));
+  assert.equal(start.toString("hex"), "0200040101" + "1001");
+  mux.write(s, msg17(0x07, lo(0))); // REQUEST_OK
+  const l = H.subscribeTrack(lite, p, "video");
+
+  for (const [i, frames] of GROUPS.entries()) {
+    const u = mux.open({ uni: true });
+    mux.write(u, subgroup(version, alias, 10 + i, frames), { fin: true });
+    await H.waitFor(() => v.state.n >= count(GROUPS.slice(0, i + 1)) && l.frameCount() >= count(GROUPS.slice(0, i + 1)), 10_000, `group ${10 + i} at both viewers`);
+  }
+  assert.deepEqual(v.ordered().flat(), flat(GROUPS));
+  assert.deepEqual([...v.groups.keys()].sort((a, b) => a - b), [10, 11, 12]);
+  assert.deepEqual(l.groups.flatMap((g) => g.frames), flat(GROUPS));
+  assert.equal(onStream().length, 2, "the second viewer sends no second FORWARD 1");
+
+  // Both viewers go: after the linger, REQUEST_UPDATE id 3 FORWARD 0.
+  watcher.close();
+  net.close();
+  H.closeConnection(lite);
+  await mux.waitStream(s, () => onStream().length >= 3, 10_000, "REQUEST_UPDATE FORWARD 0");
+  const pause = mux.stream(s).data().subarray(answerLen + start.length);
+  assert.equal(pause.toString("hex"), (await netRequestUpdate(3, false)).toString("hex"));
+  mux.write(s, msg17(0x07, lo(0)));
+
+  // PUBLISH_DONE TRACK_ENDED, Stream Count 3, and FIN: moqd FINs its side with nothing more.
+  mux.write(s, msg17(0x0b, lo(2), lo(3), loStr("")), { fin: true });
+  await mux.waitStream(s, (x) => x.fin, 10_000, "moqd's FIN on the PUBLISH stream");
+  assert.deepEqual(onStream().map((x) => x.type), [0x07, 0x02, 0x02]);
+  assert.ok(!mux.appClose, "the session stays up");
+  mux.close();
+});
