@@ -849,6 +849,26 @@ TEST(IetfUpstreamSubscription, Draft16RequestErrorEndsTheTrackNotFound) {
   EXPECT_EQ(c.ctx.forgotten, std::vector<UpstreamSubscription*>{&c.u});
 }
 
+// The peer refused our SUBSCRIBE: the request is over, so the track's end (stop_track) sends no
+// UNSUBSCRIBE for it (d16 §9.5 / d20 §10.6: UNSUBSCRIBE names a live subscription); 14..16 it
+// would go on the control stream, 17+ on the refused request's closed stream.
+TEST(IetfUpstreamSubscription, RequestErrorSendsNoUnsubscribe) {
+  for (wire::Version v : {wire::Version::kTransport16, wire::Version::kTransport20}) {
+    UpstreamCase c(v);
+    c.start();
+    ASSERT_EQ(c.ctx.sent.size(), 1u);
+    wi::RequestError e;
+    e.request_id = 2;
+    e.error_code = 0x10;  // DOES_NOT_EXIST
+    c.u.on_error(e);
+    c.ctx.clock_.advance(Duration::zero());
+    EXPECT_TRUE(c.ended_with(ErrorCode::kNotFound));
+    EXPECT_EQ(c.ctx.sent.size(), 1u) << "draft " << int{c.ctx.row().number};  // the SUBSCRIBE
+    EXPECT_FALSE(c.u.request_id().has_value());
+    EXPECT_EQ(c.ctx.forgotten, std::vector<UpstreamSubscription*>{&c.u});
+  }
+}
+
 TEST(IetfUpstreamSubscription, PublishDoneEndsTheTrackOnceItsStreamCountWasRead) {
   UpstreamCase c(wire::Version::kTransport16);
   c.start();

@@ -167,6 +167,8 @@ class UpstreamSubscription final : public model::TrackSource {
     track_->set_properties(properties_of(properties));
   }
   void on_error(const wi::RequestError& e) {
+    // The refused request is over: the track's end (stop_track) must not UNSUBSCRIBE it.
+    request_id_.reset();
     if (track_ != nullptr) {
       MOQD_LOG(kInfo, "session %llu upstream subscribe path=%s track=%s refused code=%llu reason=%s",
                static_cast<unsigned long long>(session_.id()), path_.c_str(), name_.c_str(),
