@@ -217,13 +217,15 @@ TEST(IetfFetchService, Draft20StandaloneFetchUsesTheLocationFilterAndDeltas) {
   // 2, StartObject 1, EndGroupDelta 1, EndObject 0: {2, 1} to {3, 0} inclusive.
   c.svc.on_fetch(c.fetch(std::string("02 01 ") + kRoomAliceVideo + " 01 21 04 02 01 01 00"));
   // On its request stream, without a request id: End Of Track 0, End {3, 0} (the last object
-  // covered), no parameters.
+  // covered), no parameters, then the Track Properties SUBSCRIBE_OK declares (d20 §10.14):
+  // TIMESCALE (0x08) 1000, the fake track's milliseconds.
   ASSERT_EQ(c.ctx.sent.size(), 1u);
-  EXPECT_EQ(c.ctx.sent_hex(0), canon("18 00 04 00 03 00 00"));
+  EXPECT_EQ(c.ctx.sent_hex(0), canon("18 00 07 00 03 00 00 08 83 e8"));
   ASSERT_EQ(c.ctx.streams.size(), 1u);
-  // d20 §11.4.4: {2, 1} in full; {3, 0} a new group: Group ID Delta 0 (3 - 2 - 1), Object ID 0.
+  // d20 §11.4.4: {2, 1} in full; {3, 0} a new group: Group ID Delta 0 (3 - 2 - 1), Object ID 0;
+  // each with Properties (flag 0x20) {Timestamp (0x10): 1,000,000}, as a SUBGROUP stream stamps them.
   EXPECT_EQ(hex_of(c.ctx.streams[0]->written()),
-            canon("05 02 1c 02 01 80 01 64 1c 00 00 80 01 65"));
+            canon("05 02 3c 02 01 80 04 10 cf 42 40 01 64 3c 00 00 80 04 10 cf 42 40 01 65"));
   EXPECT_TRUE(c.ctx.streams[0]->finished());
   EXPECT_EQ(c.ctx.ended, std::vector<std::string>{"2 fin"});
   EXPECT_FALSE(c.ctx.is_closed());
@@ -346,12 +348,13 @@ class FakePublishContext final : public FakeHandlerContext,
   size_t announced_count() const override { return announced.size(); }
   bool admit_announce_change() override { return true; }
   UpstreamSubscription* adopt_published(const std::string& full, const std::string& name,
-                                        uint64_t request_id, uint64_t alias) override {
+                                        uint64_t request_id, uint64_t alias,
+                                        const std::string& properties) override {
     UpstreamSubscription& u = upstream(full, name);
     if (u.track() != nullptr || u.request_id()) {
       return nullptr;
     }
-    u.adopt_publish(request_id, alias);
+    u.adopt_publish(request_id, alias, properties);
     by_alias[alias] = &u;
     return &u;
   }
@@ -460,11 +463,11 @@ TEST(IetfPublishService, Draft20PublishAnsweredWithAnEmptyRequestOkThenItsStream
   EXPECT_TRUE(c.ctx.handler_.announces.empty());
   EXPECT_EQ(c.svc.active(), 1u);
   // The request stream: PUBLISH_DONE goes to the session under the stream's request id, its
-  // uncounted Stream Count (2^62-1, d17 §9.13) read as 0.
-  EXPECT_TRUE(PublishService::on_stream_message(
-      c.ctx, 2, wi::PublishDone{0, 0x2, (uint64_t{1} << 62) - 1, "bye"}));
+  // uncounted Stream Count (2^62-1, d17 §9.13) as it came (the session's on_publish_done reads it).
+  EXPECT_TRUE(c.svc.on_stream_message(
+      2, wi::PublishDone{0, 0x2, (uint64_t{1} << 62) - 1, "bye"}));
   ASSERT_EQ(c.ctx.routed.size(), 1u);
-  EXPECT_EQ(std::get<wi::PublishDone>(c.ctx.routed[0]), (wi::PublishDone{2, 0x2, 0, "bye"}));
+  EXPECT_EQ(std::get<wi::PublishDone>(c.ctx.routed[0]), (wi::PublishDone{2, 0x2, (uint64_t{1} << 62) - 1, "bye"}));
   PublishService::on_stream_closed(c.ctx, 2, true);  // after its PUBLISH_DONE: nothing more
   EXPECT_EQ(c.ctx.routed.size(), 1u);
   // Closed without one: the session hears a PUBLISH_DONE counting no streams.
@@ -474,7 +477,7 @@ TEST(IetfPublishService, Draft20PublishAnsweredWithAnEmptyRequestOkThenItsStream
   EXPECT_EQ(d.request_id, 4u);
   EXPECT_EQ(d.stream_count, 0u);
   // Anything else on the stream closes the session: PROTOCOL_VIOLATION.
-  EXPECT_FALSE(PublishService::on_stream_message(c.ctx, 2, wi::RequestOk{}));
+  EXPECT_FALSE(c.svc.on_stream_message(2, wi::RequestOk{}));
   EXPECT_EQ(c.ctx.failed_code, std::optional<wi::TerminationCode>(wi::TerminationCode::kProtocolViolation));
 }
 
