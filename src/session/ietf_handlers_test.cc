@@ -371,8 +371,9 @@ TEST(IetfDownstreamSubscription, Draft20GroupCarriesFirstObjectBitAndTimestamps)
             "08 83 e8");
 }
 
-// d14-16: the track's end waits for the finished group stream's on_sent(), then kSettle (20 ms),
-// before PUBLISH_DONE; nothing polls buffered().
+// d14-16 on a transport that does not confirm receipt (qmux-00, QUIC, WebTransport): the track's
+// end waits for the finished group stream's on_sent(), then kSettle (20 ms), before PUBLISH_DONE;
+// nothing polls buffered().
 TEST(IetfDownstreamSubscription, Draft16PublishDoneWaitsForOnSentThenSettles) {
   Upstream up;
   FakeSubscriptionContext ctx(wire::Version::kTransport16);
