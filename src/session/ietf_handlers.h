@@ -380,20 +380,22 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
   // The SUBGROUP_HEADER type (and nothing else) for `g`'s stream in this draft; `from_first`:
   // the stream begins with the group's first object (none went out as a datagram).
   wi::SubgroupHeader subgroup_header(const model::Group& g, bool from_first = true) const;
-  // Releases the finished streams whose bytes the transport has handed to the network; true when
-  // none is left. PUBLISH_DONE waits for that, and then kSettle more: @moq/net 0.3.4
-  // (d14-16) ends the track as soon as it reads PUBLISH_DONE, without waiting for its Stream
-  // Count, and drops the objects it has not read by then; the transport sends the control stream
-  // ahead of queued group data, and PUBLISH_DONE in the same read as the last group's bytes
-  // still overtakes them in the peer's processing (docs/ARCHITECTURE.md: an @moq/net d16 viewer
-  // lost frames of the last groups in 8 runs of 8 without this wait). 20 ms: with 5 ms an ASan
-  // moqd under three parallel runs lost frames in 6 of 24, with 20 ms in 2 of 48, the 1 ms polls
-  // this replaced in 1 of 24.
+  // Releases the finished streams the end no longer waits for; true when none is left. @moq/net
+  // 0.3.4 (d14-16) ends the track as soon as it reads PUBLISH_DONE, without waiting for its
+  // Stream Count: its group readers stop at the track's close and drop what they have not read,
+  // and a group stream not yet taken up is dropped whole (docs/ARCHITECTURE.md). A stream is
+  // waited for until the peer's transport has received all of it (receipt_pending(): qmux-01/02,
+  // a QX_PING after its FIN answered): PUBLISH_DONE then comes in a later read than every group
+  // byte, and @moq/net consumes what one read brought before it handles the next. Transports
+  // that cannot tell (qmux-00, QUIC, WebTransport) wait for on_sent() and then kSettle: 20 ms,
+  // a timing guess (with 5 ms an ASan moqd under three parallel runs lost frames in 6 of 24).
+  // On d17+ (nothing waits) only on_sent() holds a stream.
   bool drained();
-  // True while PUBLISH_DONE must wait: a finished stream still has bytes queued (its on_sent(),
-  // or its STOP_SENDING, pumps again), or kSettle has not passed since the last one drained.
-  // Bounded by kDrainBound from the first wait (a peer that stops granting credit then gets
-  // PUBLISH_DONE anyway).
+  // True while PUBLISH_DONE must wait: a finished stream still has bytes queued or unconfirmed
+  // (its on_sent(), on_received() or STOP_SENDING pumps again), or, where receipt is not
+  // confirmed, kSettle has not passed since the last one drained. Bounded by kDrainBound from
+  // the first wait (a peer that stops granting credit or never answers then gets PUBLISH_DONE
+  // anyway).
   bool wait_drain();
   static constexpr Duration kSettle = std::chrono::milliseconds(20);
   static constexpr Duration kDrainBound = std::chrono::seconds(2);
@@ -405,10 +407,11 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
     void on_reset(uint64_t) override {}
     void on_stop_sending(uint64_t) override { owner.on_stream_drained(); }
     void on_sent() override { owner.on_stream_drained(); }
+    void on_received() override { owner.on_stream_drained(); }
     DownstreamSubscription& owner;
   };
-  // A finished stream's queue emptied (or the peer stopped it): released now; the end, if it
-  // waits for that, goes on.
+  // A finished stream's queue emptied, its receipt was confirmed, or the peer stopped it: released
+  // once nothing holds it; the end, if it waits for that, goes on.
   void on_stream_drained();
   DrainWatch drain_watch_{*this};
   std::optional<wi::SubscribeOk> ok_;  // held until the track's properties are known
@@ -435,6 +438,7 @@ class DownstreamSubscription final : public HandlerOf<SubscriptionContext>,
   TimerId settle_timer_ = 0;
   bool settle_due_ = false;        // a stream was in flight: kSettle must pass before the end
   bool finished_in_pump_ = false;  // a group stream got its FIN in this pump()
+  bool unconfirmed_ = false;       // a finished stream's transport does not confirm receipt
   std::optional<wi::Location> largest_at_start_;
   bool largest_filter_ = true;
   // SUBSCRIBE_UPDATE: the last group delivered (inclusive), and whether a group past it appeared

@@ -76,6 +76,17 @@ class FakeStream final : public transport::Stream {
       visitor_->on_sent();
     }
   }
+  bool confirms_receipt() const override { return confirms; }
+  bool receipt_pending() const override {
+    return confirms && finished && !reset_code && !receipt_confirmed;
+  }
+  // The peer's transport confirms it has every byte and the FIN (qmux: the QX_PING answered).
+  void confirm_receipt() {
+    receipt_confirmed = true;
+    if (visitor_ != nullptr) {
+      visitor_->on_received();
+    }
+  }
   void set_send_order(uint64_t) override {}
   void release() override {
     released = true;
@@ -83,6 +94,8 @@ class FakeStream final : public transport::Stream {
   }
 
   bool finished = false;
+  bool confirms = false;  // a transport that confirms receipt (qmux-01/02)
+  bool receipt_confirmed = false;
   bool released = false;
   bool hold = false;  // written bytes stay queued (buffered()) until send_queued()
   size_t queued = 0;
@@ -278,6 +291,7 @@ class FakeSubscriptionContext final : public FakeHandlerContext, public Subscrip
     --streams_left;
     streams.push_back(std::make_unique<FakeStream>(3 + 4 * streams.size()));
     streams.back()->hold = hold_sent;
+    streams.back()->confirms = confirms_receipt;
     return streams.back().get();
   }
   void wait_for_streams(DownstreamSubscription*) override { ++waits; }
@@ -290,6 +304,7 @@ class FakeSubscriptionContext final : public FakeHandlerContext, public Subscrip
   DatagramSendStats stats;
   size_t streams_left = 16;
   bool hold_sent = false;  // new streams keep what is written queued until send_queued()
+  bool confirms_receipt = false;  // new streams confirm receipt (confirm_receipt())
   std::vector<std::unique_ptr<FakeStream>> streams;
   int waits = 0;
   std::vector<DownstreamSubscription*> forgotten;
@@ -356,8 +371,9 @@ TEST(IetfDownstreamSubscription, Draft20GroupCarriesFirstObjectBitAndTimestamps)
             "08 83 e8");
 }
 
-// d14-16: the track's end waits for the finished group stream's on_sent(), then kSettle (20 ms),
-// before PUBLISH_DONE; nothing polls buffered().
+// d14-16 on a transport that does not confirm receipt (qmux-00, QUIC, WebTransport): the track's
+// end waits for the finished group stream's on_sent(), then kSettle (20 ms), before PUBLISH_DONE;
+// nothing polls buffered().
 TEST(IetfDownstreamSubscription, Draft16PublishDoneWaitsForOnSentThenSettles) {
   Upstream up;
   FakeSubscriptionContext ctx(wire::Version::kTransport16);
@@ -386,6 +402,62 @@ TEST(IetfDownstreamSubscription, Draft16PublishDoneWaitsForOnSentThenSettles) {
   ctx.clock_.advance(std::chrono::milliseconds(1));
   ASSERT_EQ(ctx.sent.size(), 2u);
   EXPECT_EQ(std::get<wi::PublishDone>(ctx.sent[1]), (wi::PublishDone{0, 0x2, 1, "cancel"}));
+}
+
+// d14-16 on a transport that confirms receipt (qmux-01/02): the end waits past on_sent() until
+// the peer has every finished group stream (on_received()), then PUBLISH_DONE goes at once, with
+// no kSettle; a peer that never confirms gets it after kDrainBound (2 s).
+TEST(IetfDownstreamSubscription, Draft16PublishDoneWaitsForReceiptWhereConfirmed) {
+  for (bool confirm : {true, false}) {
+    Upstream up;
+    FakeSubscriptionContext ctx(wire::Version::kTransport16);
+    ctx.hold_sent = true;
+    ctx.confirms_receipt = true;
+    model::Track* t = up.track();
+    ASSERT_NE(t, nullptr);
+    DownstreamSubscription sub(ctx, 0, *t, 7, true);
+    sub.begin(wi::SubscribeOk{});
+    up.broadcast.write_group("video", 5, {"hi"});
+    up.broadcast.write_group("video", 6, {"ho"});
+    up.turn();
+    ASSERT_EQ(ctx.streams.size(), 2u);
+    t->end(make_error(ErrorCode::kCancel, "publisher done"));
+    up.turn();
+    ctx.streams[0]->send_queued();
+    ctx.streams[1]->send_queued();
+    ctx.clock_.advance(std::chrono::milliseconds(100));
+    EXPECT_EQ(ctx.sent.size(), 1u) << confirm;  // sent, but the peer may not have it yet
+    EXPECT_FALSE(ctx.streams[0]->released);
+    if (!confirm) {
+      ctx.clock_.advance(std::chrono::milliseconds(1899));
+      EXPECT_EQ(ctx.sent.size(), 1u);
+      ctx.clock_.advance(std::chrono::milliseconds(1));
+      ASSERT_EQ(ctx.sent.size(), 2u);  // kDrainBound: 2 s from the first wait
+      continue;
+    }
+    ctx.streams[0]->confirm_receipt();
+    EXPECT_TRUE(ctx.streams[0]->released);
+    EXPECT_EQ(ctx.sent.size(), 1u);  // group 6 is not confirmed yet
+    ctx.streams[1]->confirm_receipt();
+    ASSERT_EQ(ctx.sent.size(), 2u);  // at once: no kSettle after a confirmed receipt
+    EXPECT_EQ(std::get<wi::PublishDone>(ctx.sent[1]), (wi::PublishDone{0, 0x2, 2, "cancel"}));
+  }
+}
+
+// d17+ waits for nothing at the end: a finished stream is released once sent, receipt or not.
+TEST(IetfDownstreamSubscription, Draft17ReleasesSentStreamsWithoutReceipt) {
+  Upstream up;
+  FakeSubscriptionContext ctx(wire::Version::kTransport17);
+  ctx.hold_sent = true;
+  ctx.confirms_receipt = true;
+  DownstreamSubscription sub(ctx, 0, *up.track(), 7, true);
+  sub.begin(wi::SubscribeOk{});
+  up.broadcast.write_group("video", 5, {"hi"});
+  up.turn();
+  ASSERT_EQ(ctx.streams.size(), 1u);
+  EXPECT_FALSE(ctx.streams[0]->released);
+  ctx.streams[0]->send_queued();
+  EXPECT_TRUE(ctx.streams[0]->released);
 }
 
 TEST(IetfDownstreamSubscription, NoUniStreamWaitsForCredit) {

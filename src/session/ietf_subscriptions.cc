@@ -217,8 +217,9 @@ wi::SubgroupHeader DownstreamSubscription::subgroup_header(const model::Group& g
 }
 
 bool DownstreamSubscription::drained() {
-  std::erase_if(draining_, [](transport::Stream* st) {
-    if (st->buffered() > 0) {
+  const bool receipt = session_.draft() <= wire::Version::kTransport16;
+  std::erase_if(draining_, [receipt](transport::Stream* st) {
+    if (st->buffered() > 0 || (receipt && st->receipt_pending())) {
       return false;
     }
     st->set_visitor(nullptr);
@@ -242,7 +243,7 @@ bool DownstreamSubscription::wait_drain() {
   }
   const bool all_drained = drained();
   if (!all_drained || finished_in_pump_) {
-    settle_due_ = true;
+    settle_due_ = settle_due_ || unconfirmed_;
     if (!drain_bound_armed_) {
       drain_bound_armed_ = true;
       drain_deadline_ = session_.timers().schedule(kDrainBound, [this] {
@@ -324,8 +325,10 @@ bool DownstreamSubscription::write_group(Writer& w) {
       case model::GroupCursor::Kind::kEnd:
         w.stream->finish();
         finished_in_pump_ = true;
-        if (w.stream->buffered() > 0) {
-          w.stream->set_visitor(&drain_watch_);  // its on_sent() releases it
+        unconfirmed_ = unconfirmed_ || !w.stream->confirms_receipt();
+        if (w.stream->buffered() > 0 ||
+            (session_.draft() <= wire::Version::kTransport16 && w.stream->receipt_pending())) {
+          w.stream->set_visitor(&drain_watch_);  // its on_sent() / on_received() releases it
           draining_.push_back(w.stream);
         } else {
           w.stream->set_visitor(nullptr);

@@ -45,6 +45,10 @@ class StreamVisitor {
   // like on_writable(); never for a reset send side. Lets a sender wait for its streams to drain
   // without polling buffered().
   virtual void on_sent() {}
+  // On a transport that confirms receipt (Stream::confirms_receipt()): the peer's transport has
+  // received every byte and the FIN of this finished stream (receipt_pending() fell to false).
+  // From the loop, once per stream; never for a reset send side.
+  virtual void on_received() {}
 };
 
 // One stream. Owned by its transport session; the user holds a raw pointer until it calls
@@ -100,6 +104,12 @@ class Stream {
   virtual void reset(uint64_t code) = 0;
   // Bytes queued but not yet handed to the network.
   virtual size_t buffered() const = 0;
+  // Whether this transport learns that the peer received a finished stream's bytes
+  // (qmux-01/02: a QX_PING sent after the FIN is answered). False: only on_sent() is known.
+  virtual bool confirms_receipt() const { return false; }
+  // True from finish() until the peer is known to have received every byte and the FIN
+  // (on_received()); always false where confirms_receipt() is false or the send side was reset.
+  virtual bool receipt_pending() const { return false; }
   // Among streams with queued data, higher send order goes first; equal orders share round robin.
   virtual void set_send_order(uint64_t order) = 0;
 

@@ -41,7 +41,8 @@ for (const version of ["moq-transport-16", "moq-transport-15", "moq-transport-14
 
 // @moq/net 0.3.4 on d14-16 ends a subscription as soon as it reads PUBLISH_DONE (it does not wait
 // for the Stream Count) and drops the objects it has not read by then, so moqd sends PUBLISH_DONE
-// only once the transport has sent every group stream it counts (docs/ARCHITECTURE.md). A moq-lite
+// only once the viewer's qmux-02 has answered a QX_PING sent after every group stream's FIN
+// (docs/ARCHITECTURE.md). A moq-lite
 // publisher (@moq/lite 0.2.2, lite-02: its track's end reaches moqd after its last group was read)
 // writes sixteen groups of 600 KB at once and ends the track; the d16 viewer's track reader must
 // return done (not throw) with every group whole. Before that wait the viewer lost frames of the

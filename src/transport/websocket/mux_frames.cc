@@ -272,7 +272,7 @@ Result<MuxFrame> decode_qmux(Framing framing, Reader& r) {
     }
     case kPingRequest:
     case kPingResponse:
-      f.kind = type == kPingRequest ? FrameKind::kPing : FrameKind::kIgnored;
+      f.kind = type == kPingRequest ? FrameKind::kPing : FrameKind::kPingResponse;
       f.value = r.varint().value_or(0);
       return finish(r, f);
     default:
@@ -374,6 +374,13 @@ Bytes encode_close(Framing framing, uint64_t code, std::string_view reason, Clos
 Bytes encode_ping_response(uint64_t sequence) {
   FrameWriter w;
   w->varint(kPingResponse);
+  w->varint(sequence);
+  return w.take();
+}
+
+Bytes encode_ping_request(uint64_t sequence) {
+  FrameWriter w;
+  w->varint(kPingRequest);
   w->varint(sequence);
   return w.take();
 }

@@ -44,7 +44,8 @@ enum class FrameKind : uint8_t {
   kMaxStreamsUni,
   kTransportParameters,
   kPing,     // QX_PING request (qmux-01/02): answer with a response carrying `value`
-  kIgnored,  // PADDING, blocked frames, DATAGRAM, QX_PING responses; unknown types in qmux-00
+  kPingResponse,  // QX_PING response (qmux-01/02) echoing the sequence `value`
+  kIgnored,  // PADDING, blocked frames, DATAGRAM; unknown types in qmux-00
 };
 
 // APPLICATION_CLOSE (0x1d) layouts. RFC 9000 §19.19 (and @moq/qmux 0.3.3, the Rust qmux): code,
@@ -87,6 +88,8 @@ Bytes encode_close(Framing framing, uint64_t code, std::string_view reason,
                    CloseLayout layout = CloseLayout::kWithFrameType);
 // QX_PING response (qmux-01/02) echoing a request's sequence.
 Bytes encode_ping_response(uint64_t sequence);
+// QX_PING request (qmux-01/02); qmux-02 requires each sequence above the previous one.
+Bytes encode_ping_request(uint64_t sequence);
 // qmux only.
 Bytes encode_max_data(uint64_t max);
 Bytes encode_max_stream_data(StreamId id, uint64_t max);

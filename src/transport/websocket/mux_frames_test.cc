@@ -351,7 +351,16 @@ TEST(QmuxCaptureTest, PingResponseEchoesTheSequence) {
   EXPECT_EQ(to_hex(encode_ping_response(7).span()), canonical("f4 8c 67 52 9e f8 c7 be 07"));
   auto f = decode_frame(Framing::kQmux01, from_hex("f4 8c 67 52 9e f8 c7 be 07"));
   ASSERT_TRUE(f);
-  EXPECT_EQ(f->kind, FrameKind::kIgnored);
+  EXPECT_EQ(f->kind, FrameKind::kPingResponse);
+  EXPECT_EQ(f->value, 7u);
+}
+
+TEST(QmuxCaptureTest, PingRequestCarriesTheSequence) {
+  EXPECT_EQ(to_hex(encode_ping_request(300).span()), canonical("f4 8c 67 52 9e f8 c7 bd 41 2c"));
+  auto f = decode_frame(Framing::kQmux02, from_hex("f4 8c 67 52 9e f8 c7 bd 41 2c"));
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->kind, FrameKind::kPing);
+  EXPECT_EQ(f->value, 300u);
 }
 
 TEST(QmuxCaptureTest, UnknownTypeEndsARecordButNotAQmux00Message) {

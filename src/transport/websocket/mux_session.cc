@@ -37,6 +37,7 @@ void MuxStream::finish() { session_.stream_finish(*this); }
 void MuxStream::reset(uint64_t code) { session_.stream_reset(*this, code); }
 void MuxStream::set_send_order(uint64_t order) { session_.stream_set_send_order(*this, order); }
 void MuxStream::release() { session_.stream_release(*this); }
+bool MuxStream::confirms_receipt() const { return has_records(session_.framing_); }
 
 // ---------------------------------------------------------------------------------------------
 // Construction and session API.
@@ -177,6 +178,9 @@ Status MuxSession::handle_frame(const MuxFrame& f) {
       return on_transport_parameters(f.params);
     case FrameKind::kPing:
       send_control(encode_ping_response(f.value));
+      return {};
+    case FrameKind::kPingResponse:
+      on_ping_response(f.value);
       return {};
     case FrameKind::kIgnored:
       return {};
@@ -652,6 +656,7 @@ void MuxSession::deliver_writable() {
   }
   ids.clear();
   ids.swap(sent_pending_);
+  ask_receipt(ids);
   for (StreamId id : ids) {
     MuxStream* s = find(id);
     if (state_ != State::kOpen) {
@@ -661,6 +666,54 @@ void MuxSession::deliver_writable() {
       s->visitor_->on_sent();
     }
   }
+  ids.clear();
+  ids.swap(received_pending_);
+  for (StreamId id : ids) {
+    MuxStream* s = find(id);
+    if (state_ != State::kOpen) {
+      return;
+    }
+    if (s != nullptr && s->visitor_ != nullptr && !s->reset_sent_) {
+      s->visitor_->on_received();
+    }
+  }
+}
+
+// One QX_PING for every stream whose FIN has just been handed to the channel and that someone
+// still holds (released streams are reaped, nobody waits for them): it follows their last bytes
+// on the same ordered connection, so its response confirms them all.
+void MuxSession::ask_receipt(std::span<const StreamId> sent) {
+  if (!has_records(framing_) || channel_closed_) {
+    return;
+  }
+  bool ask = false;
+  for (StreamId id : sent) {
+    MuxStream* s = find(id);
+    if (s != nullptr && s->fin_sent_ && !s->reset_sent_ && !s->released_ && !s->receipt_asked_) {
+      s->receipt_asked_ = true;
+      receipt_asked_.emplace_back(next_ping_, id);
+      ask = true;
+    }
+  }
+  if (ask) {
+    send_control(encode_ping_request(next_ping_++));
+  }
+}
+
+// A response to a sequence we never sent (or a repeated one) confirms nothing.
+void MuxSession::on_ping_response(uint64_t sequence) {
+  if (sequence >= next_ping_) {
+    return;
+  }
+  size_t n = 0;
+  while (n < receipt_asked_.size() && receipt_asked_[n].first <= sequence) {
+    if (MuxStream* s = find(receipt_asked_[n].second); s != nullptr) {
+      s->receipt_confirmed_ = true;
+      received_pending_.push_back(s->id_);
+    }
+    ++n;
+  }
+  receipt_asked_.erase(receipt_asked_.begin(), receipt_asked_.begin() + static_cast<ptrdiff_t>(n));
 }
 
 // A released stream is freed once its send side has drained; deletion waits for reap() so that

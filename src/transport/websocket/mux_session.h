@@ -68,6 +68,10 @@ class MuxStream final : public Stream {
   void finish() override;
   void reset(uint64_t code) override;
   size_t buffered() const override { return queued_; }
+  bool confirms_receipt() const override;
+  bool receipt_pending() const override {
+    return confirms_receipt() && fin_queued_ && !reset_sent_ && !receipt_confirmed_;
+  }
   void set_send_order(uint64_t order) override;
   void release() override;
 
@@ -97,6 +101,8 @@ class MuxStream final : public Stream {
   bool fin_queued_ = false;
   bool fin_sent_ = false;
   bool reset_sent_ = false;
+  bool receipt_asked_ = false;      // a QX_PING went out after the FIN
+  bool receipt_confirmed_ = false;  // ... and its response came back
 };
 
 class MuxSession final : public Session, public MessageHandler {
@@ -243,6 +249,13 @@ class MuxSession final : public Session, public MessageHandler {
   SendScheduler ready_;
   std::vector<StreamId> writable_pending_;
   std::vector<StreamId> sent_pending_;  // streams whose queue emptied: on_sent() to deliver
+  // Receipt (qmux-01/02): the peer answers a QX_PING after handling every frame before it, so the
+  // response to a ping sent after a stream's FIN means the peer has all of that stream.
+  uint64_t next_ping_ = 0;
+  std::vector<std::pair<uint64_t, StreamId>> receipt_asked_;  // (ping sequence, stream), sorted
+  std::vector<StreamId> received_pending_;  // receipt confirmed: on_received() to deliver
+  void ask_receipt(std::span<const StreamId> sent);
+  void on_ping_response(uint64_t sequence);
   TimerId flush_timer_ = 0;
 };
 

@@ -35,6 +35,7 @@ class RecordingStream : public StreamVisitor {
     ++sent;
     sent_buffered.push_back(stream->buffered());
   }
+  void on_received() override { ++received; }
   void drain() {
     auto p = stream->peek();
     data.append(reinterpret_cast<const char*>(p.data()), p.size());
@@ -49,6 +50,7 @@ class RecordingStream : public StreamVisitor {
   int readable = 0;
   int writable = 0;
   int sent = 0;
+  int received = 0;
   std::vector<size_t> sent_buffered;  // buffered() at each on_sent()
   std::optional<uint64_t> reset_code;
   std::optional<uint64_t> stop_code;
@@ -292,6 +294,37 @@ TEST_P(MuxPairTest, OnSentFiresWhenTheQueueIsWritten) {
   r->reset(3);
   run();
   EXPECT_EQ(rr.sent, 0);
+}
+
+// on_received(): qmux-01/02 confirm a finished stream's receipt with a QX_PING sent after its FIN
+// (the peer answers it after handling every frame before it); receipt_pending() holds until
+// then. qmux-00 and the legacy framing have no QX_PING: nothing is confirmed.
+TEST_P(MuxPairTest, OnReceivedFiresOnceThePeerAnsweredAPingAfterTheFin) {
+  start();
+  const bool confirms = GetParam() == Framing::kQmux01 || GetParam() == Framing::kQmux02;
+  Stream* c = client_->open_uni();
+  RecordingStream cr(*c);
+  EXPECT_EQ(c->confirms_receipt(), confirms);
+  c->write(pattern(100'000));
+  run();
+  EXPECT_FALSE(c->receipt_pending());  // not finished
+  EXPECT_EQ(cr.received, 0);
+  c->finish();
+  EXPECT_EQ(c->receipt_pending(), confirms);
+  run();
+  ASSERT_EQ(sv_.incoming.size(), 1u);
+  EXPECT_TRUE(sv_.incoming[0]->fin);
+  EXPECT_EQ(cr.received, confirms ? 1 : 0);
+  EXPECT_FALSE(c->receipt_pending());
+
+  Stream* r = client_->open_uni();
+  RecordingStream rr(*r);
+  r->write(pattern(10));
+  r->finish();
+  r->reset(3);
+  EXPECT_FALSE(r->receipt_pending());
+  run();
+  EXPECT_EQ(rr.received, 0);
 }
 
 TEST_P(MuxPairTest, ResetReachesPeer) {
@@ -965,6 +998,29 @@ TEST_F(MuxCaptureTest, AnswersPingRequestsWithTheirSequence) {
   start(Framing::kQmux02);
   feed_hex("f4 8c 67 52 9e f8 c7 bd 2a");
   EXPECT_EQ(last_sent(), "f4 8c 67 52 9e f8 c7 be 2a");
+  EXPECT_EQ(visitor_.closed, 0);
+}
+
+// A finished stream someone still holds gets a QX_PING after its FIN; only the response to that
+// sequence (or a later one) confirms it: one for a sequence never sent confirms nothing.
+TEST_F(MuxCaptureTest, APingAfterTheFinConfirmsReceiptOnlyWithItsResponse) {
+  start(Framing::kQmux02);
+  feed_hex(kClientCaptures[2].messages[0]);  // @moq/qmux 0.3.3's transport parameters
+  Stream* s = session_->open_uni();
+  ASSERT_NE(s, nullptr);
+  RecordingStream sr(*s);
+  s->write(Bytes::copy("hi"));
+  s->finish();
+  clock_.advance(std::chrono::milliseconds(1));
+  EXPECT_EQ(sr.sent, 1);
+  EXPECT_EQ(last_sent(), "f4 8c 67 52 9e f8 c7 bd 00");  // QX_PING request 0, after the FIN
+  EXPECT_TRUE(s->receipt_pending());
+  feed_hex("f4 8c 67 52 9e f8 c7 be 05");  // a response to a request never sent
+  EXPECT_TRUE(s->receipt_pending());
+  EXPECT_EQ(sr.received, 0);
+  feed_hex("f4 8c 67 52 9e f8 c7 be 00");
+  EXPECT_FALSE(s->receipt_pending());
+  EXPECT_EQ(sr.received, 1);
   EXPECT_EQ(visitor_.closed, 0);
 }
 
