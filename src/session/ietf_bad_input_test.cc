@@ -18,7 +18,8 @@
 #include "wire/version.h"
 
 namespace moqd::session {
-namespace {
+// Named, not anonymous: the unity build puts several test files in one translation unit.
+namespace ietf_bad_input_test {
 
 using moqd::testing::IetfServerFixture;
 using moqd::testing::ietf_message;
@@ -193,5 +194,5 @@ INSTANTIATE_TEST_SUITE_P(
                       Draft{20, "moqt-20", wire::Version::kTransport20}),
     [](const ::testing::TestParamInfo<Draft>& i) { return "D" + std::to_string(i.param.number); });
 
-}  // namespace
+}  // namespace ietf_bad_input_test
 }  // namespace moqd::session

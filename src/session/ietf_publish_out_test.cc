@@ -12,7 +12,8 @@
 #include "testing/session_fixture.h"
 
 namespace moqd::session {
-namespace {
+// Named, not anonymous: the unity build puts several test files in one translation unit.
+namespace ietf_publish_out_test {
 
 using moqd::testing::RawStream;
 using moqd::testing::TestBroadcast;
@@ -275,5 +276,5 @@ TEST_P(PublishOutStreamsTest, ThePeersCloseAfterAcceptingUnsubscribes) {
 INSTANTIATE_TEST_SUITE_P(Drafts, PublishOutStreamsTest, testing::request_stream_drafts(),
                          testing::request_stream_draft_name);
 
-}  // namespace
+}  // namespace ietf_publish_out_test
 }  // namespace moqd::session
