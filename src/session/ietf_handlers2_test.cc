@@ -23,6 +23,7 @@
 #include "base/codec.h"
 #include "model/origin.h"
 #include "testing/fake_stream.h"
+#include "testing/ietf_fakes.h"
 #include "testing/ietf_fixture.h"
 #include "testing/session_fixture.h"
 
@@ -55,43 +56,7 @@ wi::ControlMessage from_peer(wire::Version v, uint8_t type, const std::string& b
   return (*r)->value;
 }
 
-// What every fake context records: the session's failure and the control messages sent.
-class FakeHandlerContext : public virtual HandlerContext {
- public:
-  explicit FakeHandlerContext(wire::Version v) : version_(v), row_(wi::draft(v)) {}
-
-  uint64_t id() const override { return 1; }
-  wire::Version draft() const override { return version_; }
-  const wi::Draft& row() const override { return *row_; }
-  const wi::Limits& limits() const override { return limits_; }
-  const SessionConfig& config() const override { return config_; }
-  Timers& timers() override { return clock_; }
-  bool is_ready() const override { return ready; }
-  bool is_closed() const override { return failed_code.has_value() || failed_error.has_value(); }
-  void fail(Error e) override { failed_error = e; }
-  void fail(wi::TerminationCode code, const char* detail) override {
-    failed_code = code;
-    failed_detail = detail;
-  }
-  void send_control(const wi::ControlMessage& m) override { sent.push_back(m); }
-  void retire(Handler*) override {}
-
-  // The i-th control message sent, as written on the wire ("" when there is none).
-  std::string sent_hex(size_t i) const { return i < sent.size() ? written(version_, sent[i]) : ""; }
-
-  bool ready = true;
-  std::optional<Error> failed_error;
-  std::optional<wi::TerminationCode> failed_code;
-  std::string failed_detail;
-  std::vector<wi::ControlMessage> sent;
-  ManualClock clock_;
-  SessionConfig config_;
-
- private:
-  wire::Version version_;
-  const wi::Draft* row_;
-  wi::Limits limits_;
-};
+using testing::FakeHandlerContext;
 
 // Authorizes everything but `denied`, and records the peer's announcements.
 class FakeSessionHandler final : public SessionHandler {

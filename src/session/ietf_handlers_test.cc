@@ -17,6 +17,7 @@
 
 #include "base/codec.h"
 #include "model/origin.h"
+#include "testing/ietf_fakes.h"
 #include "testing/session_fixture.h"
 
 namespace moqd::session::ietf_detail {
@@ -110,41 +111,7 @@ class FakeStream final : public transport::Stream {
   std::vector<uint8_t> out_;
 };
 
-// What every fake context records: the session's failure, control messages sent, handlers retired.
-class FakeHandlerContext : public virtual HandlerContext {
- public:
-  explicit FakeHandlerContext(wire::Version v) : version_(v), row_(wi::draft(v)) {}
-
-  uint64_t id() const override { return 1; }
-  wire::Version draft() const override { return version_; }
-  const wi::Draft& row() const override { return *row_; }
-  const wi::Limits& limits() const override { return limits_; }
-  const SessionConfig& config() const override { return config_; }
-  Timers& timers() override { return clock_; }
-  bool is_ready() const override { return ready; }
-  bool is_closed() const override { return failed_code.has_value() || failed_error.has_value(); }
-  void fail(Error e) override { failed_error = e; }
-  void fail(wi::TerminationCode code, const char* detail) override {
-    failed_code = code;
-    failed_detail = detail;
-  }
-  void send_control(const wi::ControlMessage& m) override { sent.push_back(m); }
-  void retire(Handler* h) override { retired.push_back(h); }
-
-  bool ready = true;
-  std::optional<Error> failed_error;
-  std::optional<wi::TerminationCode> failed_code;
-  std::string failed_detail;
-  std::vector<wi::ControlMessage> sent;
-  std::vector<Handler*> retired;
-  ManualClock clock_;
-  SessionConfig config_;
-
- private:
-  wire::Version version_;
-  const wi::Draft* row_;
-  wi::Limits limits_;
-};
+using testing::FakeHandlerContext;
 
 // ---------------------------------------------------------------------------------------------
 // SubgroupReader: a SUBGROUP stream of the peer's into the track of its alias.
