@@ -291,31 +291,68 @@ TEST(IetfClientTest, Draft15DiscoveryOnTheControlStream) {
   EXPECT_FALSE(f.origin_.is_active("room/bob"));
 }
 
-// A namespace the relay ends while the client still receives one of its tracks stays in the
-// client's origin (its groups are not cut off) until the subscription ends with PUBLISH_DONE.
-TEST(IetfClientTest, AWithdrawnNamespaceOutlivesItsSubscriptionUntilPublishDone) {
-  ClientFixture f("moqt-16", wire::Version::kTransport16, std::string("room"));
+// Named apart: the unity build compiles other session tests into this TU.
+namespace client_publish_done {
+
+// The d16 client `f` started; the relay announces room/alice and the client subscribes to its
+// track "video": `t` is that track in the client's origin, `holder` listens to it, `sub` is the
+// SUBSCRIBE the client sent (the only message on the control stream after the announcement).
+void subscribe_to_alice(ClientFixture& f, Holder& holder, model::Track*& t, wi::Subscribe& sub) {
   f.start();
   f.server_setup();
   RawStream& ns = *f.relay_->incoming.at(1);
   ns.write(encoded(f.draft_, wi::Namespace{false, {"alice"}}));
   f.pump();
-  model::Track* t = f.origin_.track("room/alice", "video");
+  t = f.origin_.track("room/alice", "video");
   ASSERT_NE(t, nullptr);
-  Holder holder;
   t->add_listener(&holder);
   f.control().data.clear();
   f.pump();
   auto out = messages(f.draft_, f.control().data);
   ASSERT_EQ(out.size(), 1u);
-  const auto* sub = std::get_if<wi::Subscribe>(&out[0]);
-  ASSERT_NE(sub, nullptr);
-  EXPECT_EQ(sub->request_id, 2u);  // after SUBSCRIBE_NAMESPACE's 0
-  ns.write(encoded(f.draft_, wi::Namespace{true, {"alice"}}));
+  const auto* s = std::get_if<wi::Subscribe>(&out[0]);
+  ASSERT_NE(s, nullptr);
+  sub = *s;
+}
+
+// The relay's SUBSCRIBE_OK for request `rid`, track alias 9.
+void subscribe_ok(ClientFixture& f, uint64_t rid) {
+  wi::SubscribeOk ok;
+  ok.request_id = rid;
+  ok.track_alias = 9;
+  f.send(f.control(), ok);
+}
+
+// A SUBGROUP stream's bytes for alias 9, group `group`: its header and one object "abc".
+std::vector<uint8_t> group_stream(const ClientFixture& f, uint64_t group) {
+  wi::SubgroupHeader h;
+  h.type = wi::subgroup_type(false, false, true, true);
+  h.track_alias = 9;
+  h.group = group;
+  h.publisher_priority = 1;
+  wi::ObjectHeader oh;
+  oh.payload_length = 3;
+  std::vector<uint8_t> bytes;
+  wi::encode(f.draft_, h, bytes);
+  wi::encode_object(f.draft_, h, oh, bytes);
+  bytes.insert(bytes.end(), {'a', 'b', 'c'});
+  return bytes;
+}
+
+// A namespace the relay ends while the client still receives one of its tracks stays in the
+// client's origin (its groups are not cut off) until the subscription ends with PUBLISH_DONE.
+TEST(IetfClientTest, AWithdrawnNamespaceOutlivesItsSubscriptionUntilPublishDone) {
+  ClientFixture f("moqt-16", wire::Version::kTransport16, std::string("room"));
+  Holder holder;
+  model::Track* t = nullptr;
+  wi::Subscribe sub;
+  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, holder, t, sub));
+  EXPECT_EQ(sub.request_id, 2u);  // after SUBSCRIBE_NAMESPACE's 0
+  f.relay_->incoming.at(1)->write(encoded(f.draft_, wi::Namespace{true, {"alice"}}));
   f.pump();
   EXPECT_TRUE(f.origin_.is_active("room/alice"));
   EXPECT_FALSE(holder.ended);
-  f.send(f.control(), wi::PublishDone{sub->request_id, 2, 0, "done"});
+  f.send(f.control(), wi::PublishDone{sub.request_id, 2, 0, "done"});
   f.advance(std::chrono::milliseconds(800));  // PUBLISH_DONE's grace for streams in flight
   EXPECT_TRUE(holder.ended);
   EXPECT_FALSE(f.origin_.is_active("room/alice"));
@@ -327,44 +364,19 @@ TEST(IetfClientTest, AWithdrawnNamespaceOutlivesItsSubscriptionUntilPublishDone)
 // the track ends once none has come for the grace.
 TEST(IetfClientTest, PublishDoneWithoutStreamCountWaitsWhileStreamsArrive) {
   ClientFixture f("moqt-16", wire::Version::kTransport16, std::string("room"));
-  f.start();
-  f.server_setup();
-  RawStream& ns = *f.relay_->incoming.at(1);
-  ns.write(encoded(f.draft_, wi::Namespace{false, {"alice"}}));
-  f.pump();
-  model::Track* t = f.origin_.track("room/alice", "video");
-  ASSERT_NE(t, nullptr);
   Holder holder;
-  t->add_listener(&holder);
-  f.control().data.clear();
-  f.pump();
-  auto out = messages(f.draft_, f.control().data);
-  ASSERT_EQ(out.size(), 1u);
-  const auto* sub = std::get_if<wi::Subscribe>(&out[0]);
-  ASSERT_NE(sub, nullptr);
-  const uint64_t rid = sub->request_id;
-  wi::SubscribeOk ok;
-  ok.request_id = rid;
-  ok.track_alias = 9;
-  f.send(f.control(), ok);
+  model::Track* t = nullptr;
+  wi::Subscribe sub;
+  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, holder, t, sub));
+  const uint64_t rid = sub.request_id;
+  subscribe_ok(f, rid);
   f.send(f.control(), wi::PublishDone{rid, 2, 0, "done"});
   for (uint64_t group = 1; group <= 3; ++group) {
     f.advance(std::chrono::milliseconds(400));
     ASSERT_FALSE(holder.ended) << "before group " << group;
-    wi::SubgroupHeader h;
-    h.type = wi::subgroup_type(false, false, true, true);
-    h.track_alias = 9;
-    h.group = group;
-    h.publisher_priority = 1;
-    wi::ObjectHeader oh;
-    oh.payload_length = 3;
-    std::vector<uint8_t> bytes;
-    wi::encode(f.draft_, h, bytes);
-    wi::encode_object(f.draft_, h, oh, bytes);
-    bytes.insert(bytes.end(), {'a', 'b', 'c'});
     transport::Stream* u = f.relay_mux_->open_uni();
     ASSERT_NE(u, nullptr);
-    u->write(Bytes::from(bytes));
+    u->write(Bytes::from(group_stream(f, group)));
     u->finish();
     f.pump();
     ASSERT_EQ(t->largest_sequence(), std::optional<uint64_t>(group));
@@ -382,41 +394,16 @@ TEST(IetfClientTest, PublishDoneWithoutStreamCountWaitsWhileStreamsArrive) {
 // bound that a count never reached would take.
 TEST(IetfClientTest, PublishDoneWithUnknownStreamCountEndsOnceStreamsAreDone) {
   ClientFixture f("moqt-16", wire::Version::kTransport16, std::string("room"));
-  f.start();
-  f.server_setup();
-  RawStream& ns = *f.relay_->incoming.at(1);
-  ns.write(encoded(f.draft_, wi::Namespace{false, {"alice"}}));
-  f.pump();
-  model::Track* t = f.origin_.track("room/alice", "video");
-  ASSERT_NE(t, nullptr);
   Holder holder;
-  t->add_listener(&holder);
-  f.control().data.clear();
-  f.pump();
-  auto out = messages(f.draft_, f.control().data);
-  ASSERT_EQ(out.size(), 1u);
-  const auto* sub = std::get_if<wi::Subscribe>(&out[0]);
-  ASSERT_NE(sub, nullptr);
-  const uint64_t rid = sub->request_id;
-  wi::SubscribeOk ok;
-  ok.request_id = rid;
-  ok.track_alias = 9;
-  f.send(f.control(), ok);
+  model::Track* t = nullptr;
+  wi::Subscribe sub;
+  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, holder, t, sub));
+  const uint64_t rid = sub.request_id;
+  subscribe_ok(f, rid);
   // Group 1's stream: one object, not finished yet.
-  wi::SubgroupHeader h;
-  h.type = wi::subgroup_type(false, false, true, true);
-  h.track_alias = 9;
-  h.group = 1;
-  h.publisher_priority = 1;
-  wi::ObjectHeader oh;
-  oh.payload_length = 3;
-  std::vector<uint8_t> bytes;
-  wi::encode(f.draft_, h, bytes);
-  wi::encode_object(f.draft_, h, oh, bytes);
-  bytes.insert(bytes.end(), {'a', 'b', 'c'});
   transport::Stream* u = f.relay_mux_->open_uni();
   ASSERT_NE(u, nullptr);
-  u->write(Bytes::from(bytes));
+  u->write(Bytes::from(group_stream(f, 1)));
   f.pump();
   // PUBLISH_DONE TRACK_ENDED, Stream Count 2^62-1: QUIC varint ff ff ff ff ff ff ff ff.
   const std::vector<uint8_t> done =
@@ -435,6 +422,8 @@ TEST(IetfClientTest, PublishDoneWithUnknownStreamCountEndsOnceStreamsAreDone) {
   ASSERT_EQ(t->largest_sequence(), std::optional<uint64_t>(1));
   EXPECT_FALSE(f.handler_.is_closed());
 }
+
+}  // namespace client_publish_done
 
 // --- drafts 17 to 20: SETUP on uni streams, a bidi stream per request, ids even from 0 ---
 
