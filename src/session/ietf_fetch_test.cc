@@ -530,6 +530,34 @@ class FetchRequestStreamsTest : public testing::IetfRequestStreamsTest {
   static int code_of(const RawStream& r) {
     return r.data.size() >= 4 ? static_cast<uint8_t>(r.data[3]) : -1;
   }
+  // room/alice's track "video" made to wait for its properties, then SUBSCRIBE 0 of it: `t` the
+  // track, `s` the request stream, on which nothing is answered yet (the properties are not known).
+  void subscribe_before_properties(Fixture& f, model::Track*& t, RawStream*& s) const {
+    t = f.origin_.track("room/alice", "video");
+    ASSERT_NE(t, nullptr);
+    t->expect_properties();
+    s = f.raw_->open_bidi(subscribe(0));
+    ASSERT_NE(s, nullptr);
+    f.pump();
+    EXPECT_TRUE(s->data.empty()) << hex_of(s->data);
+  }
+  // Group 3 of `t`: one object, timestamp 300, payload "x"; then the session writes it.
+  static void publish_x_at_300(Fixture& f, model::Track& t) {
+    model::Group* g = t.begin_group(3);
+    ASSERT_NE(g, nullptr);
+    t.begin_timed_object(*g, 1, 300);
+    t.append_chunk(*g, Bytes::copy(std::string_view("x")));
+    t.finish_group(*g);
+    f.pump();
+  }
+  // The last stream the peer received begins with the byte `type` and ends with `tail_hex`.
+  static void expect_last_stream(Fixture& f, const std::string& type, const std::string& tail_hex) {
+    const std::string data = hex_of(f.raw_->incoming.back()->data);
+    EXPECT_EQ(data.substr(0, 2), type) << data;
+    const std::string tail = canon(tail_hex);
+    ASSERT_GE(data.size(), tail.size());
+    EXPECT_EQ(data.substr(data.size() - tail.size()), tail) << data;
+  }
 };
 
 TEST_P(FetchRequestStreamsTest, StandaloneFetchReturnsExactlyTheCachedRange) {
@@ -604,13 +632,9 @@ TEST_P(FetchRequestStreamsTest, SubscribeOkDeclaresTheTimescaleAndObjectsCarryTi
   Fixture f(GetParam().alpn);
   TestBroadcast b(f.origin_, "room/alice");
   setup(f);
-  model::Track* t = f.origin_.track("room/alice", "video");
-  ASSERT_NE(t, nullptr);
-  t->expect_properties();
-  RawStream* s = f.raw_->open_bidi(subscribe(0));
-  ASSERT_NE(s, nullptr);
-  f.pump();
-  EXPECT_TRUE(s->data.empty()) << hex_of(s->data);  // the properties are not known yet
+  model::Track* t = nullptr;
+  RawStream* s = nullptr;
+  ASSERT_NO_FATAL_FAILURE(subscribe_before_properties(f, t, s));
   model::TrackProperties props;
   props.timescale = 90'000;
   t->set_properties(props);
@@ -621,19 +645,10 @@ TEST_P(FetchRequestStreamsTest, SubscribeOkDeclaresTheTimescaleAndObjectsCarryTi
   ASSERT_GE(ok.size(), declared.size());
   EXPECT_EQ(ok.substr(0, 2), "04") << ok;
   EXPECT_EQ(ok.substr(ok.size() - declared.size()), declared) << ok;
-  model::Group* g = t->begin_group(3);
-  ASSERT_NE(g, nullptr);
-  t->begin_timed_object(*g, 1, 300);
-  t->append_chunk(*g, Bytes::copy(std::string_view("x")));
-  t->finish_group(*g);
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(publish_x_at_300(f, *t));
   // SUBGROUP_HEADER with extensions (0x19; 0x59 on 18+), then object 0: block {0x10: 300}
   // (81 2c), payload "x".
-  const std::string data = hex_of(f.raw_->incoming.back()->data);
-  EXPECT_EQ(data.substr(0, 2), d17() ? "19" : "59") << data;
-  const std::string tail = canon("00 03 10 81 2c 01 78");
-  ASSERT_GE(data.size(), tail.size());
-  EXPECT_EQ(data.substr(data.size() - tail.size()), tail) << data;
+  ASSERT_NO_FATAL_FAILURE(expect_last_stream(f, d17() ? "19" : "59", "00 03 10 81 2c 01 78"));
   // FETCH of group 3 (17..19 Start {3, 0} End {3, 0}; 20 StartGroup 3, StartObject 0, delta 0):
   // FETCH_OK (d17 §9.15, d18 §10.13, d20 §10.14) ends with the same Track Properties, End {3, 1}
   // (20: {3, 0}); the object carries its Timestamp as on the subscription: flags 0x3c (with
@@ -655,32 +670,19 @@ TEST_P(FetchRequestStreamsTest, ProvisionalPropertiesAnswerSubscribeOkWithoutTim
   Fixture f(GetParam().alpn);
   TestBroadcast b(f.origin_, "room/alice");
   setup(f);
-  model::Track* t = f.origin_.track("room/alice", "video");
-  ASSERT_NE(t, nullptr);
-  t->expect_properties();
-  RawStream* s = f.raw_->open_bidi(subscribe(0));
-  ASSERT_NE(s, nullptr);
-  f.pump();
-  EXPECT_TRUE(s->data.empty()) << hex_of(s->data);
+  model::Track* t = nullptr;
+  RawStream* s = nullptr;
+  ASSERT_NO_FATAL_FAILURE(subscribe_before_properties(f, t, s));
   model::TrackProperties props;
   props.timescale_known = false;
   props.provisional = true;
   t->set_properties(props);
   f.pump();
   EXPECT_EQ(hex_of(s->data), canon("04 00 02 00 00"));
-  model::Group* g = t->begin_group(3);
-  ASSERT_NE(g, nullptr);
-  t->begin_timed_object(*g, 1, 300);
-  t->append_chunk(*g, Bytes::copy(std::string_view("x")));
-  t->finish_group(*g);
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(publish_x_at_300(f, *t));
   // SUBGROUP_HEADER without properties (0x18; 0x58 on 18+), alias 0, group 3, priority 7;
   // object 0, payload "x".
-  const std::string data = hex_of(f.raw_->incoming.back()->data);
-  EXPECT_EQ(data.substr(0, 2), d17() ? "18" : "58") << data;
-  const std::string tail = canon("00 01 78");
-  ASSERT_GE(data.size(), tail.size());
-  EXPECT_EQ(data.substr(data.size() - tail.size()), tail) << data;
+  ASSERT_NO_FATAL_FAILURE(expect_last_stream(f, d17() ? "18" : "58", "00 01 78"));
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
