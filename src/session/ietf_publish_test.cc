@@ -512,13 +512,24 @@ class PublishForwardZeroTest : public PublishRequestStreamTest {
   // REQUEST_OK (§10.5) with no parameters and no Track Properties: the publisher's yes.
   static constexpr const char* kOk = "07 00 01 00";
   static constexpr Duration kLinger = model::OriginConfig{}.upstream_linger;
+  // The peer's PUBLISH of room/alice "video" (request 0, alias 5, FORWARD 0) after SETUP: its
+  // request stream.
+  RawStream* open_publish(Fixture& f) {
+    setup(f);
+    RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
+    f.pump();
+    return r;
+  }
+  // `viewer` subscribes to room/alice "video", and the session hears of it.
+  static void watch(Fixture& f, testing::FrameCollector& viewer) {
+    ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+    f.pump();
+  }
 };
 
 TEST_P(PublishForwardZeroTest, DemandStartsAndPausesThePublisher) {
   Fixture f(GetParam().alpn);
-  setup(f);
-  RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
-  f.pump();
+  RawStream* r = open_publish(f);
   EXPECT_EQ(hex_of(r->data), canon(kOk));  // accepted: an empty REQUEST_OK
   EXPECT_TRUE(f.origin_.is_active("room/alice"));
   // Nobody watches: no REQUEST_UPDATE, however long.
@@ -527,8 +538,7 @@ TEST_P(PublishForwardZeroTest, DemandStartsAndPausesThePublisher) {
   EXPECT_EQ(hex_of(r->data), "");
   // A viewer: FORWARD 1 at once, request id 1 (moqd's first).
   testing::FrameCollector viewer;
-  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(watch(f, viewer));
   EXPECT_EQ(hex_of(r->data), update(1, true));
   r->write(hex(kOk));
   f.pump();
@@ -548,8 +558,7 @@ TEST_P(PublishForwardZeroTest, DemandStartsAndPausesThePublisher) {
   // Another viewer: FORWARD 1 again, with the next id.
   r->data.clear();
   testing::FrameCollector second;
-  ASSERT_TRUE(second.subscribe(f.origin_, "room/alice", "video"));
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(watch(f, second));
   EXPECT_EQ(hex_of(r->data), update(5, true));
   EXPECT_FALSE(r->fin);
   EXPECT_FALSE(f.raw_->closed_code.has_value());
@@ -557,12 +566,9 @@ TEST_P(PublishForwardZeroTest, DemandStartsAndPausesThePublisher) {
 
 TEST_P(PublishForwardZeroTest, AViewerBackWithinTheLingerKeepsItRunning) {
   Fixture f(GetParam().alpn);
-  setup(f);
-  RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
-  f.pump();
+  RawStream* r = open_publish(f);
   auto viewer = std::make_unique<testing::FrameCollector>();
-  ASSERT_TRUE(viewer->subscribe(f.origin_, "room/alice", "video"));
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(watch(f, *viewer));
   r->write(hex(kOk));
   f.pump();
   r->data.clear();
@@ -579,13 +585,10 @@ TEST_P(PublishForwardZeroTest, AViewerBackWithinTheLingerKeepsItRunning) {
 
 TEST_P(PublishForwardZeroTest, OneUpdateInFlightAtATime) {
   Fixture f(GetParam().alpn);
-  setup(f);
-  RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
-  f.pump();
+  RawStream* r = open_publish(f);
   r->data.clear();
   auto viewer = std::make_unique<testing::FrameCollector>();
-  ASSERT_TRUE(viewer->subscribe(f.origin_, "room/alice", "video"));
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(watch(f, *viewer));
   EXPECT_EQ(hex_of(r->data), update(1, true));
   // Demand goes before the publisher answers: FORWARD 0 waits for that answer (at most one
   // outstanding, within any MAX_REQUEST_UPDATES, §10.3).
@@ -601,12 +604,9 @@ TEST_P(PublishForwardZeroTest, OneUpdateInFlightAtATime) {
 
 TEST_P(PublishForwardZeroTest, ARefusedUpdateEndsTheTrack) {
   Fixture f(GetParam().alpn);
-  setup(f);
-  RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
-  f.pump();
+  RawStream* r = open_publish(f);
   testing::FrameCollector viewer;
-  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(watch(f, viewer));
   // REQUEST_ERROR (§10.6): NOT_SUPPORTED (0x3), Retry Interval 0, no reason. §10.9: the update
   // failing terminates the subscription; moqd ends the track without waiting for the publisher's
   // PUBLISH_DONE UPDATE_FAILED, and closes its side of the stream, the session staying.
@@ -623,12 +623,9 @@ TEST_P(PublishForwardZeroTest, ARefusedUpdateEndsTheTrack) {
 
 TEST_P(PublishForwardZeroTest, AnAnswerWithNoUpdateInFlightIsAViolation) {
   Fixture f(GetParam().alpn);
-  setup(f);
-  RawStream* r = f.raw_->open_bidi(publish(0, 5, false));
-  f.pump();
+  RawStream* r = open_publish(f);
   testing::FrameCollector viewer;
-  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(watch(f, viewer));
   r->write(hex(kOk));
   f.pump();
   EXPECT_FALSE(f.raw_->closed_code.has_value());
