@@ -189,6 +189,16 @@ class PublishOutStreamsTest : public testing::IetfRequestStreamsTest {
   }
   // The peer's acceptance: d17 PUBLISH_OK (0x1E, parameters only), 18+ REQUEST_OK.
   std::vector<uint8_t> accept() const { return msg(d17() ? 0x1e : 0x07, "00"); }
+  // SETUP, the peer's SUBSCRIBE_NAMESPACE ["room"], then room/alice's "video" wanted here: moqd
+  // opens its PUBLISH stream, the peer's second incoming stream (f.raw_->incoming[1]).
+  void await_publish(testing::IetfServerFixture& f) {
+    send_setup(f, kD17Setup);
+    f.raw_->open_bidi(ask());
+    f.pump();
+    ASSERT_NE(f.origin_.track("room/alice", "video"), nullptr);
+    f.pump();
+    ASSERT_EQ(f.raw_->incoming.size(), 2u);
+  }
 };
 
 TEST_P(PublishOutStreamsTest, PublishOnItsOwnStreamThenObjectsThenPublishDoneAndFin) {
@@ -229,12 +239,7 @@ TEST_P(PublishOutStreamsTest, RefusalOrCloseBeforeAnAnswerEndsThePublish) {
     SCOPED_TRACE(refuse ? "REQUEST_ERROR" : "FIN");
     testing::IetfServerFixture f(GetParam().alpn);
     TestBroadcast b(f.origin_, "room/alice");
-    send_setup(f, kD17Setup);
-    f.raw_->open_bidi(ask());
-    f.pump();
-    ASSERT_NE(f.origin_.track("room/alice", "video"), nullptr);
-    f.pump();
-    ASSERT_EQ(f.raw_->incoming.size(), 2u);
+    ASSERT_NO_FATAL_FAILURE(await_publish(f));
     RawStream& p = *f.raw_->incoming[1];
     if (refuse) {
       // REQUEST_ERROR NOT_SUPPORTED (3), as @moq/net 0.3.4 answers; d16+: retry interval 0;
@@ -254,12 +259,7 @@ TEST_P(PublishOutStreamsTest, RefusalOrCloseBeforeAnAnswerEndsThePublish) {
 TEST_P(PublishOutStreamsTest, ThePeersCloseAfterAcceptingUnsubscribes) {
   testing::IetfServerFixture f(GetParam().alpn);
   TestBroadcast b(f.origin_, "room/alice");
-  send_setup(f, kD17Setup);
-  f.raw_->open_bidi(ask());
-  f.pump();
-  ASSERT_NE(f.origin_.track("room/alice", "video"), nullptr);
-  f.pump();
-  ASSERT_EQ(f.raw_->incoming.size(), 2u);
+  ASSERT_NO_FATAL_FAILURE(await_publish(f));
   RawStream& p = *f.raw_->incoming[1];
   p.write(accept());
   f.pump();
