@@ -57,6 +57,20 @@ const GROUPS = [
   [H.randomFrame(1), H.randomFrame(20_000)],
 ];
 
+// Writes GROUPS as groups 10, 11 and 12 under `alias`, each on a SUBGROUP stream of its own, waiting
+// after each until the @moq/net viewer `v` and the @moq/lite viewer `l` both have it; then both
+// must have read every frame byte for byte, in groups 10..12.
+async function sendGroupsToBoth(mux, version, alias, v, l) {
+  for (const [i, frames] of GROUPS.entries()) {
+    const u = mux.open({ uni: true });
+    mux.write(u, subgroup(version, alias, 10 + i, frames), { fin: true });
+    await H.waitFor(() => v.state.n >= count(GROUPS.slice(0, i + 1)) && l.frameCount() >= count(GROUPS.slice(0, i + 1)), 10_000, `group ${10 + i} at both viewers`);
+  }
+  assert.deepEqual(v.ordered().flat(), flat(GROUPS));
+  assert.deepEqual([...v.groups.keys()].sort((a, b) => a - b), [10, 11, 12]);
+  assert.deepEqual(l.groups.flatMap((g) => g.frames), flat(GROUPS));
+}
+
 for (const version of ["moq-transport-17", "moq-transport-18", "moq-transport-20"]) {
   test(`${version} through moqd: a raw client's PUBLISH on its request stream is accepted and its track reaches a @moq/net 0.3.4 viewer (${version}) and a @moq/lite viewer (moq-lite-02) byte for byte; PUBLISH_DONE and FIN end it`, { timeout: H.TEST_TIMEOUT_MS }, async () => {
     const m = await H.startMoqd(["--versions", `moq-lite-02,${version}`]);
@@ -97,14 +111,7 @@ for (const version of ["moq-transport-17", "moq-transport-18", "moq-transport-20
     const watcher = H.watchAnnounced(lite, p.slice(0, p.lastIndexOf("/")));
     await watcher.waitFor(p, true);
     const l = H.subscribeTrack(lite, p, "video");
-    for (const [i, frames] of GROUPS.entries()) {
-      const u = mux.open({ uni: true });
-      mux.write(u, subgroup(version, alias, 10 + i, frames), { fin: true });
-      await H.waitFor(() => v.state.n >= count(GROUPS.slice(0, i + 1)) && l.frameCount() >= count(GROUPS.slice(0, i + 1)), 10_000, `group ${10 + i} at both viewers`);
-    }
-    assert.deepEqual(v.ordered().flat(), flat(GROUPS));
-    assert.deepEqual([...v.groups.keys()].sort((a, b) => a - b), [10, 11, 12]);
-    assert.deepEqual(l.groups.flatMap((g) => g.frames), flat(GROUPS));
+    await sendGroupsToBoth(mux, version, alias, v, l);
 
     // PUBLISH_DONE (no Request ID on 17+) TRACK_ENDED (2), Stream Count 3, then FIN: the track
     // ends at the moq-lite viewer, moqd FINs the request stream with nothing after its answer, and
@@ -235,14 +242,7 @@ test("moq-transport-20 through moqd: a raw client's PUBLISH with FORWARD 0 is ac
   mux.write(s, msg17(0x07, lo(0))); // REQUEST_OK
   const l = H.subscribeTrack(lite, p, "video");
 
-  for (const [i, frames] of GROUPS.entries()) {
-    const u = mux.open({ uni: true });
-    mux.write(u, subgroup(version, alias, 10 + i, frames), { fin: true });
-    await H.waitFor(() => v.state.n >= count(GROUPS.slice(0, i + 1)) && l.frameCount() >= count(GROUPS.slice(0, i + 1)), 10_000, `group ${10 + i} at both viewers`);
-  }
-  assert.deepEqual(v.ordered().flat(), flat(GROUPS));
-  assert.deepEqual([...v.groups.keys()].sort((a, b) => a - b), [10, 11, 12]);
-  assert.deepEqual(l.groups.flatMap((g) => g.frames), flat(GROUPS));
+  await sendGroupsToBoth(mux, version, alias, v, l);
   assert.equal(onStream().length, 2, "the second viewer sends no second FORWARD 1");
 
   // Both viewers go: after the linger, REQUEST_UPDATE id 3 FORWARD 0.
