@@ -294,25 +294,32 @@ TEST(IetfClientTest, Draft15DiscoveryOnTheControlStream) {
 // Named apart: the unity build compiles other session tests into this TU.
 namespace client_publish_done {
 
+// The client's subscription to room/alice's track "video": `t` is that track in the client's
+// origin, `holder` listens to it, `sub` is the SUBSCRIBE the client sent.
+struct AliceSubscription {
+  Holder holder;
+  model::Track* t = nullptr;
+  wi::Subscribe sub;
+};
+
 // The d16 client `f` started; the relay announces room/alice and the client subscribes to its
-// track "video": `t` is that track in the client's origin, `holder` listens to it, `sub` is the
-// SUBSCRIBE the client sent (the only message on the control stream after the announcement).
-void subscribe_to_alice(ClientFixture& f, Holder& holder, model::Track*& t, wi::Subscribe& sub) {
+// track "video" (the only message on the control stream after the announcement).
+void subscribe_to_alice(ClientFixture& f, AliceSubscription& a) {
   f.start();
   f.server_setup();
   RawStream& ns = *f.relay_->incoming.at(1);
   ns.write(encoded(f.draft_, wi::Namespace{false, {"alice"}}));
   f.pump();
-  t = f.origin_.track("room/alice", "video");
-  ASSERT_NE(t, nullptr);
-  t->add_listener(&holder);
+  a.t = f.origin_.track("room/alice", "video");
+  ASSERT_NE(a.t, nullptr);
+  a.t->add_listener(&a.holder);
   f.control().data.clear();
   f.pump();
   auto out = messages(f.draft_, f.control().data);
   ASSERT_EQ(out.size(), 1u);
   const auto* s = std::get_if<wi::Subscribe>(&out[0]);
   ASSERT_NE(s, nullptr);
-  sub = *s;
+  a.sub = *s;
 }
 
 // The relay's SUBSCRIBE_OK for request `rid`, track alias 9.
@@ -343,18 +350,16 @@ std::vector<uint8_t> group_stream(const ClientFixture& f, uint64_t group) {
 // client's origin (its groups are not cut off) until the subscription ends with PUBLISH_DONE.
 TEST(IetfClientTest, AWithdrawnNamespaceOutlivesItsSubscriptionUntilPublishDone) {
   ClientFixture f("moqt-16", wire::Version::kTransport16, std::string("room"));
-  Holder holder;
-  model::Track* t = nullptr;
-  wi::Subscribe sub;
-  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, holder, t, sub));
-  EXPECT_EQ(sub.request_id, 2u);  // after SUBSCRIBE_NAMESPACE's 0
+  AliceSubscription a;
+  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, a));
+  EXPECT_EQ(a.sub.request_id, 2u);  // after SUBSCRIBE_NAMESPACE's 0
   f.relay_->incoming.at(1)->write(encoded(f.draft_, wi::Namespace{true, {"alice"}}));
   f.pump();
   EXPECT_TRUE(f.origin_.is_active("room/alice"));
-  EXPECT_FALSE(holder.ended);
-  f.send(f.control(), wi::PublishDone{sub.request_id, 2, 0, "done"});
+  EXPECT_FALSE(a.holder.ended);
+  f.send(f.control(), wi::PublishDone{a.sub.request_id, 2, 0, "done"});
   f.advance(std::chrono::milliseconds(800));  // PUBLISH_DONE's grace for streams in flight
-  EXPECT_TRUE(holder.ended);
+  EXPECT_TRUE(a.holder.ended);
   EXPECT_FALSE(f.origin_.is_active("room/alice"));
   EXPECT_FALSE(f.handler_.is_closed());
 }
@@ -364,27 +369,25 @@ TEST(IetfClientTest, AWithdrawnNamespaceOutlivesItsSubscriptionUntilPublishDone)
 // the track ends once none has come for the grace.
 TEST(IetfClientTest, PublishDoneWithoutStreamCountWaitsWhileStreamsArrive) {
   ClientFixture f("moqt-16", wire::Version::kTransport16, std::string("room"));
-  Holder holder;
-  model::Track* t = nullptr;
-  wi::Subscribe sub;
-  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, holder, t, sub));
-  const uint64_t rid = sub.request_id;
+  AliceSubscription a;
+  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, a));
+  const uint64_t rid = a.sub.request_id;
   subscribe_ok(f, rid);
   f.send(f.control(), wi::PublishDone{rid, 2, 0, "done"});
   for (uint64_t group = 1; group <= 3; ++group) {
     f.advance(std::chrono::milliseconds(400));
-    ASSERT_FALSE(holder.ended) << "before group " << group;
+    ASSERT_FALSE(a.holder.ended) << "before group " << group;
     transport::Stream* u = f.relay_mux_->open_uni();
     ASSERT_NE(u, nullptr);
     u->write(Bytes::from(group_stream(f, group)));
     u->finish();
     f.pump();
-    ASSERT_EQ(t->largest_sequence(), std::optional<uint64_t>(group));
+    ASSERT_EQ(a.t->largest_sequence(), std::optional<uint64_t>(group));
   }
   f.advance(std::chrono::milliseconds(400));
-  EXPECT_FALSE(holder.ended);
+  EXPECT_FALSE(a.holder.ended);
   f.advance(std::chrono::milliseconds(500));
-  EXPECT_TRUE(holder.ended);
+  EXPECT_TRUE(a.holder.ended);
   EXPECT_FALSE(f.handler_.is_closed());
 }
 
@@ -394,11 +397,9 @@ TEST(IetfClientTest, PublishDoneWithoutStreamCountWaitsWhileStreamsArrive) {
 // bound that a count never reached would take.
 TEST(IetfClientTest, PublishDoneWithUnknownStreamCountEndsOnceStreamsAreDone) {
   ClientFixture f("moqt-16", wire::Version::kTransport16, std::string("room"));
-  Holder holder;
-  model::Track* t = nullptr;
-  wi::Subscribe sub;
-  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, holder, t, sub));
-  const uint64_t rid = sub.request_id;
+  AliceSubscription a;
+  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, a));
+  const uint64_t rid = a.sub.request_id;
   subscribe_ok(f, rid);
   // Group 1's stream: one object, not finished yet.
   transport::Stream* u = f.relay_mux_->open_uni();
@@ -413,13 +414,13 @@ TEST(IetfClientTest, PublishDoneWithUnknownStreamCountEndsOnceStreamsAreDone) {
   f.control().write(done);
   f.pump();
   f.advance(std::chrono::milliseconds(1000));
-  EXPECT_FALSE(holder.ended);  // the open stream is waited for
+  EXPECT_FALSE(a.holder.ended);  // the open stream is waited for
   u->finish();
   f.pump();
-  EXPECT_FALSE(holder.ended);  // a stream sent just before PUBLISH_DONE may still be on its way
+  EXPECT_FALSE(a.holder.ended);  // a stream sent just before PUBLISH_DONE may still be on its way
   f.advance(std::chrono::milliseconds(800));
-  EXPECT_TRUE(holder.ended);  // 1.8 s after PUBLISH_DONE; the old wait was the 5 s bound
-  ASSERT_EQ(t->largest_sequence(), std::optional<uint64_t>(1));
+  EXPECT_TRUE(a.holder.ended);  // 1.8 s after PUBLISH_DONE; the old wait was the 5 s bound
+  ASSERT_EQ(a.t->largest_sequence(), std::optional<uint64_t>(1));
   EXPECT_FALSE(f.handler_.is_closed());
 }
 
