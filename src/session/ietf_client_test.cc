@@ -303,8 +303,9 @@ struct AliceSubscription {
 };
 
 // The d16 client `f` started; the relay announces room/alice and the client subscribes to its
-// track "video" (the only message on the control stream after the announcement).
-void subscribe_to_alice(ClientFixture& f, AliceSubscription& a) {
+// track "video" (the only message on the control stream after the announcement); with `accept`,
+// the relay answers SUBSCRIBE_OK, track alias 9.
+void subscribe_to_alice(ClientFixture& f, AliceSubscription& a, bool accept = false) {
   f.start();
   f.server_setup();
   RawStream& ns = *f.relay_->incoming.at(1);
@@ -320,14 +321,12 @@ void subscribe_to_alice(ClientFixture& f, AliceSubscription& a) {
   const auto* s = std::get_if<wi::Subscribe>(&out[0]);
   ASSERT_NE(s, nullptr);
   a.sub = *s;
-}
-
-// The relay's SUBSCRIBE_OK for request `rid`, track alias 9.
-void subscribe_ok(ClientFixture& f, uint64_t rid) {
-  wi::SubscribeOk ok;
-  ok.request_id = rid;
-  ok.track_alias = 9;
-  f.send(f.control(), ok);
+  if (accept) {
+    wi::SubscribeOk ok;
+    ok.request_id = a.sub.request_id;
+    ok.track_alias = 9;
+    f.send(f.control(), ok);
+  }
 }
 
 // A SUBGROUP stream's bytes for alias 9, group `group`: its header and one object "abc".
@@ -344,6 +343,13 @@ std::vector<uint8_t> group_stream(const ClientFixture& f, uint64_t group) {
   wi::encode_object(f.draft_, h, oh, bytes);
   bytes.insert(bytes.end(), {'a', 'b', 'c'});
   return bytes;
+}
+
+// The relay opens `u`, a SUBGROUP stream of group `group` (group_stream), left unfinished.
+void open_group(ClientFixture& f, uint64_t group, transport::Stream*& u) {
+  u = f.relay_mux_->open_uni();
+  ASSERT_NE(u, nullptr);
+  u->write(Bytes::from(group_stream(f, group)));
 }
 
 // A namespace the relay ends while the client still receives one of its tracks stays in the
@@ -370,16 +376,14 @@ TEST(IetfClientTest, AWithdrawnNamespaceOutlivesItsSubscriptionUntilPublishDone)
 TEST(IetfClientTest, PublishDoneWithoutStreamCountWaitsWhileStreamsArrive) {
   ClientFixture f("moqt-16", wire::Version::kTransport16, std::string("room"));
   AliceSubscription a;
-  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, a));
+  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, a, /*accept=*/true));
   const uint64_t rid = a.sub.request_id;
-  subscribe_ok(f, rid);
   f.send(f.control(), wi::PublishDone{rid, 2, 0, "done"});
   for (uint64_t group = 1; group <= 3; ++group) {
     f.advance(std::chrono::milliseconds(400));
     ASSERT_FALSE(a.holder.ended) << "before group " << group;
-    transport::Stream* u = f.relay_mux_->open_uni();
-    ASSERT_NE(u, nullptr);
-    u->write(Bytes::from(group_stream(f, group)));
+    transport::Stream* u = nullptr;
+    ASSERT_NO_FATAL_FAILURE(open_group(f, group, u));
     u->finish();
     f.pump();
     ASSERT_EQ(a.t->largest_sequence(), std::optional<uint64_t>(group));
@@ -398,13 +402,11 @@ TEST(IetfClientTest, PublishDoneWithoutStreamCountWaitsWhileStreamsArrive) {
 TEST(IetfClientTest, PublishDoneWithUnknownStreamCountEndsOnceStreamsAreDone) {
   ClientFixture f("moqt-16", wire::Version::kTransport16, std::string("room"));
   AliceSubscription a;
-  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, a));
+  ASSERT_NO_FATAL_FAILURE(subscribe_to_alice(f, a, /*accept=*/true));
   const uint64_t rid = a.sub.request_id;
-  subscribe_ok(f, rid);
   // Group 1's stream: one object, not finished yet.
-  transport::Stream* u = f.relay_mux_->open_uni();
-  ASSERT_NE(u, nullptr);
-  u->write(Bytes::from(group_stream(f, 1)));
+  transport::Stream* u = nullptr;
+  ASSERT_NO_FATAL_FAILURE(open_group(f, 1, u));
   f.pump();
   // PUBLISH_DONE TRACK_ENDED, Stream Count 2^62-1: QUIC varint ff ff ff ff ff ff ff ff.
   const std::vector<uint8_t> done =
