@@ -247,7 +247,10 @@ export async function netCrossLiteLateJoiner(m, version, dir) {
     const net = await netConnect(m.url);
     assert.equal(net.version, version);
     [first, late] = [await H.connect(m.url), await H.connect(m.url)];
-    netPublish(net, p, groups, { before });
+    // The publisher ends the track: its end reaching both viewers means moqd has every group
+    // stream whole (it honours PUBLISH_DONE's Stream Count), so @moq/net has no write left when
+    // its connection closes (closing it earlier raced a group stream's last write).
+    netPublish(net, p, groups, { before, end: true });
     const watcher = H.watchAnnounced(first, p.slice(0, p.lastIndexOf("/")));
     await watcher.waitFor(p, true);
     watcher.close();
@@ -260,6 +263,8 @@ export async function netCrossLiteLateJoiner(m, version, dir) {
     assert.deepEqual(b.groups.map((g) => g.group), [2, 3, 4]);
     await H.waitFor(() => frames(holder.a) >= count(groups), 10_000, "every group at the first viewer");
     got = { a: holder.a.groups.flatMap((g) => g.frames), b: b.groups.flatMap((g) => g.frames) };
+    await holder.a.waitEnd(10_000);
+    await b.waitEnd(10_000);
     net.close();
     H.closeConnection(first);
     H.closeConnection(late);
