@@ -53,7 +53,8 @@ std::optional<std::vector<uint8_t>> reencode(Framing framing, const MuxFrame& f)
     case FrameKind::kMaxStreamsBidi: b = encode_max_streams(false, f.value); break;
     case FrameKind::kMaxStreamsUni: b = encode_max_streams(true, f.value); break;
     case FrameKind::kTransportParameters: b = encode_transport_parameters(f.params); break;
-    case FrameKind::kPing:
+    case FrameKind::kPing: b = encode_ping_request(f.value); break;
+    case FrameKind::kPingResponse: b = encode_ping_response(f.value); break;
     case FrameKind::kIgnored: return std::nullopt;
   }
   return std::vector<uint8_t>(b.data(), b.data() + b.size());
