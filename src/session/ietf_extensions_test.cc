@@ -130,9 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Drafts, ControlStreamTest, ::testing::Values(15, 16),
 // parameters, and its extension blocks absolute types (d14 §10.4.2), which read the same bytes as
 // other valid pairs; moqd forwards the objects, gaps, subgroups and blocks unchanged.
 TEST(IetfExtensionsTest, Draft14SubgroupsGapsAndExtensionsComeBackUnchanged) {
-  wire::VersionSet only14 = wire::VersionSet::none();
-  only14.add(wire::Version::kTransport14);
-  Fixture f("", only14);
+  Fixture f("", testing::only_draft14());
   RawStream* c = f.raw_->open_bidi(
       hex("20 00 2c 03 c0 00 00 00 ff 0d ad 02 c0 00 00 00 ff 0d ad 01 c0 00 00 00 ff 00 00 0e "
           "02 02 80 00 a4 55 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73"));

@@ -106,9 +106,7 @@ TEST(IetfFetchTest, Draft16FetchCarriesTheExtensionBlocks) {
 }
 
 TEST(IetfFetchTest, Draft14FetchCarriesTheExtensionBlocksWithAbsoluteTypes) {
-  wire::VersionSet only14 = wire::VersionSet::none();
-  only14.add(wire::Version::kTransport14);
-  Fixture f("", only14);
+  Fixture f("", testing::only_draft14());
   TestBroadcast b(f.origin_, "room/alice");
   RawStream& c = f.open_control(kD14Setup);
   f.exchange(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE
@@ -205,9 +203,7 @@ TEST(IetfFetchTest, BadFetchesAreAnsweredWithTheDraftsErrors) {
 }
 
 TEST(IetfFetchTest, Draft14FetchErrorAndNoObjects) {
-  wire::VersionSet only14 = wire::VersionSet::none();
-  only14.add(wire::Version::kTransport14);
-  Fixture f("", only14);
+  Fixture f("", testing::only_draft14());
   TestBroadcast b(f.origin_, "room/alice");
   RawStream& c = f.open_control(kD14Setup);
   // d14 FETCH (§9.16) of room/bob: FETCH_ERROR (0x19) TRACK_DOES_NOT_EXIST (0x4).
@@ -231,9 +227,7 @@ TEST(IetfFetchTest, Draft14FetchErrorAndNoObjects) {
 // to where the joined subscription began, in d14's object layout (§10.4.4: group, subgroup,
 // object, priority, Extension Headers Length, payload length, payload).
 TEST(IetfFetchTest, Draft14JoiningFetchReturnsExactlyWhatWasPublished) {
-  wire::VersionSet only14 = wire::VersionSet::none();
-  only14.add(wire::Version::kTransport14);
-  Fixture f("", only14);
+  Fixture f("", testing::only_draft14());
   TestBroadcast b(f.origin_, "room/alice");
   RawStream& c = f.open_control(kD14Setup);
   f.exchange(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE 0
@@ -343,9 +337,7 @@ TEST(IetfTrackStatusTest, AnswersWithTheLargestLocation) {
               (std::vector<int>{0x05, 0x04, 0x10}));
   }
   {
-    wire::VersionSet only14 = wire::VersionSet::none();
-    only14.add(wire::Version::kTransport14);
-    Fixture f("", only14);
+    Fixture f("", testing::only_draft14());
     TestBroadcast b(f.origin_, "room/alice");
     RawStream& c = f.open_control(kD14Setup);
     f.exchange(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");  // SUBSCRIBE
@@ -356,30 +348,38 @@ TEST(IetfTrackStatusTest, AnswersWithTheLargestLocation) {
   }
 }
 
+// After SUBSCRIBE id 0 of room/alice "video" on `c` (d15 or d16): group 1 is delivered, then the
+// update `update_hex` (id 2 of subscription 0: SUBSCRIPTION_FILTER AbsoluteRange {0, 0} to End
+// Group 2 inclusive, SUBSCRIBER_PRIORITY 9) is answered REQUEST_OK with LARGEST_OBJECT {1, 0}.
+// Group 2's stream carries the new priority (9); it is the end group: once it is written the
+// subscription ends with PUBLISH_DONE SUBSCRIPTION_ENDED (0x3), 2 streams. Group 3 is past the end:
+// not delivered.
+void expect_update_narrows_to_end_group_2(Fixture& f, TestBroadcast& b, RawStream& c,
+                                          std::string_view update_hex) {
+  b.write_group("video", 1, {"a"});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 1u);
+  EXPECT_EQ(f.exchange(c, update_hex), canon("07 00 06 02 01 09 02 01 00"));
+  c.data.clear();
+  b.write_group("video", 2, {"b"});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 2u);
+  EXPECT_EQ(hex_of(f.raw_->incoming[1]->data), canon("18 00 02 09 00 01 62"));
+  EXPECT_EQ(hex_of(c.data).substr(0, 3 * 6 - 1), canon("0b 00 15 00 03 02"));
+  EXPECT_EQ(f.session_->subscription_count(), 0u);
+  b.write_group("video", 3, {"c"});
+  f.pump();
+  EXPECT_EQ(f.raw_->incoming.size(), 2u);
+}
+
 TEST(IetfSubscribeUpdateTest, EndGroupNarrowsALiveSubscription) {
   Fixture f("moqt-16");
   TestBroadcast b(f.origin_, "room/alice");
   RawStream& c = f.open_control(kD16Setup);
   f.exchange(c, subscribe16("00"));
-  b.write_group("video", 1, {"a"});
-  f.pump();
-  ASSERT_EQ(f.raw_->incoming.size(), 1u);
-  // d16 §9.11 REQUEST_UPDATE id 2 of subscription 0: SUBSCRIPTION_FILTER AbsoluteRange {0, 0}
-  // to End Group 2 (inclusive) and SUBSCRIBER_PRIORITY 9. REQUEST_OK with LARGEST_OBJECT {1, 0}.
-  EXPECT_EQ(f.exchange(c, "02 00 0b 02 00 02 20 09 01 04 04 00 00 02"), canon("07 00 06 02 01 09 02 01 00"));
-  c.data.clear();
-  b.write_group("video", 2, {"b"});
-  f.pump();
-  ASSERT_EQ(f.raw_->incoming.size(), 2u);
-  // Group 2's stream carries the new priority (9). It is the end group: once it is written the
-  // subscription ends with PUBLISH_DONE SUBSCRIPTION_ENDED (0x3), 2 streams.
-  EXPECT_EQ(hex_of(f.raw_->incoming[1]->data), canon("18 00 02 09 00 01 62"));
-  EXPECT_EQ(hex_of(c.data).substr(0, 3 * 6 - 1), canon("0b 00 15 00 03 02"));
-  EXPECT_EQ(f.session_->subscription_count(), 0u);
-  // Group 3 is past the end: not delivered.
-  b.write_group("video", 3, {"c"});
-  f.pump();
-  EXPECT_EQ(f.raw_->incoming.size(), 2u);
+  // d16 §9.11 REQUEST_UPDATE: the filter and the priority as delta-coded parameters.
+  expect_update_narrows_to_end_group_2(f, b, c, "02 00 0b 02 00 02 20 09 01 04 04 00 00 02");
+  ASSERT_FALSE(HasFatalFailure());
   // An update of a subscription that does not exist closes the session (PROTOCOL_VIOLATION).
   f.exchange(c, "02 00 03 04 00 00");
   ASSERT_TRUE(f.raw_->closed_code.has_value());
@@ -394,30 +394,14 @@ TEST(IetfSubscribeUpdateTest, Draft15EndGroupNarrowsALiveSubscription) {
   RawStream& c = f.open_control("20 00 13 02 02 80 00 a4 55 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73");
   // SUBSCRIBE id 0: FORWARD 1, SUBSCRIBER_PRIORITY 7, SUBSCRIPTION_FILTER Largest Object, GROUP_ORDER 2.
   f.exchange(c, std::string("03 00 1d 00 ") + kRoomAliceVideo + " 04 10 01 20 07 21 01 02 22 02");
-  b.write_group("video", 1, {"a"});
-  f.pump();
-  ASSERT_EQ(f.raw_->incoming.size(), 1u);
-  // SUBSCRIBE_UPDATE id 2 of 0: SUBSCRIBER_PRIORITY 9, SUBSCRIPTION_FILTER AbsoluteRange {0, 0} to
-  // End Group 2. REQUEST_OK with LARGEST_OBJECT {1, 0}.
-  EXPECT_EQ(f.exchange(c, "02 00 0b 02 00 02 20 09 21 04 04 00 00 02"), canon("07 00 06 02 01 09 02 01 00"));
-  c.data.clear();
-  b.write_group("video", 2, {"b"});
-  f.pump();
-  ASSERT_EQ(f.raw_->incoming.size(), 2u);
-  // Group 2 at the new priority, then PUBLISH_DONE SUBSCRIPTION_ENDED (0x3) after 2 streams.
-  EXPECT_EQ(hex_of(f.raw_->incoming[1]->data), canon("18 00 02 09 00 01 62"));
-  EXPECT_EQ(hex_of(c.data).substr(0, 3 * 6 - 1), canon("0b 00 15 00 03 02"));
-  EXPECT_EQ(f.session_->subscription_count(), 0u);
-  b.write_group("video", 3, {"c"});
-  f.pump();
-  EXPECT_EQ(f.raw_->incoming.size(), 2u);  // past the end
+  // SUBSCRIBE_UPDATE: SUBSCRIBER_PRIORITY (0x20) 9, SUBSCRIPTION_FILTER (0x21).
+  expect_update_narrows_to_end_group_2(f, b, c, "02 00 0b 02 00 02 20 09 21 04 04 00 00 02");
+  ASSERT_FALSE(HasFatalFailure());
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
 TEST(IetfSubscribeUpdateTest, Draft14EndGroupMayNotIncrease) {
-  wire::VersionSet only14 = wire::VersionSet::none();
-  only14.add(wire::Version::kTransport14);
-  Fixture f("", only14);
+  Fixture f("", testing::only_draft14());
   TestBroadcast b(f.origin_, "room/alice");
   RawStream& c = f.open_control(kD14Setup);
   f.exchange(c, std::string("03 00 18 00 ") + kRoomAliceVideo + " 80 00 01 02 00");

@@ -75,9 +75,7 @@ TEST(IetfPublishSession, Draft16PublishFeedsTheOriginUntilPublishDone) {
 }
 
 TEST(IetfPublishSession, Draft14PublishAnswersWithFields) {
-  wire::VersionSet only14 = wire::VersionSet::none();
-  only14.add(wire::Version::kTransport14);
-  Fixture f("", only14);
+  Fixture f("", testing::only_draft14());
   RawStream& c = f.open_control(kD14Setup);
   // d14 PUBLISH: Group Order 2, Content Exists 1, Largest {3, 1}, Forward 0.
   const std::string ok =
@@ -104,9 +102,7 @@ TEST(IetfPublishSession, RefusedPublishes) {
   }
   {
     // d14: the refusal is PUBLISH_ERROR (0x1F).
-    wire::VersionSet only14 = wire::VersionSet::none();
-    only14.add(wire::Version::kTransport14);
-    Fixture f("", only14);
+    Fixture f("", testing::only_draft14());
     f.handler_.deny_publish = true;
     RawStream& c = f.open_control(kD14Setup);
     EXPECT_EQ(f.error_of(c, "1d 00 18 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 02 00 01 00"),

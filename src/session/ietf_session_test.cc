@@ -65,9 +65,7 @@ TEST(IetfSessionTest, FactoryPicksTheFamilyByProtocol) {
   // The SETUP path stays moq-lite unless draft 14 is the only SETUP version enabled.
   IetfFixture setup("");
   EXPECT_NE(dynamic_cast<Session*>(setup.session_.get()), nullptr);
-  wire::VersionSet only14 = wire::VersionSet::none();
-  only14.add(wire::Version::kTransport14);
-  IetfFixture d14("", only14);
+  IetfFixture d14("", testing::only_draft14());
   EXPECT_NE(dynamic_cast<IetfSession*>(d14.session_.get()), nullptr);
   // Drafts 17..20 by their own ALPN.
   for (const char* alpn : {"moqt-17", "moqt-18", "moqt-19", "moqt-20"}) {
@@ -97,9 +95,7 @@ TEST(IetfSessionTest, Draft15SetupHasNoDeltaCoding) {
 }
 
 TEST(IetfSessionTest, Draft14SetupSelectsTheVersion) {
-  wire::VersionSet only14 = wire::VersionSet::none();
-  only14.add(wire::Version::kTransport14);
-  IetfFixture f("", only14);
+  IetfFixture f("", testing::only_draft14());
   RawStream& c = f.control(hex(kD14ClientSetup));
   EXPECT_EQ(to_hex(std::span(reinterpret_cast<const uint8_t*>(c.data.data()), c.data.size())),
             "21 00 0c c0 00 00 00 ff 00 00 0e 01 02 44 00");
@@ -124,9 +120,7 @@ TEST(IetfSessionTest, Moq00AlpnIsDraft14ThroughSetup) {
 }
 
 TEST(IetfSessionTest, Draft14SetupWithoutTheDraftFailsNegotiation) {
-  wire::VersionSet only14 = wire::VersionSet::none();
-  only14.add(wire::Version::kTransport14);
-  IetfFixture f("", only14);
+  IetfFixture f("", testing::only_draft14());
   // Offers lite-02 only.
   f.control(hex("20 00 0a 01 c0 00 00 00 ff 0d ad 02 00"));
   ASSERT_TRUE(f.raw_->closed_code.has_value());

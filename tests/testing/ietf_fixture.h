@@ -127,6 +127,12 @@ class IetfServerFixture {
   std::unique_ptr<session::MoqSession> session_;
 };
 
+// The versions of a server that speaks draft 14 alone (SETUP selects it, no ALPN of a later draft).
+inline wire::VersionSet only_draft14() {
+  wire::VersionSet v = wire::VersionSet::none();
+  v.add(wire::Version::kTransport14);
+  return v;
+}
 
 // One control message `type length(16) body` (types and values below 0x40: one-byte varints).
 inline std::vector<uint8_t> ietf_message(uint8_t type, const std::string& body_hex) {
