@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,15 +110,32 @@ class TwoWorkers {
     }
   }
 
-  // Worker 0 publishes kPath; a viewer subscribes on each worker (worker 1's through the bridge).
-  void start_track() {
-    run_on(0, [this] {
+  // Worker 0 publishes kPath (kTrack's properties set to `props` first, when given); worker 1's
+  // viewer subscribes through the bridge once kPath is active there.
+  void publish_and_view_remotely(const std::optional<model::TrackProperties>& props = std::nullopt) {
+    run_on(0, [this, &props] {
       Side& s = side(0);
       s.publisher = std::make_unique<TestBroadcast>(s.origin, kPath);
       s.bridge.publish_local(kPath, true, {}, 0);
+      if (props) {
+        model::Track* t = s.origin.track(kPath, kTrack);
+        ASSERT_NE(t, nullptr);
+        t->set_properties(*props);
+      }
     });
     ASSERT_TRUE(wait_for(1, [this] { return side(1).origin.is_active(kPath); }));
     run_on(1, [this] { ASSERT_TRUE(side(1).viewer.subscribe(side(1).origin, kPath, kTrack)); });
+  }
+  // Whether worker 1's viewer's track reports the properties `want` before kTimeout.
+  bool remote_viewer_sees(const model::TrackProperties& want) {
+    return wait_for(1, [this, &want] {
+      auto p = side(1).viewer.track()->properties();
+      return p.has_value() && *p == want;
+    });
+  }
+  // Worker 0 publishes kPath; a viewer subscribes on each worker (worker 1's through the bridge).
+  void start_track() {
+    ASSERT_NO_FATAL_FAILURE(publish_and_view_remotely());
     run_on(0, [this] { ASSERT_TRUE(side(0).viewer.subscribe(side(0).origin, kPath, kTrack)); });
     ASSERT_TRUE(wait_for(0, [this] { return side(0).bridge.feed_count() == 1; }));
   }
@@ -416,20 +434,8 @@ TEST(BridgeTest, TrackPropertiesAndTimestampsCrossToTheOtherWorker) {
   TwoWorkers w(BridgeLimits{});
   const model::TrackProperties props{.priority = 5, .ordered = true, .max_latency_ms = 70,
                                      .timescale = 48000};
-  w.run_on(0, [&] {
-    Side& s = w.side(0);
-    s.publisher = std::make_unique<TestBroadcast>(s.origin, kPath);
-    s.bridge.publish_local(kPath, true, {}, 0);
-    model::Track* t = s.origin.track(kPath, kTrack);
-    ASSERT_NE(t, nullptr);
-    t->set_properties(props);
-  });
-  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).origin.is_active(kPath); }));
-  w.run_on(1, [&] { ASSERT_TRUE(w.side(1).viewer.subscribe(w.side(1).origin, kPath, kTrack)); });
-  ASSERT_TRUE(w.wait_for(1, [&] {
-    auto p = w.side(1).viewer.track()->properties();
-    return p.has_value() && *p == props;
-  }));
+  ASSERT_NO_FATAL_FAILURE(w.publish_and_view_remotely(props));
+  ASSERT_TRUE(w.remote_viewer_sees(props));
   w.run_on(0, [&] {
     model::Track* t = w.track();
     model::Group* g = t->begin_group(3);
@@ -460,25 +466,10 @@ TEST(BridgeTest, ProvisionalPropertiesAreReplacedOnTheOtherWorker) {
   provisional.provisional = true;
   const model::TrackProperties props{.priority = 5, .ordered = true, .max_latency_ms = 70,
                                      .timescale = 90000};
-  w.run_on(0, [&] {
-    Side& s = w.side(0);
-    s.publisher = std::make_unique<TestBroadcast>(s.origin, kPath);
-    s.bridge.publish_local(kPath, true, {}, 0);
-    model::Track* t = s.origin.track(kPath, kTrack);
-    ASSERT_NE(t, nullptr);
-    t->set_properties(provisional);
-  });
-  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).origin.is_active(kPath); }));
-  w.run_on(1, [&] { ASSERT_TRUE(w.side(1).viewer.subscribe(w.side(1).origin, kPath, kTrack)); });
-  ASSERT_TRUE(w.wait_for(1, [&] {
-    auto p = w.side(1).viewer.track()->properties();
-    return p.has_value() && *p == provisional;
-  }));
+  ASSERT_NO_FATAL_FAILURE(w.publish_and_view_remotely(provisional));
+  ASSERT_TRUE(w.remote_viewer_sees(provisional));
   w.run_on(0, [&] { w.track()->set_properties(props); });
-  ASSERT_TRUE(w.wait_for(1, [&] {
-    auto p = w.side(1).viewer.track()->properties();
-    return p.has_value() && *p == props;
-  }));
+  ASSERT_TRUE(w.remote_viewer_sees(props));
 }
 
 }  // namespace
