@@ -47,6 +47,12 @@ struct D16 {
     sn = f.raw_->open_bidi(subscribe_namespace_d16(options));
     f.pump();
   }
+  // start(options), then room/alice's "video" comes alive (a subscriber elsewhere asked for it).
+  void start_then_make_live(uint8_t options) {
+    start(options);
+    ASSERT_NE(f.origin_.track("room/alice", "video"), nullptr);
+    f.pump();
+  }
   std::string control() const { return hex_of(c->data); }
   testing::IetfServerFixture f;
   const char* setup_hex = kD16ClientSetup;
@@ -104,9 +110,7 @@ TEST(IetfPublishOutTest, Draft16LiveTracksAreOfferedAtOnceAndNamespacesWithOptio
 TEST(IetfPublishOutTest, Draft16NamespaceOptionSendsNoPublish) {
   D16 t;
   TestBroadcast b(t.f.origin_, "room/alice");
-  t.start(0x01);
-  ASSERT_NE(t.f.origin_.track("room/alice", "video"), nullptr);
-  t.f.pump();
+  ASSERT_NO_FATAL_FAILURE(t.start_then_make_live(0x01));
   EXPECT_EQ(hex_of(t.sn->data), "07 00 02 00 00 08 00 07 01 05 61 6c 69 63 65");
   EXPECT_EQ(t.control(), "");
   EXPECT_EQ(t.f.session_->subscription_count(), 0u);
@@ -115,9 +119,7 @@ TEST(IetfPublishOutTest, Draft16NamespaceOptionSendsNoPublish) {
 TEST(IetfPublishOutTest, Draft16RefusedPublishSendsNothingMore) {
   D16 t;
   TestBroadcast b(t.f.origin_, "room/alice");
-  t.start(0x00);
-  ASSERT_NE(t.f.origin_.track("room/alice", "video"), nullptr);
-  t.f.pump();
+  ASSERT_NO_FATAL_FAILURE(t.start_then_make_live(0x00));
   EXPECT_EQ(t.control(), kD16Publish);
   // REQUEST_ERROR id 1, code 3 (NOT_SUPPORTED, as @moq/net 0.3.4 answers), retry 0, no reason.
   t.c->data.clear();
@@ -135,9 +137,7 @@ TEST(IetfPublishOutTest, Draft16RefusedPublishSendsNothingMore) {
 TEST(IetfPublishOutTest, Draft16PublishWaitsForTheClientsMaxRequestId) {
   D16 t(kD16SetupNoRequests);
   TestBroadcast b(t.f.origin_, "room/alice");
-  t.start(0x00);
-  ASSERT_NE(t.f.origin_.track("room/alice", "video"), nullptr);
-  t.f.pump();
+  ASSERT_NO_FATAL_FAILURE(t.start_then_make_live(0x00));
   // No PUBLISH under MAX_REQUEST_ID 1: REQUESTS_BLOCKED (0x1A) at 1 instead.
   EXPECT_EQ(t.control(), "1a 00 01 01");
   // MAX_REQUEST_ID 3: request id 1 is ours now, and the track is offered.
