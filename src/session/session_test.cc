@@ -56,6 +56,13 @@ class SessionTest : public ::testing::TestWithParam<VersionCase> {
   // Authorizations (Action::kSubscribe) one upstream subscription costs the publisher's side: its
   // SUBSCRIBE, and with lite-05 also the TRACK asked before it.
   size_t subscribe_auths() const { return GetParam().version == wire::Version::kLite05 ? 2 : 1; }
+  // The pair delivers (`path` is announced across it), then `sub` subscribes to `path`'s "video" in
+  // `origin` and the pair delivers again.
+  void subscribe_across(FrameCollector& sub, model::Origin& origin, const std::string& path) {
+    pair_->pump();
+    ASSERT_TRUE(sub.subscribe(origin, path, "video"));
+    pair_->pump();
+  }
   void expect_both_up() {
     EXPECT_FALSE(pair_->server_handler().is_closed());
     EXPECT_FALSE(pair_->client_handler().is_closed());
@@ -253,10 +260,8 @@ void expect_round_trip(SessionPair& p, TestBroadcast& pub, FrameCollector& sub) 
 TEST_P(SessionTest, ServerSubscriberReceivesClientPublishedBytes) {
   SessionPair& p = start();
   TestBroadcast alice(p.client_origin(), "alice");
-  p.pump();
   FrameCollector sub;
-  ASSERT_TRUE(sub.subscribe(p.server_origin(), "alice", "video"));
-  p.pump();
+  ASSERT_NO_FATAL_FAILURE(subscribe_across(sub, p.server_origin(), "alice"));
   ASSERT_EQ(alice.feed("video").starts, 1);
   expect_round_trip(p, alice, sub);
   expect_both_up();
@@ -265,10 +270,8 @@ TEST_P(SessionTest, ServerSubscriberReceivesClientPublishedBytes) {
 TEST_P(SessionTest, ClientSubscriberReceivesServerPublishedBytes) {
   SessionPair& p = start();
   TestBroadcast bob(p.server_origin(), "bob");
-  p.pump();
   FrameCollector sub;
-  ASSERT_TRUE(sub.subscribe(p.client_origin(), "bob", "video"));
-  p.pump();
+  ASSERT_NO_FATAL_FAILURE(subscribe_across(sub, p.client_origin(), "bob"));
   ASSERT_EQ(bob.feed("video").starts, 1);
   expect_round_trip(p, bob, sub);
   expect_both_up();
@@ -279,10 +282,8 @@ TEST_P(SessionTest, RoundTripOverTheLegacyWebTransportFraming) {
   o.framing = transport::websocket::Framing::kWebTransport;
   SessionPair& p = start(std::move(o));
   TestBroadcast alice(p.client_origin(), "alice");
-  p.pump();
   FrameCollector sub;
-  ASSERT_TRUE(sub.subscribe(p.server_origin(), "alice", "video"));
-  p.pump();
+  ASSERT_NO_FATAL_FAILURE(subscribe_across(sub, p.server_origin(), "alice"));
   expect_round_trip(p, alice, sub);
 }
 
@@ -295,10 +296,8 @@ TEST_P(SessionTest, RoundTripOverQmux01AndQmux02) {
     SessionPair& p = start(std::move(o));
     EXPECT_EQ(p.server().version(), GetParam().version);
     TestBroadcast alice(p.client_origin(), "alice");
-    p.pump();
     FrameCollector sub;
-    ASSERT_TRUE(sub.subscribe(p.server_origin(), "alice", "video"));
-    p.pump();
+    ASSERT_NO_FATAL_FAILURE(subscribe_across(sub, p.server_origin(), "alice"));
     expect_round_trip(p, alice, sub);
   }
 }
@@ -306,10 +305,8 @@ TEST_P(SessionTest, RoundTripOverQmux01AndQmux02) {
 TEST_P(SessionTest, PublisherEndingTheTrackEndsTheRemoteSubscription) {
   SessionPair& p = start();
   TestBroadcast alice(p.client_origin(), "alice");
-  p.pump();
   FrameCollector sub;
-  ASSERT_TRUE(sub.subscribe(p.server_origin(), "alice", "video"));
-  p.pump();
+  ASSERT_NO_FATAL_FAILURE(subscribe_across(sub, p.server_origin(), "alice"));
   alice.write_group("video", 0, {"last"});
   p.pump();
   alice.feed("video").track()->end(make_error(ErrorCode::kClosed, "done"));
@@ -352,10 +349,8 @@ TEST_P(SessionTest, UnsubscribeReleasesUpstreamAfterLingerExactlyOnce) {
   o.client_origin.upstream_linger = 1s;
   SessionPair& p = start(std::move(o));
   TestBroadcast alice(p.client_origin(), "alice");
-  p.pump();
   FrameCollector sub;
-  ASSERT_TRUE(sub.subscribe(p.server_origin(), "alice", "video"));
-  p.pump();
+  ASSERT_NO_FATAL_FAILURE(subscribe_across(sub, p.server_origin(), "alice"));
   alice.write_group("video", 0, {"x"});
   p.pump();
   TestBroadcast::Feed& feed = alice.feed("video");
@@ -462,10 +457,8 @@ TEST_P(SessionTest, SubscribeForUnknownBroadcastIsResetWithNotFound) {
   p.server_origin().unannounce("ghost", &p.server());
   // The session still serves other subscriptions.
   TestBroadcast alice(p.client_origin(), "alice");
-  p.pump();
   FrameCollector ok;
-  ASSERT_TRUE(ok.subscribe(p.server_origin(), "alice", "video"));
-  p.pump();
+  ASSERT_NO_FATAL_FAILURE(subscribe_across(ok, p.server_origin(), "alice"));
   alice.write_group("video", 0, {"fine"});
   p.pump();
   EXPECT_EQ(ok.finished_sequences(), std::vector<uint64_t>{0});
@@ -491,10 +484,8 @@ TEST_P(SessionTest, FrameOverMaxFrameSizeDropsOnlyThatGroup) {
   o.server.limits.max_frame_size = 1000;
   SessionPair& p = start(std::move(o));
   TestBroadcast alice(p.client_origin(), "alice");
-  p.pump();
   FrameCollector sub;
-  ASSERT_TRUE(sub.subscribe(p.server_origin(), "alice", "video"));
-  p.pump();
+  ASSERT_NO_FATAL_FAILURE(subscribe_across(sub, p.server_origin(), "alice"));
   alice.write_group("video", 0, {"small", pattern_bytes(1001)});
   p.pump();
   alice.write_group("video", 1, {pattern_bytes(1000)});
@@ -541,10 +532,8 @@ TEST_P(SessionTest, SecondSetupIsAProtocolViolation) {
 TEST_P(SessionTest, ClosingOneSideWithdrawsItsBroadcastsOnTheOther) {
   SessionPair& p = start();
   TestBroadcast alice(p.client_origin(), "alice");
-  p.pump();
   FrameCollector sub;
-  ASSERT_TRUE(sub.subscribe(p.server_origin(), "alice", "video"));
-  p.pump();
+  ASSERT_NO_FATAL_FAILURE(subscribe_across(sub, p.server_origin(), "alice"));
   ASSERT_TRUE(p.server_origin().is_active("alice"));
   p.client().close(make_error(ErrorCode::kCancel, "bye"));
   p.pump();
