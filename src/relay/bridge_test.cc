@@ -112,7 +112,8 @@ class TwoWorkers {
 
   // Worker 0 publishes kPath (kTrack's properties set to `props` first, when given); worker 1's
   // viewer subscribes through the bridge once kPath is active there.
-  void publish_and_view_remotely(const std::optional<model::TrackProperties>& props = std::nullopt) {
+  void publish_and_view_remotely(
+      const std::optional<model::TrackProperties>& props = std::nullopt) {
     run_on(0, [this, &props] {
       Side& s = side(0);
       s.publisher = std::make_unique<TestBroadcast>(s.origin, kPath);

@@ -9,6 +9,18 @@
 #include "testing/session_fixture.h"
 
 namespace moqd::testing {
+namespace limits_test {
+
+// `n` broadcasts, "b0" to "b<n-1>", announced in `origin` until they are destroyed.
+std::vector<std::unique_ptr<TestBroadcast>> announce_paths(model::Origin& origin, int n) {
+  std::vector<std::unique_ptr<TestBroadcast>> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(std::make_unique<TestBroadcast>(origin, "b" + std::to_string(i)));
+  }
+  return out;
+}
+
+}  // namespace limits_test
 namespace {
 
 using std::chrono::milliseconds;
@@ -97,10 +109,7 @@ TEST(SessionLimitsTest, ClientReceivesMoreAnnouncementsThanOnePublisherMayMake) 
   o.client.limits.max_received_announced_paths = 1000;
   SessionPair p(std::move(o));
   p.start();
-  std::vector<std::unique_ptr<TestBroadcast>> broadcasts;
-  for (int i = 0; i < 150; ++i) {
-    broadcasts.push_back(std::make_unique<TestBroadcast>(p.server_origin(), "b" + std::to_string(i)));
-  }
+  auto broadcasts = limits_test::announce_paths(p.server_origin(), 150);
   p.pump();
   EXPECT_FALSE(p.client_handler().is_closed());
   EXPECT_EQ(p.client_handler().announces.size(), 150u);
@@ -116,10 +125,7 @@ TEST(SessionLimitsTest, ClientReceiveBoundClosesPastIt) {
   o.client.limits.max_received_announced_paths = 120;
   SessionPair p(std::move(o));
   p.start();
-  std::vector<std::unique_ptr<TestBroadcast>> broadcasts;
-  for (int i = 0; i < 121; ++i) {
-    broadcasts.push_back(std::make_unique<TestBroadcast>(p.server_origin(), "b" + std::to_string(i)));
-  }
+  auto broadcasts = limits_test::announce_paths(p.server_origin(), 121);
   p.pump();
   ASSERT_TRUE(p.client_handler().is_closed());
   EXPECT_EQ(p.client_handler().closed_reason->code, ErrorCode::kBoundsExceeded);
@@ -131,10 +137,7 @@ TEST(SessionLimitsTest, ServerClosesAPublisherPastMaxAnnouncedPaths) {
   o.server.limits.max_announced_paths = 10;
   SessionPair p(std::move(o));
   p.start();
-  std::vector<std::unique_ptr<TestBroadcast>> broadcasts;
-  for (int i = 0; i < 11; ++i) {
-    broadcasts.push_back(std::make_unique<TestBroadcast>(p.client_origin(), "b" + std::to_string(i)));
-  }
+  auto broadcasts = limits_test::announce_paths(p.client_origin(), 11);
   p.pump();
   ASSERT_TRUE(p.server_handler().is_closed());
   EXPECT_EQ(p.server_handler().closed_reason->code, ErrorCode::kBoundsExceeded);
