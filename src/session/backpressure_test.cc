@@ -64,6 +64,15 @@ class BackpressureTest : public ::testing::TestWithParam<VersionCase> {
     EXPECT_EQ(alice_->feed("video").starts, 1);
     return *pair_;
   }
+  // The wire is held; the client publishes groups 0 to 9, each one frame of 60,000 bytes of
+  // pattern_bytes(60'000, sequence), pumping after each.
+  void write_ten_groups_on_a_held_wire() {
+    pair_->hold_wire(true);
+    for (uint64_t seq = 0; seq < 10; ++seq) {
+      alice_->write_group("video", seq, {pattern_bytes(60'000, static_cast<uint8_t>(seq))});
+      pair_->pump();
+    }
+  }
   size_t old_resets() {
     size_t n = 0;
     for (const auto& f : pair_->sent_frames(pair_->client_channel(), FrameKind::kResetStream)) {
@@ -102,11 +111,7 @@ TEST_P(BackpressureTest, BacklogOverByteLimitDropsOldestWholeGroups) {
   SessionLimits l = roomy_limits();
   l.max_backlog_bytes = 100'000;
   SessionPair& p = start(l);
-  p.hold_wire(true);
-  for (uint64_t seq = 0; seq < 10; ++seq) {
-    alice_->write_group("video", seq, {pattern_bytes(60'000, static_cast<uint8_t>(seq))});
-    p.pump();
-  }
+  write_ten_groups_on_a_held_wire();
   EXPECT_GT(old_resets(), 0u);
   p.hold_wire(false);
   p.pump();
@@ -134,11 +139,7 @@ TEST_P(BackpressureTest, SkipAheadIsCounted) {
   SessionLimits l = roomy_limits();
   l.max_backlog_bytes = 100'000;
   SessionPair& p = start(l);
-  p.hold_wire(true);
-  for (uint64_t seq = 0; seq < 10; ++seq) {
-    alice_->write_group("video", seq, {pattern_bytes(60'000, static_cast<uint8_t>(seq))});
-    p.pump();
-  }
+  write_ten_groups_on_a_held_wire();
   ASSERT_GT(old_resets(), 0u);
   EXPECT_GT(skips_.events.get(), 0u);
   EXPECT_LE(skips_.events.get(), skips_.groups.get());
@@ -152,11 +153,7 @@ TEST_P(BackpressureTest, SkipAheadIsCounted) {
 
 TEST_P(BackpressureTest, NothingDroppedCountsNoSkip) {
   SessionPair& p = start(roomy_limits());
-  p.hold_wire(true);
-  for (uint64_t seq = 0; seq < 10; ++seq) {
-    alice_->write_group("video", seq, {pattern_bytes(60'000, static_cast<uint8_t>(seq))});
-    p.pump();
-  }
+  write_ten_groups_on_a_held_wire();
   p.hold_wire(false);
   p.pump();
   EXPECT_EQ(skips_.events.get(), 0u);
@@ -194,11 +191,7 @@ TEST_P(BackpressureTest, StoppedReaderMemoryStaysBounded) {
 
 TEST_P(BackpressureTest, BacklogWithinLimitsDropsNothing) {
   SessionPair& p = start(roomy_limits());
-  p.hold_wire(true);
-  for (uint64_t seq = 0; seq < 10; ++seq) {
-    alice_->write_group("video", seq, {pattern_bytes(60'000, static_cast<uint8_t>(seq))});
-    p.pump();
-  }
+  write_ten_groups_on_a_held_wire();
   p.hold_wire(false);
   p.pump();
   EXPECT_EQ(old_resets(), 0u);
