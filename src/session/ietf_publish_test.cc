@@ -454,27 +454,24 @@ TEST_P(PublishRequestStreamTest, RefusalsAndViolations) {
     EXPECT_FALSE(r->fin);
     EXPECT_FALSE(f.raw_->closed_code.has_value());
   }
-  {
-    // A Track Alias in use: DUPLICATE_TRACK_ALIAS (0x5) closes the session.
+  // After PUBLISH id 0 alias 5, a second one (track "audio") that reuses the Track Alias:
+  // DUPLICATE_TRACK_ALIAS (0x5) closes the session; one that reuses the live request's id:
+  // INVALID_REQUEST_ID (0x4).
+  struct Reuse {
+    uint8_t id;
+    uint8_t alias;
+    uint64_t code;
+  };
+  for (const Reuse& reuse : {Reuse{2, 5, 0x5}, Reuse{0, 6, 0x4}}) {
+    SCOPED_TRACE(reuse.code);
     Fixture f(GetParam().alpn);
     setup(f);
     f.raw_->open_bidi(publish(0, 5));
     f.pump();
-    f.raw_->open_bidi(publish(2, 5, true, "05 617564696f"));
+    f.raw_->open_bidi(publish(reuse.id, reuse.alias, true, "05 617564696f"));
     f.pump();
     ASSERT_TRUE(f.raw_->closed_code.has_value());
-    EXPECT_EQ(*f.raw_->closed_code, 0x5u);
-  }
-  {
-    // The request id of a live request again: INVALID_REQUEST_ID (0x4).
-    Fixture f(GetParam().alpn);
-    setup(f);
-    f.raw_->open_bidi(publish(0, 5));
-    f.pump();
-    f.raw_->open_bidi(publish(0, 6, true, "05 617564696f"));
-    f.pump();
-    ASSERT_TRUE(f.raw_->closed_code.has_value());
-    EXPECT_EQ(*f.raw_->closed_code, 0x4u);
+    EXPECT_EQ(*f.raw_->closed_code, reuse.code);
   }
   {
     // Anything but PUBLISH_DONE after the PUBLISH on its stream (here REQUEST_OK): a protocol
