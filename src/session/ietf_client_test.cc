@@ -25,9 +25,7 @@ using transport::websocket::MuxSession;
 namespace wi = wire::ietf;
 namespace ws = transport::websocket;
 
-std::string hex_of(const std::string& s) {
-  return to_hex(std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
-}
+using testing::hex_of;
 
 // Every whole control message in `data`.
 std::vector<wi::ControlMessage> messages(wire::Version v, const std::string& data) {

@@ -23,10 +23,9 @@ using moqd::testing::RawPeer;
 using moqd::testing::RawStream;
 namespace ws = transport::websocket;
 
-std::string hex_of(const std::string& s) {
-  return to_hex(std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
-}
-std::string canon(std::string_view h) { return to_hex(from_hex(h)); }
+using testing::hex_of;
+using testing::canon;
+using testing::kD16Setup;
 
 // A transport::Session that forwards to `inner` and has datagrams of at most `room` bytes
 // (0: none), which it records instead of sending.
@@ -123,7 +122,6 @@ class Forwarding {
 
 // --- draft 16: PUBLISH alias 5 in, SUBSCRIBE id 0 (alias 0, priority 7) out ---
 
-const char* kD16Setup = "20 00 13 02 02 80 00 a4 55 05 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
 // PUBLISH id 0 ["room","alice"] "video" alias 5 (ietf_publish_test.cc).
 const char* kD16Publish = "1d 00 17 00 02 04 726f6f6d 05 616c696365 05 766964656f 05 01 10 01";
 // SUBSCRIBE id 0 ["room","alice"] "video": forward 1, priority 7, LargestObject, group order 2.

@@ -28,10 +28,8 @@ using moqd::testing::RecordingHandler;
 using moqd::testing::TestBroadcast;
 using transport::websocket::MuxSession;
 
-std::vector<uint8_t> hex(std::string_view h) { return from_hex(h); }
-std::string hex_of(const std::string& bytes) {
-  return to_hex(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-}
+using testing::hex;
+using testing::hex_of;
 
 // The shared server fixture (testing/ietf_fixture.h), and the streams moqd opened by their start.
 class Fixture : public moqd::testing::IetfServerFixture {

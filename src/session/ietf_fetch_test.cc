@@ -22,19 +22,15 @@ using moqd::testing::RecordingHandler;
 using moqd::testing::TestBroadcast;
 using transport::websocket::MuxSession;
 
-std::vector<uint8_t> hex(std::string_view h) { return from_hex(h); }
-std::string hex_of(const std::string& s) {
-  return to_hex(std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
-}
-std::string canon(std::string_view h) { return to_hex(from_hex(h)); }
+using testing::hex;
+using testing::hex_of;
+using testing::canon;
+using testing::kD16Setup;
+using testing::kD14Setup;
 
 // The shared server fixture: testing/ietf_fixture.h.
 using Fixture = testing::IetfServerFixture;
 
-const char* kD16Setup = "20 00 13 02 02 80 00 a4 55 05 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
-const char* kD14Setup =
-    "20 00 2c 03 c0 00 00 00 ff 0d ad 02 c0 00 00 00 ff 0d ad 01 c0 00 00 00 ff 00 00 0e "
-    "02 02 80 00 a4 55 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
 // d16 SUBSCRIBE of ["room","alice"] "video" (Largest Object), request id `id` (one byte).
 std::string subscribe16(const char* id) {
   return std::string("03 00 1d ") + id +

@@ -18,9 +18,7 @@ namespace ietf_publish_out_test {
 using moqd::testing::RawStream;
 using moqd::testing::TestBroadcast;
 
-std::string hex_of(const std::string& bytes) {
-  return to_hex(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-}
+using testing::hex_of;
 
 // @moq/lite 0.2.2's d16 CLIENT_SETUP: MAX_REQUEST_ID 42069, Implementation "moq-lite-js".
 const char* kD16ClientSetup = "20 00 13 02 02 80 00 a4 55 05 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";

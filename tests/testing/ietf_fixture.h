@@ -127,6 +127,22 @@ class IetfServerFixture {
   std::unique_ptr<session::MoqSession> session_;
 };
 
+// Hex of the IETF session tests: `h` as bytes; bytes as to_hex writes them; `h` (as a draft's
+// text spaces it) as to_hex writes it, to compare with hex_of.
+inline std::vector<uint8_t> hex(std::string_view h) { return from_hex(h); }
+inline std::string hex_of(const std::string& bytes) {
+  return to_hex(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+}
+inline std::string canon(std::string_view h) { return to_hex(from_hex(h)); }
+
+// @moq/lite 0.2.2's d16 CLIENT_SETUP (MAX_REQUEST_ID 42069, Implementation "moq-lite-js"), and its
+// d14-layout one offering lite-02, lite-01 and d14.
+inline constexpr const char* kD16Setup =
+    "20 00 13 02 02 80 00 a4 55 05 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
+inline constexpr const char* kD14Setup =
+    "20 00 2c 03 c0 00 00 00 ff 0d ad 02 c0 00 00 00 ff 0d ad 01 c0 00 00 00 ff 00 00 0e "
+    "02 02 80 00 a4 55 07 0b 6d 6f 71 2d 6c 69 74 65 2d 6a 73";
+
 // The versions of a server that speaks draft 14 alone (SETUP selects it, no ALPN of a later draft).
 inline wire::VersionSet only_draft14() {
   wire::VersionSet v = wire::VersionSet::none();
