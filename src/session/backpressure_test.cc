@@ -73,6 +73,16 @@ class BackpressureTest : public ::testing::TestWithParam<VersionCase> {
       pair_->pump();
     }
   }
+  // The wire is held; group 0 (300,000 bytes) waits `held_for` (only timers run), then group 1
+  // ("fresh") is written.
+  void write_fresh_group_behind_a_held_one(Duration held_for) {
+    pair_->hold_wire(true);
+    alice_->write_group("video", 0, {pattern_bytes(300'000)});
+    pair_->pump();
+    pair_->advance(held_for);
+    alice_->write_group("video", 1, {"fresh"});
+    pair_->pump();
+  }
   size_t old_resets() {
     size_t n = 0;
     for (const auto& f : pair_->sent_frames(pair_->client_channel(), FrameKind::kResetStream)) {
@@ -202,12 +212,7 @@ TEST_P(BackpressureTest, BacklogOlderThanMaxAgeIsDropped) {
   SessionLimits l = roomy_limits();
   l.max_backlog_age = 1s;
   SessionPair& p = start(l);
-  p.hold_wire(true);
-  alice_->write_group("video", 0, {pattern_bytes(300'000)});
-  p.pump();
-  p.advance(1500ms);  // the wire is held: only timers run
-  alice_->write_group("video", 1, {"fresh"});
-  p.pump();
+  write_fresh_group_behind_a_held_one(1500ms);
   EXPECT_EQ(old_resets(), 1u);
   p.hold_wire(false);
   p.pump();
@@ -223,12 +228,7 @@ TEST_P(BackpressureTest, BacklogYoungerThanMaxAgeIsKept) {
   SessionLimits l = roomy_limits();
   l.max_backlog_age = 1s;
   SessionPair& p = start(l);
-  p.hold_wire(true);
-  alice_->write_group("video", 0, {pattern_bytes(300'000)});
-  p.pump();
-  p.advance(500ms);
-  alice_->write_group("video", 1, {"fresh"});
-  p.pump();
+  write_fresh_group_behind_a_held_one(500ms);
   p.hold_wire(false);
   p.pump();
   EXPECT_EQ(old_resets(), 0u);

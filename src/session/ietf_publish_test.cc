@@ -38,6 +38,14 @@ const char* kD16PublishOk = "1e 00 0a 00 03 10 01 10 4080 01 01 01";
 // SUBGROUP stream (0x18) alias 5, group 4, priority 0, objects "abc" and "z".
 const char* kGroup4 = "18 05 04 00 00 03 616263 00 01 7a";
 
+// The peer sends kGroup4 (after a PUBLISH of alias 5), then `viewer` subscribes to room/alice's
+// "video" here: a viewer that joins once the group is cached.
+void send_group4_then_view(Fixture& f, testing::FrameCollector& viewer) {
+  f.peer_stream(kGroup4);
+  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
+  f.pump();
+}
+
 TEST(IetfPublishSession, Draft16PublishFeedsTheOriginUntilPublishDone) {
   Fixture f("moqt-16");
   RawStream& c = f.open_control(kD16Setup);
@@ -48,10 +56,8 @@ TEST(IetfPublishSession, Draft16PublishFeedsTheOriginUntilPublishDone) {
   // Objects flow before anyone watches: the relay keeps the track, a late viewer joins the
   // cached group.
   c.data.clear();
-  f.peer_stream(kGroup4);
   testing::FrameCollector viewer;
-  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(send_group4_then_view(f, viewer));
   const auto* g = viewer.group(4);
   ASSERT_NE(g, nullptr);
   EXPECT_EQ(g->frames, (std::vector<std::string>{"abc", "z"}));
@@ -315,10 +321,8 @@ TEST_P(PublishRequestStreamTest, PublishFeedsTheOriginUntilPublishDone) {
   EXPECT_FALSE(r->fin);
   EXPECT_TRUE(f.origin_.is_active("room/alice"));
   EXPECT_EQ(f.handler_.auth_count(Action::kPublish, "room/alice"), 1u);
-  f.peer_stream(kGroup4);
   testing::FrameCollector viewer;
-  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(send_group4_then_view(f, viewer));
   ASSERT_NE(viewer.group(4), nullptr);
   EXPECT_EQ(viewer.group(4)->frames, (std::vector<std::string>{"abc", "z"}));
   // No SUBSCRIBE went upstream: moqd opened no request stream of its own.
@@ -348,10 +352,8 @@ TEST_P(PublishRequestStreamTest, ClosingThePublishStreamEndsTheTrack) {
   setup(f);
   RawStream* r = f.raw_->open_bidi(publish(0, 5));
   f.pump();
-  f.peer_stream(kGroup4);
   testing::FrameCollector viewer;
-  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(send_group4_then_view(f, viewer));
   // FIN with no PUBLISH_DONE: read as one with an unknown Stream Count; the track ends once no
   // stream of it has been seen for a while, and moqd's side closes too.
   r->stream->finish();
@@ -369,10 +371,8 @@ TEST_P(PublishRequestStreamTest, UncountedStreamCountEndsAfterAQuietSpell) {
   setup(f);
   RawStream* r = f.raw_->open_bidi(publish(0, 5));
   f.pump();
-  f.peer_stream(kGroup4);
   testing::FrameCollector viewer;
-  ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(send_group4_then_view(f, viewer));
   // PUBLISH_DONE with Stream Count 2^62-1 (d17 §9.13, d18 §10.11: the publisher could not count
   // its streams; the 9-byte leading-ones form); d20 §10.12 (#1831) writes it 2^64-1: no count to
   // wait for, so the track ends once no stream has come for a while, well before the latest
