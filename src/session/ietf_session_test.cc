@@ -408,18 +408,28 @@ TEST(IetfSessionLimitsTest, PublishNamespacePastMaxAnnouncedPathsIsRefused) {
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 
+namespace ietf_stall_test {
+
+// A d16 SUBSCRIBE id 0 to room/alice's "video" (published in `b`); then the subscriber stops
+// reading (the wire is held) and group 0, 2 MiB (more than the channel holds), is written.
+void subscribe_then_hold_a_large_group(IetfFixture& f, TestBroadcast& b) {
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  f.send(c, hex("03 00 1d 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
+                "04 10 01 10 07 01 01 02 01 02"));
+  ASSERT_NE(b.feed("video").track(), nullptr);
+  f.wire_held_ = true;
+  b.write_group("video", 0, {std::string(2 << 20, 'x')});
+  f.pump();
+}
+
+}  // namespace ietf_stall_test
+
 TEST(IetfSessionLimitsTest, SubscriberWithoutProgressIsClosedAfterStallTimeout) {
   SessionLimits l;
   l.stall_timeout = std::chrono::seconds(2);
   IetfFixture f("moqt-16", wire::VersionSet::all(), l);
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(hex(kD16ClientSetup));
-  f.send(c, hex("03 00 1d 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
-                "04 10 01 10 07 01 01 02 01 02"));
-  ASSERT_NE(b.feed("video").track(), nullptr);
-  f.wire_held_ = true;  // the subscriber stops reading
-  b.write_group("video", 0, {std::string(2 << 20, 'x')});  // more than the channel holds
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(ietf_stall_test::subscribe_then_hold_a_large_group(f, b));
   f.advance(std::chrono::milliseconds(1500));
   EXPECT_FALSE(f.handler_.is_closed());
   f.advance(std::chrono::milliseconds(1500));
@@ -434,13 +444,7 @@ TEST(IetfSessionLimitsTest, SubscriberReadingSlowlyIsNotStalled) {
   l.stall_timeout = std::chrono::seconds(2);
   IetfFixture f("moqt-16", wire::VersionSet::all(), l);
   TestBroadcast b(f.origin_, "room/alice");
-  RawStream& c = f.control(hex(kD16ClientSetup));
-  f.send(c, hex("03 00 1d 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
-                "04 10 01 10 07 01 01 02 01 02"));
-  ASSERT_NE(b.feed("video").track(), nullptr);
-  f.wire_held_ = true;
-  b.write_group("video", 0, {std::string(2 << 20, 'x')});
-  f.pump();
+  ASSERT_NO_FATAL_FAILURE(ietf_stall_test::subscribe_then_hold_a_large_group(f, b));
   for (int i = 0; i < 40; ++i) {  // 10 s, five times the stall timeout, a few frames at a time
     f.advance(std::chrono::milliseconds(250));
     f.channels_.deliver(8);
