@@ -511,8 +511,9 @@ bool encode_lite05_frame_header(const model::Group& group, const model::Object& 
 // the bytes before it are exactly the header we would write, the header kept is the
 // payload's view widened over them: header and payload in one buffer, held once, no allocation
 // (not even the header's own), and each subscriber then queues one Bytes per message, not two.
-// Anything else (an IETF publisher, another version's header, a payload copied or in pieces)
-// keeps the header alone.
+// The check compares the bytes, so whatever lies there (an IETF publisher's payload length is the
+// same varint) is used only when it is exactly the header; anything else (another version's
+// header, a payload copied or in pieces) keeps the header alone.
 const Bytes& Subscription::frame_header(const model::Group& group, const model::Object& object,
                                         bool lite05, bool* framed) {
   const uint8_t format = lite05 ? kLite05FrameHeader : kLiteFrameHeader;
