@@ -71,8 +71,7 @@ void MemoryStream::open(transport::StreamId id) {
   visitor_ = nullptr;
   peer_ = nullptr;
   sink_ = nullptr;
-  recv_.clear();
-  read_ = 0;
+  recv_.drop();
   peer_fin_ = false;
   readable_queued_ = false;
   stopped_ = false;
@@ -85,17 +84,9 @@ void MemoryStream::open(transport::StreamId id) {
   varint_ = 0;
 }
 
-std::span<const uint8_t> MemoryStream::peek() const {
-  return std::span<const uint8_t>(recv_).subspan(read_);
-}
+std::span<const uint8_t> MemoryStream::peek() const { return recv_.peek(); }
 
-void MemoryStream::consume(size_t n) {
-  read_ += std::min(n, recv_.size() - read_);
-  if (read_ == recv_.size()) {
-    recv_.clear();  // keeps its capacity: no allocation once a stream has seen its largest read
-    read_ = 0;
-  }
-}
+void MemoryStream::consume(size_t n) { recv_.consume(n); }
 
 void MemoryStream::notify_peer(MemoryNet::Kind kind, uint64_t code) {
   MemoryStream* p = peer_;
@@ -112,7 +103,7 @@ void MemoryStream::deliver(std::span<const uint8_t> data) {
   if (stopped_) {
     return;  // we asked the peer to stop: what it still sends is discarded
   }
-  recv_.insert(recv_.end(), data.begin(), data.end());
+  recv_.append(data);
 }
 
 void MemoryStream::write(Bytes data) {
@@ -173,8 +164,7 @@ void MemoryStream::reset(uint64_t code) {
     return;
   }
   if (peer_ != nullptr) {
-    peer_->recv_.clear();
-    peer_->read_ = 0;
+    peer_->recv_.drop();
     notify_peer(MemoryNet::Kind::kReset, code);
   }
 }
@@ -184,8 +174,7 @@ void MemoryStream::stop_sending(uint64_t code) {
     return;
   }
   stopped_ = true;
-  recv_.clear();
-  read_ = 0;
+  recv_.drop();
   // As QUIC does: the peer's send side is reset with the same code, then the peer hears of it.
   if (peer_ != nullptr && !peer_->send_done_) {
     peer_->send_done_ = true;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "runtime/event_loop.h"
+#include "transport/stream_core.h"
 #include "transport/transport.h"
 
 namespace moqd::bench {
@@ -94,7 +95,9 @@ class MemoryStream final : public transport::Stream {
   void set_visitor(transport::StreamVisitor* visitor) override { visitor_ = visitor; }
   std::span<const uint8_t> peek() const override;
   void consume(size_t n) override;
-  bool is_fin_received() const override { return peer_fin_ && read_ == recv_.size(); }
+  // Shares the receive buffer, as QUIC's streams do (the cache's payloads are slices of it).
+  Bytes read(size_t n) override { return recv_.take(n); }
+  bool is_fin_received() const override { return peer_fin_ && recv_.unread() == 0; }
   bool has_peer_fin() const override { return peer_fin_; }
   void stop_sending(uint64_t code) override;
   size_t write_capacity() const override { return send_done_ ? 0 : kWriteCapacity; }
@@ -125,9 +128,9 @@ class MemoryStream final : public transport::Stream {
   transport::StreamVisitor* visitor_ = nullptr;
   MemoryStream* peer_ = nullptr;  // the other end's stream (null: sink mode, or peer released)
   GroupStreamSink* sink_ = nullptr;
-  // Receive side.
-  std::vector<uint8_t> recv_;
-  size_t read_ = 0;
+  // Receive side: QUIC's receive buffer (transport/stream_core.h), so that a payload read is a
+  // slice of the stream's bytes, its FRAME header just before it, as over QUIC.
+  transport::RecvBuffer recv_;
   bool peer_fin_ = false;
   bool readable_queued_ = false;
   bool stopped_ = false;  // we sent STOP_SENDING

@@ -100,6 +100,17 @@ Bytes Bytes::uninitialized(size_t capacity) {
   return b;
 }
 
+Bytes Bytes::widened_by(std::span<const uint8_t> prefix) const {
+  if (block_ == nullptr || size_ == 0 || prefix.empty() || offset_ < prefix.size() ||
+      std::memcmp(block_->data + offset_ - prefix.size(), prefix.data(), prefix.size()) != 0) {
+    return Bytes();
+  }
+  Bytes out(*this);
+  out.offset_ -= prefix.size();
+  out.size_ += prefix.size();
+  return out;
+}
+
 Bytes Bytes::slice(size_t offset, size_t len) const {
   Bytes out(*this);
   if (offset > size_) {

@@ -72,6 +72,14 @@ class Bytes {
   // A view of [offset, offset + len) sharing the same buffer. Clamped to the view's bounds.
   Bytes slice(size_t offset, size_t len = SIZE_MAX) const;
 
+  // This view widened to the front by prefix.size() bytes, when the bytes just before it in its
+  // buffer are exactly `prefix`: the result reads `prefix` and then this view, sharing the buffer
+  // (no copy, no allocation). Empty when they differ, when the view starts fewer than that many
+  // bytes into its buffer, or when `prefix` or this view is empty. (A buffer is filled front to
+  // back before any view of it is handed out, so the bytes before a view were written; and what a
+  // view covers is never written again, so the widened view stays exactly `prefix` + this view.)
+  Bytes widened_by(std::span<const uint8_t> prefix) const;
+
   // Number of Bytes referencing the underlying buffer (for tests and leak accounting).
   uint32_t use_count() const { return block_ ? block_->refs : 0; }
 

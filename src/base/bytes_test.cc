@@ -43,6 +43,33 @@ TEST(BytesTest, RecycledBlockHoldsNewContentAndCountsAsLive) {
   }
 }
 
+// widened_by: the view grows to the front only over exactly the given bytes, sharing the buffer.
+TEST(BytesTest, WidenedByCoversExactlyThePrefixBeforeTheView) {
+  const uint8_t wire[] = {0xff, 0x05, 'h', 'e', 'l', 'l', 'o', 0x03, 'a', 'b', 'c'};
+  Bytes all = Bytes::copy(wire);
+  Bytes hello = all.slice(2, 5);
+  const uint8_t five[] = {0x05};
+  Bytes framed = hello.widened_by(five);
+  ASSERT_EQ(framed.size(), 6u);
+  EXPECT_EQ(framed.data(), all.data() + 1);  // the same buffer: no copy
+  EXPECT_EQ(framed, Bytes::copy(std::span<const uint8_t>(wire + 1, 6)));
+  EXPECT_EQ(all.use_count(), 3u);
+  // Two bytes before it: the view may widen by both.
+  const uint8_t two[] = {0xff, 0x05};
+  EXPECT_EQ(hello.widened_by(two), Bytes::copy(std::span<const uint8_t>(wire, 7)));
+  // Other bytes before it, a prefix longer than the room before the view, an empty prefix or view.
+  const uint8_t wrong[] = {0x06};
+  EXPECT_TRUE(hello.widened_by(wrong).empty());
+  const uint8_t three[] = {0x00, 0xff, 0x05};
+  EXPECT_TRUE(hello.widened_by(three).empty());
+  EXPECT_TRUE(hello.widened_by({}).empty());
+  EXPECT_TRUE(all.slice(2, 0).widened_by(five).empty());
+  EXPECT_TRUE(all.widened_by(five).empty());  // at the buffer's start
+  EXPECT_TRUE(Bytes().widened_by(five).empty());
+  const uint8_t three_hdr[] = {0x03};
+  EXPECT_EQ(all.slice(8, 3).widened_by(three_hdr), Bytes::copy(std::span<const uint8_t>(wire + 7, 4)));
+}
+
 TEST(BytesTest, SlicesKeepASmallBlockAlive) {
   Bytes s;
   {

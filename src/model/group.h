@@ -42,9 +42,9 @@ struct Object {
   std::vector<Bytes> chunks;
   // When the object's newest byte arrived (its last once complete), on the track's clock.
   Instant arrived{};
-  // Bytes a protocol layer derived from the object for every reader (its frame header), kept so
-  // that readers share one copy; `header_format` is that layer's tag for their encoding (0: none
-  // yet). The model never reads them.
+  // Bytes a protocol layer derived from the object for every reader (its frame header, maybe with
+  // the payload after it, in the payload's buffer), kept so that readers share one copy; the tag
+  // `header_format` says which encoding (0: none yet). The model never reads them.
   mutable Bytes header;
   mutable uint8_t header_format = 0;
 

@@ -324,11 +324,17 @@ class Subscription final : public HandlerOf<ServeContext>, public model::TrackLi
   void count_delivery(const model::GroupCursor::Step& step, const Delivery& d);
   // Moves finished writers to spare_writers_.
   void recycle_done_writers();
-  // The object's FRAME header, encoded once per object (Object::header) and shared.
-  const Bytes& frame_header(const model::Group& group, const model::Object& object, bool lite05);
+  // The object's FRAME header, encoded once per object (Object::header) and shared. When
+  // `*framed` comes back true, the Bytes is the header and the whole payload side by side (one
+  // buffer: see frame_header()), and the header alone is its first size() - object.size bytes.
+  const Bytes& frame_header(const model::Group& group, const model::Object& object, bool lite05,
+                            bool* framed);
   static constexpr uint8_t kLiteFrameHeader = 1;  // Object::header_format of a moq-lite FRAME
   // lite-05 FRAME (zigzag timestamp delta, size): the same for every lite-05 reader of the group.
   static constexpr uint8_t kLite05FrameHeader = 2;
+  // The same two, with the whole payload after the header in Object::header.
+  static constexpr uint8_t kLiteFramed = 3;
+  static constexpr uint8_t kLite05Framed = 4;
   // lite-05: SUBSCRIBE_END{end} before our FIN when the track (or the requested range) ended.
   void send_subscribe_end();
   void remove_writer(GroupWriter* w);

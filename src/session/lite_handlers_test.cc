@@ -412,6 +412,82 @@ TEST_F(LiteSubscriptionTest, WaitsForStreamCreditThenSends) {
   EXPECT_EQ(written_hex(ctx.opened[0]->written()), wire_hex("00 02 00 00 01 78"));
 }
 
+// A moq-lite publisher's objects as the QUIC receive path leaves them: each payload a slice of one
+// buffer holding the stream's bytes, its FRAME header just before it. "hello" and "abc" have their
+// own header before them; "wxyz" has a wrong one (07) before it; "q" is a copy of its own.
+struct ReceivedFrames {
+  // The group's stream as received: FRAME "hello", FRAME "abc", 07 "wxyz".
+  Bytes wire = Bytes::copy(from_hex("ff 05 68 65 6c 6c 6f 03 61 62 63 07 77 78 79 7a"));
+  void append_to(model::Track& t, model::Group& g) const {
+    t.begin_object(g, 5);
+    t.append_chunk(g, wire.slice(2, 5));
+    t.begin_object(g, 3);
+    t.append_chunk(g, wire.slice(8, 3));
+    t.begin_object(g, 4);
+    t.append_chunk(g, wire.slice(12, 4));
+    t.begin_object(g, 1);
+    t.append_chunk(g, Bytes::copy(std::string_view("q")));
+  }
+};
+// GROUP{0, 0}, then "hello", "abc", "wxyz", "q", each after its FRAME header (the size).
+constexpr const char* kReceivedFramesGroup = "00 02 00 00 05 68 65 6c 6c 6f 03 61 62 63 04 77 78 79 7a 01 71";
+
+// A header found just before its payload is written with it as one Bytes (framed: 1 write, not
+// the header and payload's 2), by every subscriber; the rest as before; the bytes identical.
+TEST_F(LiteSubscriptionTest, HeaderBeforeItsPayloadGoesOutWithItAsOneWrite) {
+  FakeStream& s1 = ctx.peer_bidi();
+  ctx.make<Subscription>(s1);
+  s1.receive(from_hex(kLiteSubscribeBob02));
+  FakeStream& s2 = ctx.peer_bidi();
+  ctx.make<Subscription>(s2);
+  s2.receive(from_hex(kLiteSubscribeBob02));
+  model::GroupRef g = bob.write_group("t", 0, {}, /*finish=*/false);
+  ASSERT_TRUE(g);
+  model::Track& t = *bob.feed("t").track();
+  ReceivedFrames frames;
+  frames.append_to(t, *g);
+  t.finish_group(*g);
+  ctx.end_turn();
+  ASSERT_EQ(ctx.opened.size(), 2u);
+  for (FakeStream* out : ctx.opened) {
+    EXPECT_EQ(written_hex(out->written()), wire_hex(kReceivedFramesGroup));
+    // GROUP header 1, "hello" 1, "abc" 1, "wxyz" 2 (header, payload), "q" 2.
+    EXPECT_EQ(out->writes(), 7u);
+    EXPECT_TRUE(out->finished());
+  }
+  // Framed headers share the received buffer: only "wxyz" and "q" got headers of their own.
+  EXPECT_EQ(g->objects()[0].header.data(), frames.wire.data() + 1);
+  EXPECT_EQ(g->objects()[1].header.data(), frames.wire.data() + 7);
+  EXPECT_EQ(g->objects()[2].header.size(), 1u);
+  EXPECT_EQ(g->objects()[3].header.size(), 1u);
+}
+
+// A subscriber that takes a framed object in pieces (little write capacity) gets the header alone
+// first, then the payload: the same bytes.
+TEST_F(LiteSubscriptionTest, FramedObjectTakenInPiecesWritesTheHeaderAlone) {
+  FakeStream& s1 = ctx.peer_bidi();
+  ctx.make<Subscription>(s1);
+  s1.receive(from_hex(kLiteSubscribeBob02));
+  FakeStream& s2 = ctx.peer_bidi();
+  ctx.make<Subscription>(s2);
+  s2.receive(from_hex(kLiteSubscribeBob02));
+  model::GroupRef g = bob.write_group("t", 0, {"x"}, /*finish=*/false);  // opens both streams
+  ctx.end_turn();
+  ASSERT_EQ(ctx.opened.size(), 2u);
+  ctx.opened[1]->capacity = 2;
+  model::Track& t = *bob.feed("t").track();
+  ReceivedFrames frames;
+  frames.append_to(t, *g);
+  t.finish_group(*g);
+  ctx.end_turn();
+  // The first subscriber framed "hello" and "abc"; the second reads them 2 bytes at a time.
+  ASSERT_EQ(g->objects()[1].header.data(), frames.wire.data() + 1);
+  const char* want = "00 02 00 00 01 78 05 68 65 6c 6c 6f 03 61 62 63 04 77 78 79 7a 01 71";
+  EXPECT_EQ(written_hex(ctx.opened[0]->written()), wire_hex(want));
+  EXPECT_EQ(written_hex(ctx.opened[1]->written()), wire_hex(want));
+  EXPECT_TRUE(ctx.opened[1]->finished());
+}
+
 class LiteSubscription03Test : public LiteSubscriptionTest {
  protected:
   LiteSubscription03Test() : LiteSubscriptionTest(wire::Version::kLite03) {}

@@ -388,7 +388,8 @@ void Subscription::write_group(GroupWriter& w) {
           writer_done_ = true;
           break;
         }
-        const Bytes& header = frame_header(*w.cursor_.group(), *step.object, d.lite05);
+        bool framed = false;
+        const Bytes& header = frame_header(*w.cursor_.group(), *step.object, d.lite05, &framed);
         if (header.empty()) {
           // A timestamp this version cannot carry: the group is cut short, as if aborted.
           w.stream_->reset(static_cast<uint64_t>(ErrorCode::kWrongSize));
@@ -396,19 +397,26 @@ void Subscription::write_group(GroupWriter& w) {
           writer_done_ = true;
           break;
         }
+        if (!step.completes_object) [[unlikely]] {
+          // The payload follows as chunks: the header alone (a framed one's first bytes).
+          Bytes alone = framed ? header.slice(0, header.size() - step.object->size) : header;
+          wrote(alone.size());
+          w.stream_->write(std::move(alone));
+          break;
+        }
         wrote(header.size());
-        if (!step.completes_object) {
-          w.stream_->write(header);
-          break;  // the payload follows as chunks
-        }
         count_delivery(step, d);
-        if (step.object->size == 0) [[unlikely]] {
+        if (framed) {
+          // Taken whole, and the header lies just before the payload in the payload's own buffer:
+          // one Bytes for both (one queued buffer, one vector, one ACK pop).
           w.stream_->write(header);
-          break;  // a zero-size object: nothing more to write
+        } else if (step.object->size == 0) [[unlikely]] {
+          w.stream_->write(header);  // a zero-size object: nothing more to write
+        } else {
+          // Taken whole: the header and the payload in one step and one write.
+          wrote(step.chunk.size());
+          w.stream_->write_pair(header, std::move(step.chunk));
         }
-        // Taken whole: the header and the payload in one step and one write.
-        wrote(step.chunk.size());
-        w.stream_->write_pair(header, std::move(step.chunk));
         served_ = true;
         if (d.spin > Duration::zero()) [[unlikely]] {
           spin(d.spin);
@@ -497,19 +505,40 @@ bool encode_lite05_frame_header(const model::Group& group, const model::Object& 
 // same for every lite-05 subscriber. Encoded once per object and shared (a reference per
 // subscriber, no encoding, no copy); a track watched in both forms re-encodes when they alternate.
 // Empty when the timestamp cannot be encoded.
+//
+// Framed: a moq-lite publisher's FRAME header arrives just before the payload, and the receive
+// buffer the payload's Bytes shares still holds it. When the object is complete in one chunk and
+// the bytes before it are exactly the header we would write, the header kept is the
+// payload's view widened over them: header and payload in one buffer, held once, no allocation
+// (not even the header's own), and each subscriber then queues one Bytes per message, not two.
+// The check compares the bytes, so whatever lies there (an IETF publisher's payload length is the
+// same varint) is used only when it is exactly the header; anything else (another version's
+// header, a payload copied or in pieces) keeps the header alone.
 const Bytes& Subscription::frame_header(const model::Group& group, const model::Object& object,
-                                        bool lite05) {
+                                        bool lite05, bool* framed) {
   const uint8_t format = lite05 ? kLite05FrameHeader : kLiteFrameHeader;
-  if (object.header_format != format) {
+  const uint8_t framed_format = lite05 ? kLite05Framed : kLiteFramed;
+  if (object.header_format != format && object.header_format != framed_format) {
     header_.clear();
     if (lite05) {
       encode_lite05_frame_header(group, object, header_);
     } else {
       wire::encode_frame_header(object.size, header_);
     }
-    object.header = Bytes::from(header_);
-    object.header_format = format;
+    Bytes widened;
+    if (!header_.empty() && object.is_complete() && object.chunks.size() == 1 &&
+        object.chunks[0].size() == object.size) {
+      widened = object.chunks[0].widened_by(header_);
+    }
+    if (!widened.empty()) {
+      object.header = std::move(widened);
+      object.header_format = framed_format;
+    } else {
+      object.header = header_.empty() ? Bytes() : Bytes::from(header_);
+      object.header_format = format;
+    }
   }
+  *framed = object.header_format == framed_format;
   return object.header;
 }
 

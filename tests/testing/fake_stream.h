@@ -53,6 +53,8 @@ class FakeStream final : public transport::Stream {
   bool released() const { return released_; }
   std::optional<uint64_t> send_order() const { return order_; }
   transport::StreamVisitor* visitor() const { return visitor_; }
+  // write() calls so far (a default write_pair() is two), i.e. the Bytes a transport would queue.
+  size_t writes() const { return writes_; }
   // Received bytes the handler has not consumed.
   size_t unread() const { return in_.size(); }
   // What write_capacity() answers (default: unbounded).
@@ -70,6 +72,7 @@ class FakeStream final : public transport::Stream {
   void stop_sending(uint64_t code) override { stop_ = code; }
   size_t write_capacity() const override { return capacity; }
   void write(Bytes data) override {
+    ++writes_;
     auto s = data.span();
     out_.insert(out_.end(), s.begin(), s.end());
   }
@@ -87,6 +90,7 @@ class FakeStream final : public transport::Stream {
   transport::StreamVisitor* visitor_ = nullptr;
   std::vector<uint8_t> in_;
   std::vector<uint8_t> out_;
+  size_t writes_ = 0;
   bool peer_fin_ = false;
   bool finished_ = false;
   bool released_ = false;
