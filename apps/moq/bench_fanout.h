@@ -18,7 +18,7 @@ class App;
 namespace moqd::bench {
 
 // The generator's default --viewers-per-socket (docs/BENCHMARKS.md, twelfth session).
-inline constexpr size_t kDefaultViewersPerSocket = 0;
+inline constexpr size_t kDefaultViewersPerSocket = 100;
 
 struct FanoutOptions {
   std::string moqd;        // the relay binary to start (default: moqd beside moq)
