@@ -529,7 +529,8 @@ Trial Fanout::measure(size_t viewers) {
       t.generator_cpu_s += std::max(0.0, p.cpu_end - p.cpu_start);
       t.generator_sockets += static_cast<uint64_t>(field_number(p.last, "sockets"));
       t.generator_datagrams_in += field_number(p.last, "datagrams_in");
-      t.generator_syscalls += field_number(p.last, "recv_calls") + field_number(p.last, "send_calls");
+      t.generator_syscalls +=
+          field_number(p.last, "recv_calls") + field_number(p.last, "send_calls");
       t.generator_gro_batches += field_number(p.last, "gro_batches");
       t.generator_unknown_dcid += static_cast<uint64_t>(field_number(p.last, "unknown_dcid"));
     }
@@ -651,9 +652,12 @@ std::string trial_json(const Trial& t, const Fanout& f, const FanoutOptions& o) 
   add("generator_cpu_ns_per_byte",
       json_number(t.bytes > 0 ? t.generator_cpu_s * 1e9 / static_cast<double>(t.bytes) : 0));
   add("generator_syscalls_per_datagram",
-      json_number(t.generator_datagrams_in > 0 ? t.generator_syscalls / t.generator_datagrams_in : 0));
+      json_number(t.generator_datagrams_in > 0 ? t.generator_syscalls / t.generator_datagrams_in
+                                               : 0));
   add("generator_datagrams_per_gro_read",
-      json_number(t.generator_gro_batches > 0 ? t.generator_datagrams_in / t.generator_gro_batches : 0));
+      json_number(t.generator_gro_batches > 0
+                      ? t.generator_datagrams_in / t.generator_gro_batches
+                      : 0));
   add("generator_unknown_dcid", std::to_string(t.generator_unknown_dcid));
   if (!t.relays.empty()) {
     std::string rs;

@@ -358,7 +358,8 @@ Status QuicConnection::connect() {
   if (options_.shared_udp != nullptr) {
     const sockaddr_storage& local = options_.shared_udp->socket().local_address();
     if (local.ss_family != remote_.ss_family) {
-      return fail(ErrorCode::kTransport, "the shared UDP socket's address family is not the relay's");
+      return fail(ErrorCode::kTransport,
+                  "the shared UDP socket's address family is not the relay's");
     }
     shared_ = options_.shared_udp;
     key_ = shared_->add(*this);

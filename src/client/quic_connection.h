@@ -1,7 +1,7 @@
 #pragma once
 // The client stack over QUIC: one UDP socket (its own, or a SharedQuicSocket that many
-// connections of the loop share, ConnectionOptions::shared_udp), one transport::quic::Connection, and the MoQ
-// session in the client role once the handshake has picked the ALPN ("moql" runs SETUP,
+// connections of the loop share, ConnectionOptions::shared_udp), one transport::quic::Connection,
+// and the MoQ session in the client role once the handshake has picked the ALPN ("moql" runs SETUP,
 // "moq-lite-03"/"moq-lite-04" do not). With TransportKind::kWebTransport the ALPN is "h3" and the
 // MoQ session runs over the WebTransport session that a webtransport::Client establishes at the
 // URL's path and query, its protocol chosen from the same list as the ALPNs. Owned by the CLI or

@@ -57,7 +57,9 @@ uint64_t SharedQuicSocket::add(Member& m) {
   return key;
 }
 
-void SharedQuicSocket::remove(uint64_t key) { members_.erase(key); }
+void SharedQuicSocket::remove(uint64_t key) {
+  members_.erase(key);
+}
 
 void SharedQuicSocket::fill_cid(uint64_t key, ngtcp2_cid* cid, uint8_t* reset_token) {
   cid->datalen = kCidLen;

@@ -132,7 +132,7 @@ TEST_F(SharedQuicSocketTest, DatagramsReachTheMemberTheirDcidNamesAndUnknownOnes
   send(short_packet(cb, 2, 61));
   send(long_packet(cb, 16, 1200));
   send(short_packet(cid_for(0xdead), 3, 62));  // nobody's key
-  send(long_packet(ca, 8, 1200));             // no key: an 8-byte DCID
+  send(long_packet(ca, 8, 1200));              // no key: an 8-byte DCID
   send(short_packet(ca, 4, 63));
   ASSERT_TRUE(wait_for(6));
   ASSERT_EQ(a.got.size(), 2u);
