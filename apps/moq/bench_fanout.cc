@@ -87,6 +87,13 @@ struct Trial {
   double relay_datagrams_per_send = 0;    // per send syscall
   double relay_segments_per_message = 0;  // the GSO run length
   double generator_cpu_share = 0;
+  // The viewer processes over the window: CPU seconds, sockets, datagrams received, socket
+  // syscalls (recvmmsg + sendmmsg/sendmsg, over the whole run), GRO reads, datagrams whose DCID
+  // named no viewer of a shared socket.
+  double generator_cpu_s = 0;
+  uint64_t generator_sockets = 0;
+  double generator_datagrams_in = 0, generator_syscalls = 0, generator_gro_batches = 0;
+  uint64_t generator_unknown_dcid = 0;
   uint64_t generator_drops = 0;
   uint64_t clamped_sockets = 0;
   uint64_t relay_drops = 0;
@@ -176,6 +183,10 @@ std::vector<std::string> Fanout::worker_argv(const std::string& role, const std:
   if (!o_.versions.empty()) {
     argv.push_back("--versions");
     argv.push_back(o_.versions);
+  }
+  if (role == "viewers" && o_.viewers_per_socket > 0) {
+    argv.push_back("--viewers-per-socket");
+    argv.push_back(std::to_string(o_.viewers_per_socket));
   }
   return argv;
 }
@@ -514,6 +525,15 @@ Trial Fanout::measure(size_t viewers) {
                                                  field_number(p.last, "send_drops"));
       t.clamped_sockets += static_cast<uint64_t>(field_number(p.last, "clamped"));
     }
+    if (p.role == "viewers") {
+      t.generator_cpu_s += std::max(0.0, p.cpu_end - p.cpu_start);
+      t.generator_sockets += static_cast<uint64_t>(field_number(p.last, "sockets"));
+      t.generator_datagrams_in += field_number(p.last, "datagrams_in");
+      t.generator_syscalls +=
+          field_number(p.last, "recv_calls") + field_number(p.last, "send_calls");
+      t.generator_gro_batches += field_number(p.last, "gro_batches");
+      t.generator_unknown_dcid += static_cast<uint64_t>(field_number(p.last, "unknown_dcid"));
+    }
   }
   t.bystander = Histogram::parse(field_text(bystander.last, "hist"));
   t.bystander_frames = static_cast<uint64_t>(field_number(bystander.last, "frames"));
@@ -627,6 +647,18 @@ std::string trial_json(const Trial& t, const Fanout& f, const FanoutOptions& o) 
   add("generator_cpu_share", json_number(t.generator_cpu_share));
   add("generator_drops", std::to_string(t.generator_drops));
   add("generator_socket_buffer", std::to_string(o.socket_buffer));
+  add("generator_viewers_per_socket", std::to_string(o.viewers_per_socket));
+  add("generator_sockets", std::to_string(t.generator_sockets));
+  add("generator_cpu_ns_per_byte",
+      json_number(t.bytes > 0 ? t.generator_cpu_s * 1e9 / static_cast<double>(t.bytes) : 0));
+  add("generator_syscalls_per_datagram",
+      json_number(t.generator_datagrams_in > 0 ? t.generator_syscalls / t.generator_datagrams_in
+                                               : 0));
+  add("generator_datagrams_per_gro_read",
+      json_number(t.generator_gro_batches > 0
+                      ? t.generator_datagrams_in / t.generator_gro_batches
+                      : 0));
+  add("generator_unknown_dcid", std::to_string(t.generator_unknown_dcid));
   if (!t.relays.empty()) {
     std::string rs;
     for (const auto& r : t.relays) {
@@ -842,6 +874,9 @@ void add_fanout_command(CLI::App& bench, int* exit_code) {
   cmd->add_option("--transport", o.transport, "quic, wt or ws (default quic)")
       ->check(CLI::IsMember({"quic", "wt", "ws"}));
   cmd->add_option("--socket-buffer", o.socket_buffer, "generator socket buffers, bytes (default 4194304)");
+  cmd->add_option("--viewers-per-socket", o.viewers_per_socket,
+                  "QUIC viewers sharing one generator UDP socket, routed by connection ID (0: a "
+                  "socket each; default " + std::to_string(kDefaultViewersPerSocket) + ")");
   cmd->add_option("--ack-mode", o.ack_mode,
                   "viewers' ACKs: chromium (every 10 packets, as Chromium decimates) or ngtcp2 "
                   "(every 2; default chromium)")
@@ -882,6 +917,7 @@ void add_fanout_command(CLI::App& bench, int* exit_code) {
   worker->add_option("--group-frames", w.group_frames);
   worker->add_option("--duration", w.duration_s);
   worker->add_option("--socket-buffer", w.socket_buffer);
+  worker->add_option("--viewers-per-socket", w.viewers_per_socket);
   worker->add_option("--ack-thresh", w.ack_thresh);
   worker->add_option("--rate", w.rate);
   worker->add_option("--subscribers", w.subscribers);

@@ -17,6 +17,9 @@ class App;
 
 namespace moqd::bench {
 
+// The generator's default --viewers-per-socket (docs/BENCHMARKS.md, twelfth session).
+inline constexpr size_t kDefaultViewersPerSocket = 100;
+
 struct FanoutOptions {
   std::string moqd;        // the relay binary to start (default: moqd beside moq)
   // Measure relays already running instead (--relay, repeatable: a cluster)... The publisher and
@@ -37,6 +40,8 @@ struct FanoutOptions {
   std::string transport = "quic";  // quic, ws, wt
   std::string versions;            // --versions for every generator session; empty: all
   size_t socket_buffer = 4 << 20;  // each generator socket's SO_RCVBUF/SO_SNDBUF
+  // QUIC viewers sharing one generator socket (client::SharedQuicSocket); 0 = a socket each
+  size_t viewers_per_socket = kDefaultViewersPerSocket;
   std::string ack_mode = "chromium";  // chromium (ACK every 10 packets) or ngtcp2 (every 2)
   std::vector<std::string> relay_args;  // extra moqd flags (e.g. --debug-spin-per-delivery 2us)
   bool json = false;

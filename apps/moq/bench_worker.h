@@ -28,6 +28,8 @@ struct WorkerOptions {
   double rate = 0;            // msgs: messages per second per publisher, 0 = as fast as it goes
   size_t subscribers = 1;     // msgs: subscriber sessions (count is the publishers)
   size_t connects_per_tick = 50;  // connections started per 10 ms while connecting
+  // viewers over QUIC: this many connections share one client::SharedQuicSocket; 0 = a socket each
+  size_t viewers_per_socket = 0;
 };
 
 // Runs the role until the parent says "stop" (or stdin closes); returns the exit code.

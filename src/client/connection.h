@@ -20,6 +20,8 @@
 
 namespace moqd::client {
 
+class SharedQuicSocket;  // shared_quic_socket.h
+
 struct Url {
   std::string scheme;  // http, https, ws, wss
   std::string host;    // without brackets
@@ -61,6 +63,9 @@ struct ConnectionOptions {
   // socket's (buffer sizes, GSO/GRO).
   transport::quic::ConnectionConfig quic;
   runtime::UdpSocket::Options udp;
+  // QUIC only: share this socket (and its local port) with the other connections on it instead
+  // of opening one (then `udp` is unused); it must outlive the link. Null: a socket of its own.
+  SharedQuicSocket* shared_udp = nullptr;
   // A relay's link to a cluster peer: its hop id (SessionConfig::hop_id), its session limits, and
   // the worker's counters (null: not counted).
   uint64_t hop_id = 0;

@@ -304,7 +304,14 @@ QuicConnection::~QuicConnection() {
     conn_->set_visitor(nullptr);  // its destructor reports on_closed: nobody is listening now
   }
   conn_.reset();
+  if (shared_ != nullptr) {
+    shared_->remove(key_);
+  }
   udp_.reset();
+}
+
+runtime::UdpSocket* QuicConnection::socket() const {
+  return shared_ != nullptr ? &shared_->socket() : udp_.get();
 }
 
 Status QuicConnection::resolve() {
@@ -347,21 +354,37 @@ Status QuicConnection::connect() {
                   sizeof numeric, nullptr, 0, NI_NUMERICHOST) != 0) {
     return fail(ErrorCode::kTransport, "cannot format the relay's address");
   }
-  auto udp = runtime::UdpSocket::open_client(loop_, numeric, options_.udp);
-  if (!udp) {
-    return tl::unexpected(udp.error());
+  quic::CidGenerator new_cid = new_random_cid;
+  if (options_.shared_udp != nullptr) {
+    const sockaddr_storage& local = options_.shared_udp->socket().local_address();
+    if (local.ss_family != remote_.ss_family) {
+      return fail(ErrorCode::kTransport,
+                  "the shared UDP socket's address family is not the relay's");
+    }
+    shared_ = options_.shared_udp;
+    key_ = shared_->add(*this);
+    local_ = local;
+    local_len_ = shared_->socket().local_address_len();
+    new_cid = [key = key_](ngtcp2_cid* cid, uint8_t* token) {
+      SharedQuicSocket::fill_cid(key, cid, token);
+    };
+  } else {
+    auto udp = runtime::UdpSocket::open_client(loop_, numeric, options_.udp);
+    if (!udp) {
+      return tl::unexpected(udp.error());
+    }
+    udp_ = std::move(*udp);
+    local_ = udp_->local_address();
+    local_len_ = udp_->local_address_len();
+    udp_->set_handler([this](const sockaddr* from, socklen_t len, std::span<const uint8_t> d) {
+      on_datagram(from, len, d);
+    });
   }
-  udp_ = std::move(*udp);
-  local_ = udp_->local_address();
-  local_len_ = udp_->local_address_len();
-  udp_->set_handler([this](const sockaddr* from, socklen_t len, std::span<const uint8_t> d) {
-    on_datagram(from, len, d);
-  });
   std::string server_name = options_.url.host;
   quic::TlsFactory make_tls = [server_name, alpns, v = *verification](ngtcp2_crypto_conn_ref* ref) {
     return quic::make_client_session(server_name, alpns, v, ref);
   };
-  quic::ConnectionContext ctx{*this, loop_, loop_, new_random_cid, this};
+  quic::ConnectionContext ctx{*this, loop_, loop_, std::move(new_cid), this};
   auto conn = quic::Connection::connect(path_to(reinterpret_cast<const sockaddr*>(&remote_),
                                                 remote_len_),
                                         make_tls, ctx, options_.quic);
@@ -391,18 +414,19 @@ void QuicConnection::on_datagram(const sockaddr* from, socklen_t from_len,
 }
 
 std::span<uint8_t> QuicConnection::packet_buffer(size_t len) {
-  return udp_ ? udp_->prepare(len) : PacketSink::packet_buffer(len);
+  runtime::UdpSocket* s = socket();
+  return s != nullptr ? s->prepare(len) : PacketSink::packet_buffer(len);
 }
 
 void QuicConnection::wait_for_room(TurnWork& writer) {
-  if (udp_) {
-    udp_->wait_for_room(writer);
+  if (runtime::UdpSocket* s = socket()) {
+    s->wait_for_room(writer);
   }
 }
 
 void QuicConnection::send_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt) {
-  if (udp_) {
-    udp_->send(reinterpret_cast<const sockaddr*>(path.remote.addr), path.remote.addrlen, pkt);
+  if (runtime::UdpSocket* s = socket()) {
+    s->send(reinterpret_cast<const sockaddr*>(path.remote.addr), path.remote.addrlen, pkt);
   }
 }
 
@@ -455,8 +479,8 @@ void QuicConnection::close() {
   } else if (conn_ && !conn_->is_closed()) {
     conn_->close(static_cast<uint64_t>(ErrorCode::kCancel), "client done");
   }
-  if (udp_) {
-    udp_->flush();  // the CONNECTION_CLOSE, before a caller that exits next stops the loop
+  if (runtime::UdpSocket* s = socket()) {
+    s->flush();  // the CONNECTION_CLOSE, before a caller that exits next stops the loop
   }
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// The client stack over QUIC: one UDP socket, one transport::quic::Connection, and the MoQ
-// session in the client role once the handshake has picked the ALPN ("moql" runs SETUP,
+// The client stack over QUIC: one UDP socket (its own, or a SharedQuicSocket that many
+// connections of the loop share, ConnectionOptions::shared_udp), one transport::quic::Connection,
+// and the MoQ session in the client role once the handshake has picked the ALPN ("moql" runs SETUP,
 // "moq-lite-03"/"moq-lite-04" do not). With TransportKind::kWebTransport the ALPN is "h3" and the
 // MoQ session runs over the WebTransport session that a webtransport::Client establishes at the
 // URL's path and query, its protocol chosen from the same list as the ALPNs. Owned by the CLI or
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "client/connection.h"
+#include "client/shared_quic_socket.h"
 #include "runtime/udp.h"
 #include "transport/quic/connection.h"
 #include "transport/quic/tls.h"
@@ -39,7 +41,8 @@ Result<std::string> http_get(const Url& url, std::string_view target, Duration t
 class QuicConnection final : public Link,
                              private transport::quic::PacketSink,
                              private transport::quic::ConnectionObserver,
-                             private transport::webtransport::ClientObserver {
+                             private transport::webtransport::ClientObserver,
+                             private SharedQuicSocket::Member {
  public:
   // How long the blocking GET /certificate.sha256 may take.
   static constexpr Duration kFetchTimeout = std::chrono::seconds(5);
@@ -53,7 +56,8 @@ class QuicConnection final : public Link,
   void close() override;
   bool is_flushed() const override;
   bool is_transport_closed() const override;
-  const runtime::UdpSocket* udp_socket() const override { return udp_.get(); }
+  // Its own socket, or the shared one (whose counters then cover every connection on it).
+  const runtime::UdpSocket* udp_socket() const override { return socket(); }
 
  private:
   // PacketSink: packets are written straight into the socket's send batch.
@@ -77,7 +81,10 @@ class QuicConnection final : public Link,
   };
 
   Status resolve();
-  void on_datagram(const sockaddr* from, socklen_t from_len, std::span<const uint8_t> datagram);
+  // The socket packets go through: udp_, or the shared socket's; null before connect().
+  runtime::UdpSocket* socket() const;
+  void on_datagram(const sockaddr* from, socklen_t from_len,
+                   std::span<const uint8_t> datagram) override;
   ngtcp2_path path_to(const sockaddr* remote, socklen_t remote_len);
 
   HandshakeVisitor handshake_visitor_{*this};
@@ -85,7 +92,9 @@ class QuicConnection final : public Link,
   socklen_t remote_len_ = 0;
   sockaddr_storage local_{};
   socklen_t local_len_ = 0;
-  std::unique_ptr<runtime::UdpSocket> udp_;
+  std::unique_ptr<runtime::UdpSocket> udp_;  // null on a shared socket
+  SharedQuicSocket* shared_ = nullptr;       // set once registered on it (key_)
+  uint64_t key_ = 0;
   std::unique_ptr<transport::quic::Connection> conn_;  // destroyed before udp_
   std::unique_ptr<transport::webtransport::Client> wt_;  // destroyed before conn_
 };
