@@ -97,7 +97,9 @@ struct Trial {
   uint64_t generator_drops = 0;
   uint64_t clamped_sockets = 0;
   uint64_t relay_drops = 0;
+  double relay_udp_bytes_out = 0, relay_datagrams_out = 0;  // in the window (the relay's /stats)
   double limit_ns_per_byte = 0;
+  size_t limit_packet_size = 0;  // the datagram size the limit was measured at
   bool has_limit = false;
 
   bool held(double max_p99_ms) const {
@@ -556,6 +558,8 @@ Trial Fanout::measure(size_t viewers) {
   t.relay_syscalls_per_packet = d.packets() > 0 ? d.syscalls() / d.packets() : 0;
   t.relay_datagrams_per_send = d.send_calls > 0 ? d.datagrams_out / d.send_calls : 0;
   t.relay_segments_per_message = d.messages_out > 0 ? d.datagrams_out / d.messages_out : 0;
+  t.relay_udp_bytes_out = d.bytes_out;
+  t.relay_datagrams_out = d.datagrams_out;
   for (const auto& [core, cpu] : cpu_by_core) {
     t.generator_cpu_share = std::max(t.generator_cpu_share, t.window_s > 0 ? cpu / t.window_s : 0);
   }
@@ -631,6 +635,9 @@ std::string trial_json(const Trial& t, const Fanout& f, const FanoutOptions& o) 
   add("window_s", json_number(t.window_s));
   add("relay_ns_per_byte", json_number(t.relay_ns_per_byte));
   add("limit_ns_per_byte", t.has_limit ? json_number(t.limit_ns_per_byte) : "null");
+  add("limit_packet_size", t.has_limit ? std::to_string(t.limit_packet_size) : "null");
+  add("relay_udp_bytes_out", json_number(t.relay_udp_bytes_out));
+  add("relay_datagrams_out", json_number(t.relay_datagrams_out));
   add("relay_vs_limit",
       t.has_limit && t.limit_ns_per_byte > 0 ? json_number(t.relay_ns_per_byte / t.limit_ns_per_byte) : "null");
   add("throughput_gbps", json_number(t.throughput_gbps));
@@ -693,8 +700,8 @@ void print_trial(const Trial& t, const Fanout& f, const FanoutOptions& o) {
          t.latency.quantile_ms(1), t.bystander.quantile_ms(0.5), t.bystander.quantile_ms(0.99));
   printf("  relay %.2f s CPU in %.2f s: %.2f ns/byte", t.relay_cpu_s, t.window_s, t.relay_ns_per_byte);
   if (t.has_limit) {
-    printf(" vs limit %.2f ns/byte (%.2fx)", t.limit_ns_per_byte,
-           t.limit_ns_per_byte > 0 ? t.relay_ns_per_byte / t.limit_ns_per_byte : 0);
+    printf(" vs limit %.2f ns/byte at %zu-byte datagrams (%.2fx)", t.limit_ns_per_byte,
+           t.limit_packet_size, t.limit_ns_per_byte > 0 ? t.relay_ns_per_byte / t.limit_ns_per_byte : 0);
   }
   printf("\n  relay: %.1f KB RSS and %.1f KB heap per viewer (ngtcp2 %.1f KB in %.1f blocks); %.2f datagrams "
          "per send call in GSO runs of %.2f; %.3f syscalls per packet\n",
@@ -720,6 +727,12 @@ void add_limit(Trial& t, const Fanout& f, const FanoutOptions& o) {
   pin_to({f.relay_cpus()[0]});
   LimitsOptions lo;
   lo.seconds = o.limits_seconds;
+  // At the size the relay's datagrams had in this window (1,452-byte data packets on loopback
+  // and shorter ones), not the probe's default 1,200: per-packet costs spread over other bytes
+  // would make the ratio read better or worse than a same-size comparison.
+  lo.packet_size = o.limit_packet_size != 0
+                       ? o.limit_packet_size
+                       : limit_packet_size(t.relay_udp_bytes_out, t.relay_datagrams_out, lo.gso_segments);
   Limits limits;
   try {
     limits = measure_limits(lo);
@@ -733,6 +746,7 @@ void add_limit(Trial& t, const Fanout& f, const FanoutOptions& o) {
   // byte (the probe sends one message per call, so sendmmsg's batching of several runs is a
   // further saving the limit does not claim).
   t.limit_ns_per_byte = limit_ns_per_byte(limits, t.relay_segments_per_message, true);
+  t.limit_packet_size = limits.packet_size;
   t.has_limit = true;
 }
 
@@ -887,6 +901,9 @@ void add_fanout_command(CLI::App& bench, int* exit_code) {
   cmd->add_option("--max-p99", max_p99, "latency bound for --find-max (default 50ms)");
   cmd->add_option("--max-trials", o.max_trials, "runs --find-max may make (default 8)");
   cmd->add_option("--limits-seconds", o.limits_seconds, "time per point of the limits probe (default 0.3)");
+  cmd->add_option("--limit-packet-size", o.limit_packet_size,
+                  "datagram bytes the limits probe uses (default 0: the mean size of the relay's "
+                  "datagrams in the run)");
   cmd->add_option("--sample-every", sample_every,
                   "soak: a 'sample {json}' line on stderr this often, e.g. 60s (relay RSS, fds, "
                   "latency over the interval)");

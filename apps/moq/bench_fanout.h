@@ -50,6 +50,9 @@ struct FanoutOptions {
   size_t max_trials = 8;
   bool progress = true;
   double limits_seconds = 0.3;
+  // UDP payload bytes per datagram the limits probe uses (--limit-packet-size); 0: the mean size
+  // of the datagrams the relay sent in the run's window (its /stats), see limit_packet_size().
+  size_t limit_packet_size = 0;
   // Soak: every this many seconds of the publishing window, one "sample {json}" line on stderr
   // with the relay's RSS and open fds and the viewers' latency over the interval; 0 = none.
   double sample_every_s = 0;

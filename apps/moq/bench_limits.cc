@@ -58,6 +58,8 @@ constexpr size_t kRecvBatch = 64;
 constexpr int kRecvTimeoutMs = 20;
 constexpr size_t kGroBufferBytes = 65536;
 constexpr size_t kMaxUdpPayload = 65507;  // IPv4: 65535 - 20 (IP) - 8 (UDP)
+// The smallest packet measure_crypto can seal: a header, a tag and a header-protection sample.
+constexpr size_t kMinPacketSize = kHeaderLength + kTagLength + NGTCP2_HP_SAMPLELEN;
 // Paced runs keep at most this fraction of the receive buffer (as read back) in flight as
 // payload: a 1,200-byte datagram's skb is charged 2-4 times its payload against SO_RCVBUF.
 constexpr size_t kWindowDivisor = 8;
@@ -610,6 +612,19 @@ void run_command(const CommandState& st, int* exit_code) {
 }
 
 }  // namespace
+
+size_t limit_packet_size(double bytes, double datagrams, const std::vector<size_t>& gso_segments,
+                         size_t fallback) {
+  if (!(datagrams > 0) || !(bytes > 0)) {
+    return fallback;
+  }
+  size_t largest_run = 1;
+  for (size_t segs : gso_segments) {
+    largest_run = std::max(largest_run, segs);
+  }
+  size_t size = static_cast<size_t>(std::llround(bytes / datagrams));
+  return std::clamp(size, kMinPacketSize, kMaxUdpPayload / largest_run);
+}
 
 Limits measure_limits(const LimitsOptions& options) {
   if (options.packet_size == 0 || options.packet_size > kMaxUdpPayload || !(options.seconds > 0)) {

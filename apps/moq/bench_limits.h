@@ -101,6 +101,16 @@ LimitEstimate estimate_limit(const Limits& limits, double datagrams_per_send, bo
 // (sender_ns_per_byte + receiver_ns_per_byte is the same cost counted per thread).
 double limit_ns_per_byte(const Limits& limits, double datagrams_per_send, bool gso);
 
+// The packet size to measure a relay's limit at, from what the relay sent in the same window:
+// `bytes` of UDP payload in `datagrams` (its /stats bytes_out and datagrams_out). Their mean,
+// rounded: crypto and the kernel cost a fixed part per packet plus a part per byte, so the
+// probe's cost per byte at the mean size is the relay's own mix of full data packets and short
+// ones (ACKs, a frame's tail). Clamped to what measure_limits() accepts: at least the smallest
+// packet the crypto probe can seal, and small enough that the largest of `gso_segments` fits one
+// UDP payload. `fallback` when the relay sent nothing.
+size_t limit_packet_size(double bytes, double datagrams, const std::vector<size_t>& gso_segments,
+                         size_t fallback = 1200);
+
 std::string limits_json(const Limits& limits);       // one JSON object, no trailing newline
 void print_limits(const Limits& limits, FILE* out);  // a readable table
 

@@ -70,29 +70,15 @@ void RelaySession::start(transport::Session& transport, std::string root, std::s
   } else if (!admitted_) {
     admit(root, query, transport.peer());
   }
-  const LiveLimits& live = worker_.live();
-  session::SessionConfig sc;
-  sc.role = session::Role::kServer;
-  sc.versions = worker_.relay().config().versions;
-  sc.limits = live.limits;
-  if (grant_ && grant_->cluster && !worker_.auth_policy()->is_open()) {
-    // A relay link (a token with the cluster claim) carries a whole cluster's announcements and
-    // is never idle by design: the per-client budgets (--max-announce-rate, --idle-timeout) are
-    // not for it. (An open relay counts every session as a relay link, so there they apply.)
-    sc.limits.max_announce_rate = 0;
-    sc.limits.idle_timeout = Duration::zero();
-  }
-  sc.decode = live.decode;
-  sc.root = std::move(root);
-  sc.query = std::move(query);
-  sc.discover_prefix = std::string();
-  sc.hop_id = worker_.relay().config().cluster.hop_id;
-  sc.ietf_relay_hops = worker_.relay().config().cluster.node_named ? sc.hop_id : 0;
-  sc.skips = &worker_.viewer_skips();
-  sc.traffic = &worker_.traffic();
+  // A relay link (a token with the cluster claim) is exempt from the per-client budgets
+  // (--max-announce-rate, --idle-timeout). An open relay counts every session as a relay link,
+  // so there they apply. The worker's config is shared by its sessions; this one keeps the
+  // snapshot it starts with alive until it ends (a SIGHUP reaches later sessions).
+  session_config_ =
+      worker_.session_config(grant_ && grant_->cluster && !worker_.auth_policy()->is_open());
   transport_class_ = transport_class(transport.kind());
-  session_ = session::make_session(transport, std::move(sc), worker_.origin(), *this,
-                                   worker_.loop(), worker_.loop());
+  session_ = session::make_session(transport, *session_config_, std::move(root), std::move(query),
+                                   worker_.origin(), *this, worker_.loop(), worker_.loop());
   session_->start();
   if (!closed_ && !service_call_ && grant_ && grant_->expires) {
     schedule_expiry();

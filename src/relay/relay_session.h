@@ -62,6 +62,8 @@ class RelaySession final : public session::SessionHandler {
   TimerId expiry_timer_ = 0;
   std::unique_ptr<AuthServiceCall> service_call_;
   std::optional<wire::Version> version_;
+  // The worker's shared settings as they were when the session started; outlives session_.
+  std::shared_ptr<const session::SessionConfig> session_config_;
   std::unique_ptr<session::MoqSession> session_;
   bool ready_ = false;
   size_t transport_class_ = 0;  // TransportClass of the transport the session runs on

@@ -54,7 +54,38 @@ RelayWorker::RelayWorker(Relay& relay, size_t index, runtime::Workers& workers,
       live_(std::make_shared<const LiveLimits>(relay.config().live())),
       budget_(relay.config().cache_budget / std::max<size_t>(1, relay.config().workers)),
       origin_(origin_config(relay.config(), &budget_), loop_, loop_),
-      bridge_(index, workers, origin_, bridges, bridge_limits(relay.config())) {}
+      bridge_(index, workers, origin_, bridges, bridge_limits(relay.config())) {
+  make_session_configs();
+}
+
+void RelayWorker::set_live(std::shared_ptr<const LiveLimits> l) {
+  live_ = std::move(l);
+  make_session_configs();
+}
+
+void RelayWorker::make_session_configs() {
+  auto c = std::make_shared<SessionConfigs>();
+  session::SessionConfig& sc = c->client;
+  sc.role = session::Role::kServer;
+  sc.versions = relay_.config().versions;
+  sc.limits = live_->limits;
+  sc.decode = live_->decode;
+  sc.discover_prefix = std::string();
+  sc.hop_id = relay_.config().cluster.hop_id;
+  sc.ietf_relay_hops = relay_.config().cluster.node_named ? sc.hop_id : 0;
+  sc.skips = &viewer_skips_;
+  sc.traffic = &traffic_;
+  c->link = sc;
+  // A relay link carries a whole cluster's announcements and is never idle by design: the
+  // per-client budgets are not for it.
+  c->link.limits.max_announce_rate = 0;
+  c->link.limits.idle_timeout = Duration::zero();
+  session_configs_ = std::move(c);
+}
+
+std::shared_ptr<const session::SessionConfig> RelayWorker::session_config(bool link) const {
+  return {session_configs_, link ? &session_configs_->link : &session_configs_->client};
+}
 
 RelayWorker::~RelayWorker() {
   peers_file_.reset();

@@ -75,7 +75,13 @@ class RelayWorker {
   // This worker's snapshot of the limits new sessions get (RelayConfig::live(); SIGHUP replaces
   // it). Existing sessions keep theirs.
   const LiveLimits& live() const { return *live_; }
-  void set_live(std::shared_ptr<const LiveLimits> l) { live_ = std::move(l); }
+  void set_live(std::shared_ptr<const LiveLimits> l);
+  // The session settings this worker's relay sessions share, made from live() (so a SIGHUP reaches
+  // the sessions that start afterwards) with the relay's versions and hop ids and this worker's
+  // counters: `link` for a relay link admitted by a cluster token on a closed relay (exempt from
+  // --max-announce-rate and --idle-timeout). A session keeps the snapshot it started with alive:
+  // a reload replaces the worker's, not the sessions'.
+  std::shared_ptr<const session::SessionConfig> session_config(bool link) const;
   // This worker's snapshot of the auth policy (keys, public prefixes); sessions admitted from
   // now on use it. Never null.
   const std::shared_ptr<const auth::AuthPolicy>& auth_policy() const { return auth_policy_; }
@@ -186,6 +192,11 @@ class RelayWorker {
   session::TrafficCounters traffic_;     // idem
   std::shared_ptr<const auth::AuthPolicy> auth_policy_;
   std::shared_ptr<const LiveLimits> live_;
+  struct SessionConfigs {
+    session::SessionConfig client, link;
+  };
+  void make_session_configs();
+  std::shared_ptr<const SessionConfigs> session_configs_;  // from live_; never null
   mutable Mutex status_mu_;
   WorkerStatus status_;  // guarded by status_mu_
   model::CacheBudget budget_;  // this worker's share of --cache-budget; outlives origin_

@@ -71,7 +71,7 @@ void IetfSession::on_server_setup(const wi::ControlMessage& m) {
 }
 
 void IetfSession::start_client_requests() {
-  adopt<NamespaceAnnouncer>(nullptr, config_.root, 0, true)->begin();
+  adopt<NamespaceAnnouncer>(nullptr, root_, 0, true)->begin();
   if (!config_.discover_prefix || closed_ || closing_) {
     return;
   }

@@ -45,6 +45,9 @@ class HandlerContext {
   // Decoder limits (wire/ietf.h) and the session's configuration (its limits, traffic counters).
   virtual const wire::ietf::Limits& limits() const = 0;
   virtual const SessionConfig& config() const = 0;
+  // The query string of the session's URL, for the auth hook (not config().query: a session may
+  // share its owner's config, which names no session's query).
+  virtual const std::string& query() const = 0;
   virtual Timers& timers() = 0;
   // SETUP completed (and admission, where one is pending).
   virtual bool is_ready() const = 0;

@@ -91,7 +91,7 @@ void IetfSession::on_setup_done() {
   MOQD_LOG(kInfo, "session %llu start peer=%s transport=%s version=%s path=/%s",
            static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
            std::string(transport_.kind()).c_str(), wire::version_name(version_),
-           config_.root.c_str());
+           root_.c_str());
   handler_.on_session_ready(version_);
   liveness_.start(clock_.now());
   stall_timer_ = timers_.schedule(Duration::zero(), [this] { check_liveness(); });

@@ -351,7 +351,7 @@ std::optional<FetchService::Request> FetchService::standalone(const wi::Fetch& m
   const Codes c = codes(session_.row());
   auto peer = wi::to_path(m.ns);
   std::string full = peer ? session_.to_full(*peer) : std::string();
-  if (!peer || !session_.handler().authorize(Action::kSubscribe, full, session_.config().query)) {
+  if (!peer || !session_.handler().authorize(Action::kSubscribe, full, session_.query())) {
     refuse(m.request_id, peer ? c.unauthorized : c.does_not_exist,
            peer ? "unauthorized" : "namespace has no moqd path");
     return std::nullopt;
@@ -638,7 +638,7 @@ void FetchService::on_track_status(const wi::TrackStatus& m) {
     return;
   }
   std::string full = session_.to_full(*peer);
-  if (!session_.handler().authorize(Action::kSubscribe, full, session_.config().query)) {
+  if (!session_.handler().authorize(Action::kSubscribe, full, session_.query())) {
     refuse_status(c.unauthorized, "unauthorized");
     return;
   }

@@ -27,7 +27,7 @@ void NamespaceAnnouncer::on_announce(const std::string& path, bool active, const
       sent_.erase(path);  // re-sent below with the new HOP_PATH: the draft's in-place update
     }
   }
-  if (active && !session_.handler().authorize(Action::kSee, path, session_.config().query)) {
+  if (active && !session_.handler().authorize(Action::kSee, path, session_.query())) {
     return;
   }
   // Split horizon: the peer's own broadcasts are not announced back to it.
@@ -171,7 +171,7 @@ void IetfSession::handle_publish_namespace(const wi::PublishNamespace& m) {
     return;
   }
   std::string full = to_full(*peer_path);
-  if (!handler_.authorize(Action::kPublish, full, config_.query)) {
+  if (!handler_.authorize(Action::kPublish, full, query_)) {
     send_request_error(m.request_id, type, kErrUnauthorized, "unauthorized");
     return;
   }
@@ -267,7 +267,7 @@ void IetfSession::handle_subscribe_namespace(const wi::SubscribeNamespace& m,
     return;
   }
   std::string full = to_full(*peer_prefix);
-  if (!handler_.authorize(Action::kDiscover, full, config_.query)) {
+  if (!handler_.authorize(Action::kDiscover, full, query_)) {
     refuse(kErrUnauthorized, "unauthorized");
     return;
   }
@@ -298,7 +298,7 @@ void IetfSession::offer_track(const std::string& full, const std::string& name, 
   if (closed_ || closing_ || origin_.active_source(full) == &source()) {
     return;  // split horizon: the peer's own tracks are not offered back to it
   }
-  if (!handler_.authorize(Action::kSubscribe, full, config_.query)) {
+  if (!handler_.authorize(Action::kSubscribe, full, query_)) {
     return;
   }
   model::Track* t = origin_.track(full, name);

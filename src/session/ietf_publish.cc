@@ -115,7 +115,7 @@ void PublishService::on_publish(const wi::Publish& m) {
     return;
   }
   const std::string full = s.to_full(*peer_path);
-  if (!s.handler().authorize(Action::kPublish, full, s.config().query)) {
+  if (!s.handler().authorize(Action::kPublish, full, s.query())) {
     refuse(m.request_id, kErrUnauthorized, "unauthorized");
     return;
   }

@@ -38,7 +38,10 @@ IetfSession::IetfSession(transport::Session& transport, SessionConfig config,
                          model::Origin& origin, SessionHandler& handler, const Clock& clock,
                          Timers& timers, wire::Version version)
     : transport_(transport),
-      config_(std::move(config)),
+      owned_config_(std::make_unique<const SessionConfig>(std::move(config))),
+      config_(*owned_config_),
+      root_(model::normalize_path(config_.root)),
+      query_(config_.query),
       origin_(origin),
       handler_(handler),
       clock_(clock),
@@ -47,7 +50,29 @@ IetfSession::IetfSession(transport::Session& transport, SessionConfig config,
       version_(version),
       row_(wi::draft(version)),
       publisher_budget_(config_.limits.max_publisher_cache) {
-  config_.root = model::normalize_path(config_.root);
+  init();
+}
+
+IetfSession::IetfSession(transport::Session& transport, const SessionConfig& shared,
+                         std::string root, std::string query, model::Origin& origin,
+                         SessionHandler& handler, const Clock& clock, Timers& timers,
+                         wire::Version version)
+    : transport_(transport),
+      config_(shared),
+      root_(model::normalize_path(root)),
+      query_(std::move(query)),
+      origin_(origin),
+      handler_(handler),
+      clock_(clock),
+      timers_(timers),
+      id_(g_next_ietf_session_id.fetch_add(1, std::memory_order_relaxed)),
+      version_(version),
+      row_(wi::draft(version)),
+      publisher_budget_(config_.limits.max_publisher_cache) {
+  init();
+}
+
+void IetfSession::init() {
   const Instant now = clock_.now();
   ingress_.reset(static_cast<double>(config_.limits.max_publisher_rate),
                  static_cast<double>(config_.limits.max_publisher_rate), now);
@@ -121,11 +146,11 @@ DownstreamSubscription* IetfSession::downstream(uint64_t request_id) const {
 }
 
 std::string IetfSession::to_full(const std::string& peer_path) const {
-  return full_path_of(config_.root, peer_path);
+  return full_path_of(root_, peer_path);
 }
 
 std::optional<std::string> IetfSession::to_peer(const std::string& full) const {
-  return peer_path_of(config_.root, full);
+  return peer_path_of(root_, full);
 }
 
 void IetfSession::start() {
@@ -160,7 +185,7 @@ void IetfSession::continue_start() {
     close(make_error(ErrorCode::kVersion, "IETF draft not served"));
     return;
   }
-  if (!handler_.authorize(Action::kConnect, config_.root, config_.query)) {
+  if (!handler_.authorize(Action::kConnect, root_, query_)) {
     close(make_error(ErrorCode::kUnauthorized, "connect not authorized"));
     return;
   }
@@ -410,7 +435,7 @@ void IetfSession::handle_subscribe(const wi::Subscribe& m) {
     return;
   }
   std::string full = to_full(*peer_path);
-  if (!handler_.authorize(Action::kSubscribe, full, config_.query)) {
+  if (!handler_.authorize(Action::kSubscribe, full, query_)) {
     send_request_error(m.request_id, type, kErrUnauthorized, "unauthorized");
     return;
   }

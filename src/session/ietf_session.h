@@ -81,8 +81,14 @@ class IetfSession final : public transport::SessionVisitor,
  public:
   // `version`: the draft the transport's protocol selected (moqt-15, moqt-16), or
   // moq-transport-14 for the SETUP path, where CLIENT_SETUP must offer it.
+  // `config`: the session's own copy (root and query included).
   IetfSession(transport::Session& transport, SessionConfig config, model::Origin& origin,
               SessionHandler& handler, const Clock& clock, Timers& timers, wire::Version version);
+  // `shared`: the owner's, shared by its sessions, outliving this one; its root and query are not
+  // read (the session's are `root` and `query`).
+  IetfSession(transport::Session& transport, const SessionConfig& shared, std::string root,
+              std::string query, model::Origin& origin, SessionHandler& handler,
+              const Clock& clock, Timers& timers, wire::Version version);
   ~IetfSession() override;
   IetfSession(const IetfSession&) = delete;
   IetfSession& operator=(const IetfSession&) = delete;
@@ -125,6 +131,7 @@ class IetfSession final : public transport::SessionVisitor,
   const wire::ietf::Draft& row() const override { return *row_; }
   const wire::ietf::Limits& limits() const override { return limits_; }
   const SessionConfig& config() const override { return config_; }
+  const std::string& query() const override { return query_; }
   Timers& timers() override { return timers_; }
   bool is_closed() const override { return closed_; }
   void fail(Error e) override;
@@ -282,8 +289,14 @@ class IetfSession final : public transport::SessionVisitor,
   void open_our_requests();
   bool accept_stream_request_id(uint64_t id);
 
+  void init();
+
   transport::Session& transport_;
-  SessionConfig config_;
+  // The by-value constructor's copy; null when the owner lent its shared config.
+  std::unique_ptr<const SessionConfig> owned_config_;
+  const SessionConfig& config_;  // *owned_config_ or the owner's
+  std::string root_;             // normalised
+  std::string query_;
   model::Origin& origin_;
   SessionHandler& handler_;
   const Clock& clock_;

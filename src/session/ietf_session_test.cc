@@ -911,5 +911,86 @@ TEST_P(RequestStreamsTest, ClusterRoutesAreScoredWithRouteCostPlusRelayCost) {
 
 }  // namespace d17
 
+// A relay's IETF session borrows its worker's shared SessionConfig (make_session's borrowing
+// overload): the root and query it uses are its own, never the shared config's.
+class QueryHandler final : public SessionHandler {
+ public:
+  explicit QueryHandler(model::Origin& origin) : origin_(origin) {}
+  bool authorize(Action action, std::string_view path, std::string_view query) override {
+    calls.push_back({action, std::string(path), std::string(query)});
+    return true;
+  }
+  void on_session_ready(wire::Version) override {}
+  void on_peer_announce(const std::string& path, bool active, const model::Hops& hops,
+                        model::BroadcastSource& source) override {
+    if (active) {
+      origin_.announce(path, &source, hops);
+    } else {
+      origin_.unannounce(path, &source);
+    }
+  }
+  void on_session_closed(Error) override {}
+  struct Call {
+    Action action;
+    std::string path, query;
+  };
+  std::vector<Call> calls;
+
+ private:
+  model::Origin& origin_;
+};
+
+TEST(IetfSessionTest, ASharedConfigLeavesRootAndQueryToTheSession) {
+  ManualClock clock;
+  model::Origin origin(model::OriginConfig{}, clock, clock);
+  QueryHandler handler(origin);
+  testing::FakeChannelPair channels;
+  auto server_mux = std::make_unique<MuxSession>(
+      channels.a(), clock, transport::websocket::Framing::kQmux00,
+      transport::websocket::Role::kServer, "moqt-16", "/", "client", transport::websocket::MuxConfig{});
+  auto client_mux = std::make_unique<MuxSession>(
+      channels.b(), clock, transport::websocket::Framing::kQmux00,
+      transport::websocket::Role::kClient, "moqt-16", "/", "server", transport::websocket::MuxConfig{});
+  channels.a().set_handler(server_mux.get());
+  channels.b().set_handler(client_mux.get());
+  RawPeer raw(*client_mux);
+  client_mux->set_visitor(&raw);
+  SessionConfig shared;
+  shared.role = Role::kServer;
+  shared.root = "not/this";
+  shared.query = "shared=wrong";
+  auto session = make_session(*server_mux, shared, "/site", "jwt=mine", origin, handler, clock, clock);
+  session->start();
+  auto pump = [&] {  // until the wire has been quiet twice, as IetfServerFixture::pump
+    int quiet = 0;
+    for (int i = 0; i < 100000 && quiet < 2; ++i) {
+      clock.advance(Duration::zero());
+      quiet = channels.deliver() == 0 ? quiet + 1 : 0;
+    }
+  };
+  pump();
+  RawStream* c = raw.open_bidi(hex(kD16ClientSetup));
+  ASSERT_NE(c, nullptr);
+  pump();
+  // PUBLISH_NAMESPACE id 0 ["room","alice"] params 0: published under the session's root.
+  c->write(hex("06 00 0e 00 02 04 72 6f 6f 6d 05 61 6c 69 63 65 00"));
+  pump();
+  EXPECT_TRUE(origin.is_active("site/room/alice"));
+  ASSERT_GE(handler.calls.size(), 2u);
+  EXPECT_EQ(handler.calls[0].action, Action::kConnect);
+  EXPECT_EQ(handler.calls[0].path, "site");
+  bool published = false;
+  for (const auto& call : handler.calls) {
+    EXPECT_EQ(call.query, "jwt=mine");
+    published = published || (call.action == Action::kPublish && call.path == "site/room/alice");
+  }
+  EXPECT_TRUE(published);
+  session.reset();
+  server_mux->set_visitor(nullptr);
+  client_mux->set_visitor(nullptr);
+  channels.a().set_handler(nullptr);
+  channels.b().set_handler(nullptr);
+}
+
 }  // namespace
 }  // namespace moqd::session

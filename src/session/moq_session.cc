@@ -34,15 +34,16 @@ wire::VersionSet client_versions(const wire::VersionSet& wanted) {
   return out;
 }
 
-std::unique_ptr<MoqSession> make_session(transport::Session& transport, SessionConfig config,
-                                         model::Origin& origin, SessionHandler& handler,
-                                         const Clock& clock, Timers& timers) {
+namespace {
+
+// The IETF draft `transport`'s protocol selects among `versions`; nullopt: the moq-lite Session.
+std::optional<wire::Version> ietf_version_for(transport::Session& transport,
+                                              const wire::VersionSet& versions) {
   std::string_view protocol = transport.protocol();
   const wire::ProtocolInfo* row = wire::protocol_for_alpn(protocol);
   if (row != nullptr && !wire::is_lite(row->version) && row->served &&
-      config.versions.contains(row->version)) {
-    return std::make_unique<IetfSession>(transport, std::move(config), origin, handler, clock,
-                                         timers, row->version);
+      versions.contains(row->version)) {
+    return row->version;
   }
   // The SETUP path ("moql" or none): CLIENT_SETUP lists versions. moqd serves draft 14 there when
   // it is the only SETUP-reached version enabled (--versions moq-transport-14); otherwise the
@@ -51,19 +52,41 @@ std::unique_ptr<MoqSession> make_session(transport::Session& transport, SessionC
   const wire::ProtocolInfo* d14 = wire::protocol_info(wire::Version::kTransport14);
   // "moq-00" is draft 14's own ALPN: SETUP, where only draft 14 may be selected.
   if (protocol == wire::kDraft14Alpn && d14 != nullptr && d14->served &&
-      config.versions.contains(wire::Version::kTransport14)) {
-    return std::make_unique<IetfSession>(transport, std::move(config), origin, handler, clock,
-                                         timers, wire::Version::kTransport14);
+      versions.contains(wire::Version::kTransport14)) {
+    return wire::Version::kTransport14;
   }
   if (row == nullptr && (protocol.empty() || protocol == wire::kSetupAlpn) &&
       d14 != nullptr && d14->served &&
-      config.versions.contains(wire::Version::kTransport14) &&
-      !config.versions.contains(wire::Version::kLite01) &&
-      !config.versions.contains(wire::Version::kLite02)) {
+      versions.contains(wire::Version::kTransport14) &&
+      !versions.contains(wire::Version::kLite01) &&
+      !versions.contains(wire::Version::kLite02)) {
+    return wire::Version::kTransport14;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::unique_ptr<MoqSession> make_session(transport::Session& transport, SessionConfig config,
+                                         model::Origin& origin, SessionHandler& handler,
+                                         const Clock& clock, Timers& timers) {
+  if (auto v = ietf_version_for(transport, config.versions)) {
     return std::make_unique<IetfSession>(transport, std::move(config), origin, handler, clock,
-                                         timers, wire::Version::kTransport14);
+                                         timers, *v);
   }
   return std::make_unique<Session>(transport, std::move(config), origin, handler, clock, timers);
+}
+
+std::unique_ptr<MoqSession> make_session(transport::Session& transport, const SessionConfig& shared,
+                                         std::string root, std::string query,
+                                         model::Origin& origin, SessionHandler& handler,
+                                         const Clock& clock, Timers& timers) {
+  if (auto v = ietf_version_for(transport, shared.versions)) {
+    return std::make_unique<IetfSession>(transport, shared, std::move(root), std::move(query),
+                                         origin, handler, clock, timers, *v);
+  }
+  return std::make_unique<Session>(transport, shared, std::move(root), std::move(query), origin,
+                                   handler, clock, timers);
 }
 
 }  // namespace moqd::session

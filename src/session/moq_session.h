@@ -59,5 +59,12 @@ wire::VersionSet client_versions(const wire::VersionSet& wanted);
 std::unique_ptr<MoqSession> make_session(transport::Session& transport, SessionConfig config,
                                          model::Origin& origin, SessionHandler& handler,
                                          const Clock& clock, Timers& timers);
+// The same, borrowing `shared` (the owner's, shared by its sessions: it must outlive the
+// session, and its root and query are not read) with the session's own `root` and `query`: a
+// session then holds a reference, not a copy of the limits every session has alike.
+std::unique_ptr<MoqSession> make_session(transport::Session& transport, const SessionConfig& shared,
+                                         std::string root, std::string query,
+                                         model::Origin& origin, SessionHandler& handler,
+                                         const Clock& clock, Timers& timers);
 
 }  // namespace moqd::session

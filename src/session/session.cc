@@ -19,14 +19,36 @@ const char* version_or_none(std::optional<wire::Version> v) {
 Session::Session(transport::Session& transport, SessionConfig config, model::Origin& origin,
                  SessionHandler& handler, const Clock& clock, Timers& timers)
     : transport_(transport),
-      config_(std::move(config)),
+      owned_config_(std::make_unique<const SessionConfig>(std::move(config))),
+      config_(*owned_config_),
+      root_(model::normalize_path(config_.root)),
+      query_(config_.query),
       origin_(origin),
       handler_(handler),
       clock_(clock),
       timers_(timers),
       id_(g_next_session_id.fetch_add(1, std::memory_order_relaxed)),
       publisher_budget_(config_.limits.max_publisher_cache) {
-  config_.root = model::normalize_path(config_.root);
+  init();
+}
+
+Session::Session(transport::Session& transport, const SessionConfig& shared, std::string root,
+                 std::string query, model::Origin& origin, SessionHandler& handler,
+                 const Clock& clock, Timers& timers)
+    : transport_(transport),
+      config_(shared),
+      root_(model::normalize_path(root)),
+      query_(std::move(query)),
+      origin_(origin),
+      handler_(handler),
+      clock_(clock),
+      timers_(timers),
+      id_(g_next_session_id.fetch_add(1, std::memory_order_relaxed)),
+      publisher_budget_(config_.limits.max_publisher_cache) {
+  init();
+}
+
+void Session::init() {
   const Instant now = clock_.now();
   ingress_.reset(static_cast<double>(config_.limits.max_publisher_rate),
                  static_cast<double>(config_.limits.max_publisher_rate), now);
@@ -70,15 +92,15 @@ void Session::withdraw_peer_announcements() {
 }
 
 std::string Session::Context::to_full(std::string_view peer_path) const {
-  return full_path_of(s_.config_.root, peer_path);
+  return full_path_of(s_.root_, peer_path);
 }
 
 std::optional<std::string> Session::Context::to_peer(std::string_view full_path) const {
-  return peer_path_of(s_.config_.root, full_path);
+  return peer_path_of(s_.root_, full_path);
 }
 
 bool Session::Context::authorize(Action action, std::string_view full_path) {
-  return s_.handler_.authorize(action, full_path, s_.config_.query);
+  return s_.handler_.authorize(action, full_path, s_.query_);
 }
 
 bool Session::Context::add_announce_stream() {
@@ -124,7 +146,7 @@ void Session::admit() {
 }
 
 void Session::continue_start() {
-  if (!handler_.authorize(Action::kConnect, config_.root, config_.query)) {
+  if (!handler_.authorize(Action::kConnect, root_, query_)) {
     close(make_error(ErrorCode::kUnauthorized, "connect not authorized"));
     return;
   }
@@ -171,7 +193,7 @@ void Session::on_setup_complete(wire::Version version) {
   MOQD_LOG(kInfo, "session %llu start peer=%s transport=%s version=%s path=/%s",
            static_cast<unsigned long long>(id_), std::string(transport_.peer()).c_str(),
            std::string(transport_.kind()).c_str(), wire::version_name(version),
-           config_.root.c_str());
+           root_.c_str());
   liveness_.start(clock_.now());
   stall_timer_ = timers_.schedule(Duration::zero(), [this] { check_stalls(); });
   if (wire::is_lite05(version)) {

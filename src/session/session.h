@@ -31,8 +31,14 @@ class UpstreamTrack;
 
 class Session final : public transport::SessionVisitor, public MoqSession {
  public:
+  // `config` is the session's own copy (root and query included).
   Session(transport::Session& transport, SessionConfig config, model::Origin& origin,
           SessionHandler& handler, const Clock& clock, Timers& timers);
+  // `shared` is the owner's, shared by its sessions, and must outlive this session; its root and
+  // query are not read: the session's are `root` and `query`.
+  Session(transport::Session& transport, const SessionConfig& shared, std::string root,
+          std::string query, model::Origin& origin, SessionHandler& handler, const Clock& clock,
+          Timers& timers);
   ~Session() override;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -146,9 +152,14 @@ class Session final : public transport::SessionVisitor, public MoqSession {
   // closing) past it.
   bool admit_announce_change();
   void sweep();
+  void init();
 
   transport::Session& transport_;
-  SessionConfig config_;
+  // The by-value constructor's copy; null when the owner lent its shared config.
+  std::unique_ptr<const SessionConfig> owned_config_;
+  const SessionConfig& config_;  // *owned_config_ or the owner's
+  std::string root_;             // normalised
+  std::string query_;
   model::Origin& origin_;
   SessionHandler& handler_;
   const Clock& clock_;

@@ -53,6 +53,13 @@ test("bench fanout: every frame to every viewer, with the relay's cost against t
   positive(j.relay_ns_per_byte, "relay ns/B");
   positive(j.limit_ns_per_byte, "limit ns/B");
   positive(j.relay_datagrams_per_send, "datagrams per send");
+  // The limit is measured at the mean size of the datagrams the relay sent in this window (bytes
+  // over datagrams from its /stats: 1,452-byte data packets on loopback, ACKs, frame tails), not
+  // at the probe's default of 1,200 bytes.
+  positive(j.relay_datagrams_out, "relay datagrams out");
+  const mean = Math.round(j.relay_udp_bytes_out / j.relay_datagrams_out);
+  assert.ok(mean > 100 && mean <= 1452, `the relay's mean datagram: ${mean} bytes`);
+  assert.equal(j.limit_packet_size, mean);
   // Six viewers' sessions, streams and QUIC state are on the relay's heap (its /stats "heap",
   // glibc's mallinfo2: a sanitizer's allocator bypasses glibc's, which then reports 0).
   if (H.MOQD_SANITIZED) assert.equal(typeof j.relay_heap_per_viewer_kb, "number");

@@ -31,6 +31,7 @@ class FakeHandlerContext : public virtual session::ietf_detail::HandlerContext {
   const wire::ietf::Draft& row() const override { return *row_; }
   const wire::ietf::Limits& limits() const override { return limits_; }
   const session::SessionConfig& config() const override { return config_; }
+  const std::string& query() const override { return config_.query; }
   Timers& timers() override { return clock_; }
   bool is_ready() const override { return ready; }
   bool is_closed() const override { return failed_code.has_value() || failed_error.has_value(); }

@@ -174,11 +174,13 @@ void QuicStream::set_visitor(StreamVisitor* visitor) {
 // ---------------------------------------------------------------------------------------------
 // Construction.
 
-Connection::Connection(bool server, ConnectionContext ctx, Config config, const ngtcp2_path& path)
+Connection::Connection(bool server, ConnectionContext ctx, const Config& config,
+                       const ngtcp2_path& path)
     : server_(server),
       ctx_(std::move(ctx)),
-      config_(std::move(config)),
-      budget_(config_.stream_queue_target, config_.send_buffer) {
+      datagram_queue_(config.datagram_queue),
+      datagram_queue_bytes_(config.datagram_queue_bytes),
+      budget_(config.stream_queue_target, config.send_buffer) {
   conn_ref_.get_conn = Trampolines::get_conn;
   conn_ref_.user_data = this;
   ngtcp2_path_storage_init(&path_, path.local.addr, path.local.addrlen, path.remote.addr,
@@ -218,26 +220,26 @@ void Connection::fill_callbacks(ngtcp2_callbacks& cb) const {
   cb.recv_datagram = Trampolines::recv_datagram;
 }
 
-void Connection::fill_settings(ngtcp2_settings& settings) const {
+void Connection::fill_settings(ngtcp2_settings& settings, const Config& config) const {
   ngtcp2_settings_default(&settings);
   settings.initial_ts = now_ts();
-  settings.max_window = config_.max_window;
-  settings.max_stream_window = config_.max_stream_window;
-  settings.handshake_timeout = to_ngtcp2(config_.handshake_timeout);
-  settings.ack_thresh = config_.ack_thresh;
+  settings.max_window = config.max_window;
+  settings.max_stream_window = config.max_stream_window;
+  settings.handshake_timeout = to_ngtcp2(config.handshake_timeout);
+  settings.ack_thresh = config.ack_thresh;
 }
 
-void Connection::fill_params(ngtcp2_transport_params& params) const {
+void Connection::fill_params(ngtcp2_transport_params& params, const Config& config) {
   ngtcp2_transport_params_default(&params);
-  params.initial_max_data = config_.max_data;
-  params.initial_max_stream_data_bidi_local = config_.max_stream_data;
-  params.initial_max_stream_data_bidi_remote = config_.max_stream_data;
-  params.initial_max_stream_data_uni = config_.max_stream_data;
-  params.initial_max_streams_bidi = config_.max_streams_bidi;
-  params.initial_max_streams_uni = config_.max_streams_uni;
-  params.max_idle_timeout = to_ngtcp2(config_.idle_timeout);
-  params.max_datagram_frame_size = config_.max_datagram_frame_size;
-  params.max_ack_delay = to_ngtcp2(config_.max_ack_delay);
+  params.initial_max_data = config.max_data;
+  params.initial_max_stream_data_bidi_local = config.max_stream_data;
+  params.initial_max_stream_data_bidi_remote = config.max_stream_data;
+  params.initial_max_stream_data_uni = config.max_stream_data;
+  params.initial_max_streams_bidi = config.max_streams_bidi;
+  params.initial_max_streams_uni = config.max_streams_uni;
+  params.max_idle_timeout = to_ngtcp2(config.idle_timeout);
+  params.max_datagram_frame_size = config.max_datagram_frame_size;
+  params.max_ack_delay = to_ngtcp2(config.max_ack_delay);
 }
 
 Status Connection::init_tls(const TlsFactory& make_tls) {
@@ -252,7 +254,7 @@ Status Connection::init_tls(const TlsFactory& make_tls) {
 Result<std::unique_ptr<Connection>> Connection::connect(const ngtcp2_path& path,
                                                         const TlsFactory& make_tls,
                                                         ConnectionContext ctx, Config config) {
-  std::unique_ptr<Connection> c(new Connection(false, std::move(ctx), std::move(config), path));
+  std::unique_ptr<Connection> c(new Connection(false, std::move(ctx), config, path));
   if (Status st = c->init_tls(make_tls); !st) {
     return tl::unexpected(st.error());
   }
@@ -266,15 +268,15 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ngtcp2_path& path,
   ngtcp2_settings settings;
   ngtcp2_transport_params params;
   c->fill_callbacks(cb);
-  c->fill_settings(settings);
-  c->fill_params(params);
+  c->fill_settings(settings, config);
+  c->fill_params(params, config);
   if (ngtcp2_conn_client_new(&c->conn_, &dcid, &scid, &c->path_.path, NGTCP2_PROTO_VER_V1, &cb,
                              &settings, &params, counting_mem(), c.get()) != 0) {
     return moqd::fail(ErrorCode::kTransport, "ngtcp2_conn_client_new failed");
   }
   ngtcp2_conn_set_tls_native_handle(c->conn_, c->tls_.get());
-  if (c->config_.keep_alive > Duration::zero()) {
-    ngtcp2_conn_set_keep_alive_timeout(c->conn_, to_ngtcp2(c->config_.keep_alive));
+  if (config.keep_alive > Duration::zero()) {
+    ngtcp2_conn_set_keep_alive_timeout(c->conn_, to_ngtcp2(config.keep_alive));
   }
   c->schedule_flush();  // the Initial goes out from the loop
   return c;
@@ -289,7 +291,7 @@ Result<std::unique_ptr<Connection>> Connection::accept(const ngtcp2_path& path,
   if (ngtcp2_accept(&hd, pkt.data(), pkt.size()) != 0) {
     return moqd::fail(ErrorCode::kProtocolViolation, "not an acceptable Initial packet");
   }
-  std::unique_ptr<Connection> c(new Connection(true, std::move(ctx), std::move(config), path));
+  std::unique_ptr<Connection> c(new Connection(true, std::move(ctx), config, path));
   if (Status st = c->init_tls(make_tls); !st) {
     return tl::unexpected(st.error());
   }
@@ -298,8 +300,8 @@ Result<std::unique_ptr<Connection>> Connection::accept(const ngtcp2_path& path,
   ngtcp2_settings settings;
   ngtcp2_transport_params params;
   c->fill_callbacks(cb);
-  c->fill_settings(settings);
-  c->fill_params(params);
+  c->fill_settings(settings, config);
+  c->fill_params(params, config);
   c->ctx_.new_cid(&scid, params.stateless_reset_token);
   params.stateless_reset_token_present = 1;
   // A server must say original_dcid is present: ngtcp2_conn_server_new asserts on it.
@@ -581,8 +583,8 @@ bool Connection::on_new_connection_id(ngtcp2_cid* cid, uint8_t* token, size_t ci
 // Past the queue's bounds the new datagram is dropped: the visitor is behind, and datagrams are
 // unreliable anyway.
 void Connection::on_recv_datagram(std::span<const uint8_t> data) {
-  if (dgram_in_.size() >= config_.datagram_queue ||
-      dgram_in_bytes_ + data.size() > config_.datagram_queue_bytes) {
+  if (dgram_in_.size() >= datagram_queue_ ||
+      dgram_in_bytes_ + data.size() > datagram_queue_bytes_) {
     ++dgram_in_dropped_;
     return;
   }
@@ -614,8 +616,8 @@ size_t Connection::max_datagram_size() const {
 }
 
 bool Connection::send_datagram(std::span<const uint8_t> payload) {
-  if (payload.size() > max_datagram_size() || dgram_out_.size() >= config_.datagram_queue ||
-      dgram_out_bytes_ + payload.size() > config_.datagram_queue_bytes) {
+  if (payload.size() > max_datagram_size() || dgram_out_.size() >= datagram_queue_ ||
+      dgram_out_bytes_ + payload.size() > datagram_queue_bytes_) {
     return false;  // max_datagram_size() is 0 when closed or unsupported
   }
   dgram_out_.push_back(OutDatagram{std::vector<uint8_t>(payload.begin(), payload.end())});

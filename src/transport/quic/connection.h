@@ -253,11 +253,11 @@ class Connection final : public Session, private TurnWork {
   bool on_new_connection_id(ngtcp2_cid* cid, uint8_t* token, size_t cidlen);
   void on_recv_datagram(std::span<const uint8_t> data);
 
-  Connection(bool server, ConnectionContext ctx, Config config, const ngtcp2_path& path);
+  Connection(bool server, ConnectionContext ctx, const Config& config, const ngtcp2_path& path);
   Status init_tls(const TlsFactory& make_tls);
   void fill_callbacks(ngtcp2_callbacks& cb) const;
-  void fill_settings(ngtcp2_settings& settings) const;
-  void fill_params(ngtcp2_transport_params& params) const;
+  void fill_settings(ngtcp2_settings& settings, const Config& config) const;
+  static void fill_params(ngtcp2_transport_params& params, const Config& config);
 
   ngtcp2_tstamp now_ts() const;
   QuicStream* find(int64_t id) const { return streams_.find(static_cast<StreamId>(id)); }
@@ -335,7 +335,10 @@ class Connection final : public Session, private TurnWork {
 
   const bool server_;
   ConnectionContext ctx_;
-  const Config config_;
+  // The only settings read after the connection is made (the datagram queues' bounds); the rest of
+  // its Config is handed to ngtcp2 and the send budget at creation and not kept.
+  const size_t datagram_queue_;
+  const size_t datagram_queue_bytes_;
   ngtcp2_crypto_conn_ref conn_ref_{};
   TlsSession tls_;
   ngtcp2_conn* conn_ = nullptr;  // deleted in the destructor, before tls_
