@@ -485,6 +485,20 @@ FanoutTotals FanoutRig::totals() {
   return t;
 }
 
+LoopTotals FanoutRig::loop_totals() {
+  LoopTotals t;
+  Impl& im = *impl_;
+  for (size_t i = 0; i < im.workers.size(); ++i) {
+    t.polls += im.pool.loop(i).polls();
+    im.run_on(i, [&] {
+      for (size_t j = 0; j < im.workers.size(); ++j) {
+        t.wakes += im.pool.wakes(j);
+      }
+    });
+  }
+  return t;
+}
+
 std::string FanoutRig::check() {
   FanoutTotals t = totals();
   char buf[256];
