@@ -126,8 +126,9 @@ TEST(WorkersTest, BurstsToASleepingWorkerArriveInOrderWithOneWakePerSleep) {
     ASSERT_EQ(got[n], n);
   }
   EXPECT_GE(wakes, 1u) << "w1 slept between bursts, so it must have been woken";
+  // How often the receiver sleeps depends on the machine (under TSan it runs dry after nearly
+  // every task); what holds everywhere is one write per sleep.
   EXPECT_LE(wakes, receiver_polls) << "more than one eventfd write per sleep of the receiver";
-  EXPECT_LT(wakes, static_cast<uint64_t>(kBursts * kPerBurst) / 4) << "woken per task";
 }
 
 TEST(WorkersTest, TrafficBothWaysWithFullRingsDoesNotDeadlock) {
