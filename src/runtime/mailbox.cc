@@ -27,12 +27,6 @@ void Waker::wake() {
   [[maybe_unused]] ssize_t n = ::write(fd_, &one, sizeof one);
 }
 
-void Waker::wake_if_sleeping() {
-  if (sleep_episode() != 0) {
-    wake();
-  }
-}
-
 void Waker::prepare_sleep() {
   episode_.store(++last_episode_, std::memory_order_seq_cst);
 }

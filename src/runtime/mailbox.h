@@ -13,7 +13,7 @@ namespace moqd::runtime {
 
 using Task = std::function<void()>;
 
-// The wake-up of one event loop. wake() and the producer side (sleep_episode()) are thread-safe;
+// The wake-up of one event loop. wake() and sleep_episode() are thread-safe;
 // the rest belong to the owning loop's thread. Protocol: the loop calls prepare_sleep() only when
 // it is about to block, then checks every source of work, and blocks only if all are empty; a
 // producer publishes its work, then reads sleep_episode() and wakes the loop if it is non-zero.
@@ -31,8 +31,6 @@ class Waker {
 
   int fd() const { return fd_; }
   void wake();
-  // Wakes the loop if it may block, whatever was already written for this episode.
-  void wake_if_sleeping();
   // The episode the loop is (maybe) blocking in, 0 while it is awake.
   uint64_t sleep_episode() const { return episode_.load(std::memory_order_seq_cst); }
   void prepare_sleep();
