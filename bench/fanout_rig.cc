@@ -87,7 +87,9 @@ class RawStream final : public transport::StreamVisitor {
 
 // The publisher's end of its connection, played by hand as a moq-lite-04 client: it answers the
 // relay's ANNOUNCE_PLEASE with one broadcast, accepts its SUBSCRIBE, and sends groups a frame at
-// a time (each frame a separate loop turn, as frames arriving from the network would be).
+// a time (each frame a separate deferred task, as frames arriving from the network would be; the
+// loop runs them all in one turn, since each frame queues turn work and the turn's loop also runs
+// deferred tasks: fanout_bench's polls_per_frame shows it).
 class PublisherPeer final : public transport::SessionVisitor {
  public:
   PublisherPeer(MemorySession& end, runtime::EventLoop& loop, const FanoutOptions& o)
@@ -479,6 +481,20 @@ FanoutTotals FanoutRig::totals() {
         t.stream_bytes += s->bytes();
         t.groups += s->groups();
         t.resets += s->resets();
+      }
+    });
+  }
+  return t;
+}
+
+LoopTotals FanoutRig::loop_totals() {
+  LoopTotals t;
+  Impl& im = *impl_;
+  for (size_t i = 0; i < im.workers.size(); ++i) {
+    t.polls += im.pool.loop(i).polls();
+    im.run_on(i, [&] {
+      for (size_t j = 0; j < im.workers.size(); ++j) {
+        t.wakes += im.pool.wakes(j);
       }
     });
   }

@@ -44,6 +44,12 @@ struct FanoutTotals {
   uint64_t resets = 0;        // group streams reset (skip-ahead); 0 in a healthy run
 };
 
+// The workers' loops, summed (read on each worker's thread).
+struct LoopTotals {
+  uint64_t polls = 0;  // epoll_wait calls
+  uint64_t wakes = 0;  // eventfd writes one worker made to wake another (Workers::wakes)
+};
+
 class FanoutRig {
  public:
   // Starts the workers, connects the publisher and every subscriber, and waits until each
@@ -64,6 +70,7 @@ class FanoutRig {
   uint64_t expected_deliveries() const;
   // Read from the workers (a round trip to each): what arrived so far.
   FanoutTotals totals();
+  LoopTotals loop_totals();
   // Empty when totals() match everything published so far; otherwise what differs.
   std::string check();
 

@@ -277,12 +277,12 @@ class Feed final : public model::TrackListener {
     if (events_.empty()) {
       return;
     }
+    // The batch takes the events; events_ takes the batch's emptied vector and its capacity.
+    FeedBatch* batch = bridge_.take_batch(to_, id_);
+    batch->events.swap(events_);
     Bridge* peer = &bridge_.peer(to_);
-    uint64_t id = id_;
-    bridge_.post(to_, [peer, id, events = std::move(events_)]() mutable {
-      peer->on_feed_events(id, std::move(events));
-    });
-    events_.clear();
+    // Two pointers: stored inside the std::function, no allocation.
+    bridge_.post(to_, [peer, batch] { peer->on_feed_events(batch); });
   }
   void finish() {
     finished_ = true;
@@ -606,7 +606,43 @@ void Bridge::on_open_feed(const std::string& path, const std::string& name, uint
 
 void Bridge::on_close_feed(size_t to, uint64_t id) { feeds_.erase({to, id}); }
 
-void Bridge::on_feed_ack(size_t to, uint64_t id, uint64_t bytes) {
+FeedBatch* Bridge::take_batch(size_t to, uint64_t id) {
+  FeedBatch* b;
+  if (!free_batches_.empty()) {
+    b = free_batches_.back();
+    free_batches_.pop_back();
+  } else {
+    batch_store_.push_back(std::make_unique<FeedBatch>());
+    b = batch_store_.back().get();
+    b->slot = batch_store_.size() - 1;
+  }
+  b->from = self_;
+  b->to = to;
+  b->id = id;
+  b->bytes = 0;
+  return b;
+}
+
+void Bridge::recycle_batch(FeedBatch* b) {
+  b->events.clear();
+  if (free_batches_.size() < kMaxPooledBatches) {
+    free_batches_.push_back(b);
+    return;
+  }
+  // Past a burst: free it (swap-remove from the store).
+  size_t slot = b->slot;
+  if (slot + 1 != batch_store_.size()) {
+    std::swap(batch_store_[slot], batch_store_.back());
+    batch_store_[slot]->slot = slot;
+  }
+  batch_store_.pop_back();
+}
+
+void Bridge::on_feed_ack(FeedBatch* batch) {
+  const size_t to = batch->to;
+  const uint64_t id = batch->id;
+  const uint64_t bytes = batch->bytes;
+  recycle_batch(batch);  // first: the ack may pump and post again
   auto it = feeds_.find({to, id});
   if (it != feeds_.end()) {
     it->second->ack(bytes);
@@ -623,73 +659,76 @@ void Bridge::feed_finished(Feed* f) {
   });
 }
 
-void Bridge::on_feed_events(uint64_t id, std::vector<FeedEvent> events) {
+void Bridge::on_feed_events(FeedBatch* batch) {
+  const uint64_t id = batch->id;
+  uint64_t bytes = 0;
+  for (auto& e : batch->events) {
+    bytes += e.cost();
+  }
+  for (auto& e : batch->events) {
+    if (!apply_feed_event(id, e)) {
+      break;  // closed meanwhile; the home worker drops the feed when it sees the close
+    }
+  }
+  // Every event costs credit, so every batch is acknowledged; the home worker empties it.
+  batch->bytes = bytes;
+  Bridge* peer = bridges_[batch->from];
+  post(batch->from, [peer, batch] { peer->on_feed_ack(batch); });
+}
+
+bool Bridge::apply_feed_event(uint64_t id, FeedEvent& e) {
   auto it = inbound_.find(id);
   if (it == inbound_.end()) {
-    return;  // closed meanwhile; the home worker drops the feed when it sees the close
+    return false;
   }
   Inbound& in = it->second;
   model::Track& track = *in.track;
-  uint64_t bytes = 0;
-  for (auto& e : events) {
-    bytes += e.cost();
-    if (e.kind == FeedEvent::Kind::kProperties) {
-      track.set_properties(e.properties);
-      if (inbound_.find(id) == inbound_.end()) {
-        return;  // a listener callback closed the feed
-      }
-      continue;
-    }
-    const std::pair<uint64_t, uint64_t> key{e.sequence, e.subgroup};
-    if (e.kind == FeedEvent::Kind::kGroup) {
-      if (model::Group* g = track.begin_group(e.sequence, e.subgroup, e.has_extensions);
-          g != nullptr) {
-        in.groups[key] = model::GroupRef(g);
-      }
-      continue;
-    }
-    auto g = in.groups.find(key);
-    if (g == in.groups.end()) {
-      continue;  // a duplicate group this worker refused
-    }
-    model::GroupRef group = g->second;
-    if (e.kind == FeedEvent::Kind::kGroupEnd || e.kind == FeedEvent::Kind::kGroupAbort) {
-      in.groups.erase(g);
-    }
-    switch (e.kind) {
-      case FeedEvent::Kind::kObject: {
-        model::Track::IetfObject o;
-        o.id = e.object_id;
-        o.size = e.size;
-        o.extensions = std::move(e.extensions);
-        o.extensions_draft = e.extensions_draft;
-        o.timestamp = e.timestamp;
-        o.lite_refused = e.lite_refused;
-        track.begin_ietf_object(*group, std::move(o));
-        break;
-      }
-      case FeedEvent::Kind::kChunk:
-        track.append_chunk(*group, std::move(e.chunk));
-        break;
-      case FeedEvent::Kind::kGroupEnd:
-        track.finish_group(*group);
-        break;
-      case FeedEvent::Kind::kGroupAbort:
-        track.abort_group(*group);
-        break;
-      case FeedEvent::Kind::kGroup:
-      case FeedEvent::Kind::kProperties:
-        break;
-    }
-    if (inbound_.find(id) == inbound_.end()) {
-      return;  // a listener callback closed the feed
-    }
+  if (e.kind == FeedEvent::Kind::kProperties) {
+    track.set_properties(e.properties);
+    return true;
   }
-  if (bytes > 0) {  // every event costs credit, so every batch is acknowledged
-    Bridge* peer = bridges_[in.home];
-    size_t to = self_;
-    post(in.home, [peer, to, id, bytes] { peer->on_feed_ack(to, id, bytes); });
+  const std::pair<uint64_t, uint64_t> key{e.sequence, e.subgroup};
+  if (e.kind == FeedEvent::Kind::kGroup) {
+    if (model::Group* g = track.begin_group(e.sequence, e.subgroup, e.has_extensions);
+        g != nullptr) {
+      in.groups[key] = model::GroupRef(g);
+    }
+    return true;
   }
+  auto g = in.groups.find(key);
+  if (g == in.groups.end()) {
+    return true;  // a duplicate group this worker refused
+  }
+  model::GroupRef group = g->second;
+  if (e.kind == FeedEvent::Kind::kGroupEnd || e.kind == FeedEvent::Kind::kGroupAbort) {
+    in.groups.erase(g);
+  }
+  switch (e.kind) {
+    case FeedEvent::Kind::kObject: {
+      model::Track::IetfObject o;
+      o.id = e.object_id;
+      o.size = e.size;
+      o.extensions = std::move(e.extensions);
+      o.extensions_draft = e.extensions_draft;
+      o.timestamp = e.timestamp;
+      o.lite_refused = e.lite_refused;
+      track.begin_ietf_object(*group, std::move(o));
+      break;
+    }
+    case FeedEvent::Kind::kChunk:
+      track.append_chunk(*group, std::move(e.chunk));
+      break;
+    case FeedEvent::Kind::kGroupEnd:
+      track.finish_group(*group);
+      break;
+    case FeedEvent::Kind::kGroupAbort:
+      track.abort_group(*group);
+      break;
+    case FeedEvent::Kind::kGroup:
+    case FeedEvent::Kind::kProperties:
+      break;
+  }
+  return true;
 }
 
 void Bridge::on_feed_end(uint64_t id, Error reason) {

@@ -64,6 +64,20 @@ struct FeedEvent {
   uint64_t cost() const { return kCost + chunk.size() + extensions.size(); }
 };
 
+// One batch of a feed's events crossing to the receiving worker, and back as its acknowledgement.
+// The home worker's Bridge owns every batch and reuses them: the receiver empties `events` (its
+// capacity stays), sets `bytes` and posts the batch back, so in steady state a frame crossing
+// allocates neither an event vector nor a task closure (a task capturing two pointers is stored
+// inside std::function). Ownership moves with the task: one thread touches a batch at a time.
+struct FeedBatch {
+  size_t from = 0;     // the home worker, which owns the batch
+  size_t to = 0;       // the receiving worker
+  uint64_t id = 0;     // the feed's id there
+  std::vector<FeedEvent> events;
+  uint64_t bytes = 0;  // set by the receiver: the credit the batch returns
+  size_t slot = 0;     // its index in the home Bridge's store
+};
+
 // Pacing and skip-ahead of the feeds one worker serves to another.
 struct BridgeLimits {
   // Credit per feed: event costs (payload bytes plus FeedEvent::kCost each) posted to the
@@ -149,8 +163,12 @@ class Bridge {
   void on_open_feed(const std::string& path, const std::string& name, uint8_t priority, size_t to,
                     uint64_t id);
   void on_close_feed(size_t to, uint64_t id);
-  void on_feed_ack(size_t to, uint64_t id, uint64_t bytes);
-  void on_feed_events(uint64_t id, std::vector<FeedEvent> events);
+  // A batch this worker posted came back: its credit returns to its feed (if still open) and the
+  // batch to the pool.
+  void on_feed_ack(FeedBatch* batch);
+  // Applies a batch from its home worker to the feed's local track, then posts it back (home's
+  // on_feed_ack) with its credit.
+  void on_feed_events(FeedBatch* batch);
   void on_feed_end(uint64_t id, Error reason);
 
   // Used by RemoteTrack and Feed.
@@ -158,6 +176,13 @@ class Bridge {
                      model::Track& track);
   void close_feed(size_t home, uint64_t id);
   void feed_finished(Feed* f);
+  // A batch for feed (to, id), empty, from the pool (or new).
+  FeedBatch* take_batch(size_t to, uint64_t id);
+  // Batches this worker owns (in flight or pooled) and pooled (tests, benchmarks).
+  size_t batches_owned() const { return batch_store_.size(); }
+  size_t batches_pooled() const { return free_batches_.size(); }
+  // Pooled batches kept at most; more come back only after a burst, and are freed.
+  static constexpr size_t kMaxPooledBatches = 64;
   // Every task this worker sends another (announcements, feed events and ends, acks) goes
   // through here, in order; while held they wait here, still in order.
   void post(size_t to, std::function<void()> task);
@@ -225,6 +250,11 @@ class Bridge {
   std::map<std::string, std::set<size_t>> present_elsewhere_;
   uint64_t announce_posts_ = 0;
   size_t announce_acks_awaited_ = 0;  // for the batch in flight; none: the next may go
+  // Apply one event of a batch; false once the feed was closed by a listener meanwhile.
+  bool apply_feed_event(uint64_t id, FeedEvent& e);
+  void recycle_batch(FeedBatch* b);
+  std::vector<std::unique_ptr<FeedBatch>> batch_store_;  // every batch of this worker's feeds
+  std::vector<FeedBatch*> free_batches_;
   uint64_t next_feed_id_ = 1;
   bool held_ = false;
   std::vector<std::pair<size_t, std::function<void()>>> held_tasks_;  // (to, task), in order

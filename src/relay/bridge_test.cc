@@ -423,6 +423,34 @@ TEST(BridgeTest, ReceiverThatKeepsUpGetsEveryGroup) {
   EXPECT_TRUE(w.wait_for(0, [&] { return w.side(0).bridge.feed_stats().in_flight_bytes == 0; }));
 }
 
+// Each group published in its own turn crosses as its own batch; the batches come back with
+// their credit and are reused: every group arrives whole and in order, and worker 0 owns a handful
+// of batches, all back in its pool, not one per crossing.
+TEST(BridgeTest, FeedBatchesComeBackAndAreReused) {
+  TwoWorkers w(BridgeLimits{});
+  w.start_track();
+  constexpr uint64_t kGroups = 200;
+  for (uint64_t seq = 0; seq < kGroups; ++seq) {
+    w.run_on(0, [&] {
+      w.side(0).publisher->write_group(
+          kTrack, seq, {pattern_bytes(1'000, static_cast<uint8_t>(seq)), "", ""}, true, 1000);
+    });
+  }
+  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).viewer.finished_sequences().size() == kGroups; }));
+  FrameCollector* local = nullptr;
+  FrameCollector* remote = nullptr;
+  w.run_on(0, [&] { local = &w.side(0).viewer; });
+  w.run_on(1, [&] { remote = &w.side(1).viewer; });
+  EXPECT_TRUE(same_groups(*local, *remote));
+  ASSERT_TRUE(w.wait_for(0, [&] { return w.side(0).bridge.feed_stats().in_flight_bytes == 0; }));
+  w.run_on(0, [&] {
+    const Bridge& b = w.side(0).bridge;
+    EXPECT_GE(b.batches_owned(), 1u);
+    EXPECT_EQ(b.batches_pooled(), b.batches_owned()) << "a batch did not come back";
+    EXPECT_LE(b.batches_owned(), Bridge::kMaxPooledBatches) << "batches were not reused";
+  });
+}
+
 }  // namespace
 }  // namespace moqd::relay
 

@@ -159,8 +159,14 @@ int EventLoop::wait_timeout_ms(Duration max_wait) {
 void EventLoop::refresh_now() { now_ = std::max(now_, system_now()); }
 
 void EventLoop::run_once(Duration max_wait) {
-  waker_.prepare_sleep();
-  int timeout = has_ready_work() ? 0 : wait_timeout_ms(max_wait);
+  // Producers see the loop as sleeping only from here, when it has nothing to do: while it is
+  // busy their pushes cost no eventfd write.
+  bool ready = has_ready_work();
+  if (!ready) {
+    waker_.prepare_sleep();
+    ready = has_ready_work();
+  }
+  int timeout = ready ? 0 : wait_timeout_ms(max_wait);
   epoll_event events[kMaxEvents];
   // The work since the last wait ended (now_ was read then) counts as busy.
   Instant before_wait = system_now();

@@ -25,9 +25,9 @@ class IoHandler {
   virtual void on_io(uint32_t epoll_events) = 0;
 };
 
-// Extra work the loop polls every iteration (Workers' mailboxes). is_ready() is checked after
-// Waker::prepare_sleep(), so a producer that publishes and then calls wake_if_sleeping() is never
-// missed.
+// Extra work the loop polls every iteration (Workers' mailboxes). Before the loop blocks, is_ready()
+// is checked again after Waker::prepare_sleep(), so a producer that publishes and then reads the
+// Waker's sleep_episode() is never missed.
 class PollSource {
  public:
   virtual ~PollSource() = default;

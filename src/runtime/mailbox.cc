@@ -27,14 +27,8 @@ void Waker::wake() {
   [[maybe_unused]] ssize_t n = ::write(fd_, &one, sizeof one);
 }
 
-void Waker::wake_if_sleeping() {
-  if (sleeping_.load(std::memory_order_seq_cst)) {
-    wake();
-  }
-}
-
 void Waker::prepare_sleep() {
-  sleeping_.store(true, std::memory_order_seq_cst);
+  episode_.store(++last_episode_, std::memory_order_seq_cst);
 }
 
 void Waker::drain() {
@@ -63,7 +57,13 @@ bool Mailbox::try_push(Task&& task) {
   size_t t = tail_.load(std::memory_order_relaxed);
   slots_[t & mask_] = std::move(task);
   tail_.store(t + 1, std::memory_order_seq_cst);
-  consumer_.wake_if_sleeping();
+  // Once per episode: a write already made for this one is still pending for its epoll_wait.
+  uint64_t episode = consumer_.sleep_episode();
+  if (episode != 0 && episode != woken_episode_) {
+    woken_episode_ = episode;
+    ++wakes_;
+    consumer_.wake();
+  }
   return true;
 }
 

@@ -13,11 +13,15 @@ namespace moqd::runtime {
 
 using Task = std::function<void()>;
 
-// The wake-up of one event loop. wake() and wake_if_sleeping() are thread-safe; the rest belong
-// to the owning loop's thread. Protocol: the loop calls prepare_sleep(), then checks every source
-// of work, and blocks only if all are empty; a producer publishes its work, then calls
-// wake_if_sleeping(). Both sides store, then load the other's flag, all seq_cst (Dekker), so at
-// least one side sees the other. (Plain seq_cst operations rather than fences: TSan checks them.)
+// The wake-up of one event loop. wake() and sleep_episode() are thread-safe;
+// the rest belong to the owning loop's thread. Protocol: the loop calls prepare_sleep() only when
+// it is about to block, then checks every source of work, and blocks only if all are empty; a
+// producer publishes its work, then reads sleep_episode() and wakes the loop if it is non-zero.
+// Both sides store, then load the other's flag, all seq_cst (Dekker), so at least one side sees
+// the other. (Plain seq_cst operations rather than fences: TSan checks them.) Each prepare_sleep()
+// starts a new episode (a non-zero number, never reused by this loop): a producer that already
+// wrote the eventfd for an episode need not write it again, since that write is still pending
+// for the loop's epoll_wait (one wake-up per batch of pushes, not one per push).
 class Waker {
  public:
   Waker();
@@ -27,15 +31,17 @@ class Waker {
 
   int fd() const { return fd_; }
   void wake();
-  void wake_if_sleeping();
+  // The episode the loop is (maybe) blocking in, 0 while it is awake.
+  uint64_t sleep_episode() const { return episode_.load(std::memory_order_seq_cst); }
   void prepare_sleep();
-  void awake() { sleeping_.store(false, std::memory_order_relaxed); }
+  void awake() { episode_.store(0, std::memory_order_relaxed); }
   // Resets the eventfd after it fired.
   void drain();
 
  private:
   int fd_ = -1;
-  std::atomic<bool> sleeping_{false};
+  std::atomic<uint64_t> episode_{0};
+  uint64_t last_episode_ = 0;  // the loop's thread only
 };
 
 // A bounded SPSC ring of tasks. One producer thread calls try_push/has_space/wait_for_space; one
@@ -58,6 +64,8 @@ class Mailbox {
   // Asks the consumer to wake the producer's Waker once it pops something. Call it, then re-check
   // has_space(): space freed in between is not signalled.
   void wait_for_space();
+  // eventfd writes this producer made to wake the consumer (producer thread; tests, benchmarks).
+  uint64_t wakes() const { return wakes_; }
 
   // Consumer.
   bool try_pop(Task& out);
@@ -77,6 +85,8 @@ class Mailbox {
   size_t tail_cache_ = 0;                    // consumer's last view of tail_
   alignas(64) std::atomic<size_t> tail_{0};  // written by the producer
   size_t head_cache_ = 0;                    // producer's last view of head_
+  uint64_t woken_episode_ = 0;               // producer: the consumer's episode it last woke
+  uint64_t wakes_ = 0;                       // producer
   alignas(64) std::atomic<bool> producer_waiting_{false};
 };
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -67,6 +68,30 @@ TEST(MailboxTest, WakesTheConsumerOnlyWhenItMaySleep) {
   consumer.awake();
   consumer.drain();
   EXPECT_FALSE(readable(consumer.fd()));
+}
+
+// One eventfd write per sleep episode, however many pushes it takes: the write is still pending
+// for the consumer's epoll_wait. A new episode (the consumer blocked again) is woken again.
+TEST(MailboxTest, WakesOncePerSleepEpisode) {
+  Waker consumer;
+  Mailbox box(16, consumer);
+  consumer.prepare_sleep();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(box.try_push([] {}));
+  }
+  EXPECT_EQ(box.wakes(), 1u);
+  uint64_t writes = 0;
+  ASSERT_EQ(::read(consumer.fd(), &writes, sizeof writes), static_cast<ssize_t>(sizeof writes));
+  EXPECT_EQ(writes, 1u) << "the eventfd counter sums the writes";
+  consumer.awake();
+  ASSERT_TRUE(box.try_push([] {}));
+  EXPECT_EQ(box.wakes(), 1u) << "an awake consumer was signalled";
+  consumer.prepare_sleep();
+  ASSERT_TRUE(box.try_push([] {}));
+  ASSERT_TRUE(box.try_push([] {}));
+  EXPECT_EQ(box.wakes(), 2u);
+  EXPECT_TRUE(readable(consumer.fd()));
+  EXPECT_EQ(box.drain(), 8u);
 }
 
 TEST(MailboxTest, DrainWakesAProducerWaitingForSpace) {

@@ -111,6 +111,11 @@ size_t Workers::overflow_size(size_t to) const {
   return from == SIZE_MAX ? 0 : workers_[from]->overflow[to].size();
 }
 
+uint64_t Workers::wakes(size_t to) {
+  size_t from = current();
+  return from == SIZE_MAX || from == to ? 0 : ring(from, to).wakes();
+}
+
 void Workers::flush_overflow(size_t from, size_t to) {
   auto& queue = workers_[from]->overflow[to];
   Mailbox& box = ring(from, to);

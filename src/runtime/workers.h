@@ -43,6 +43,9 @@ class Workers {
   bool is_congested(size_t to);
   // Tasks the calling worker holds in its overflow queue for `to` (0 off-worker).
   size_t overflow_size(size_t to) const;
+  // eventfd writes the calling worker made to wake `to` through their ring (0 off-worker or for
+  // itself): at most one per time `to` prepared to block (Waker).
+  uint64_t wakes(size_t to);
   // Stops every loop and joins the threads. Tasks still queued are destroyed unrun. Idempotent.
   void stop_and_join();
 
