@@ -235,6 +235,7 @@ class Rig {
     publish(o_.warmup_frames);
     uint64_t bytes0 = delivered();
     uint64_t pkts0 = relay_sink_.packets, pbytes0 = relay_sink_.bytes;
+    uint64_t passes0 = relay_passes();
     g_relay_ns = 0;
     CALLGRIND_START_INSTRUMENTATION;
     publish(o_.frames);
@@ -243,11 +244,13 @@ class Rig {
     uint64_t bytes = delivered() - bytes0;
     uint64_t payload = o_.frames * o_.viewers * (o_.frame_size + header_.size());
     uint64_t pkts = relay_sink_.packets - pkts0;
+    uint64_t passes1 = relay_passes();
     std::printf("viewers=%zu frames=%zu frame_size=%zu group_frames=%zu\n", o_.viewers, o_.frames,
                 o_.frame_size, o_.group_frames);
     std::printf("delivered_bytes=%llu expected_bytes=%llu relay_packets=%llu\n",
                 static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(payload),
                 static_cast<unsigned long long>(pkts));
+    std::printf("relay_write_passes=%llu\n", static_cast<unsigned long long>(passes1 - passes0));
     std::printf("packets_per_frame=%.2f bytes_per_packet=%.1f relay_ns_per_byte=%.2f\n",
                 static_cast<double>(pkts) / static_cast<double>(o_.frames * o_.viewers),
                 static_cast<double>(relay_sink_.bytes - pbytes0) / static_cast<double>(pkts),
@@ -407,6 +410,15 @@ class Rig {
     for (int t = 0; t < 200; ++t) {
       tick();
     }
+  }
+
+  // The relay's write passes, over all its connections.
+  uint64_t relay_passes() const {
+    uint64_t run = 0;
+    for (const auto& v : viewers_) {
+      run += v.relay_conn->write_passes();
+    }
+    return run;
   }
 
   uint64_t delivered() const {

@@ -38,7 +38,8 @@ QuicPair::~QuicPair() {
 }
 
 quic::ConnectionContext QuicPair::context(SimNetwork::Endpoint& ep, Side& side) {
-  return quic::ConnectionContext{ep, clock_, clock_,
+  Timers& timers = &side == &server && server_timers != nullptr ? *server_timers : clock_;
+  return quic::ConnectionContext{ep, clock_, timers,
                                  [this](ngtcp2_cid* cid, uint8_t* token) { new_cid(cid, token); },
                                  &side};
 }

@@ -83,6 +83,10 @@ class QuicPair {
   // connections' own callbacks (a Session fed by an Origin).
   Duration tick = std::chrono::milliseconds(1);
   bool flush_each_tick = false;
+  // The server connection's timers and turn work, when not the clock's (set before start(); it
+  // must outlive the pair's connections): to hold a server's loop turn open across timers and
+  // packets.
+  Timers* server_timers = nullptr;
   Retry retry;
   Side server;
   Side client;

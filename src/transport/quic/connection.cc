@@ -936,6 +936,7 @@ void Connection::write_packets() {
   size_t dest_len = std::min(max_udp, kMaxPacketSize);
   size_t max_pkts = std::max<size_t>(1, ngtcp2_conn_get_send_quantum(conn_) / max_udp);
   size_t pkts = 0;
+  ++write_passes_;
   for (;;) {
     std::span<uint8_t> dest = ctx_.sink.packet_buffer(dest_len);
     if (dest.size() < dest_len) {
@@ -1074,7 +1075,14 @@ void Connection::on_expiry() {
   } else if (rv != 0) {
     fail(rv);
   }
-  after_io();
+  if (state_ != State::kOpen) {
+    after_io();  // closed: delivered now
+    return;
+  }
+  // The write pass ngtcp2 wants after handle_expiry runs at the end of this loop turn (timers run
+  // before turn work), together with the one the turn's packets or writes asked for: one pass
+  // where there were two (docs/ARCHITECTURE.md, "Write passes").
+  schedule_flush();
 }
 
 // Runs from the loop after a packet, a timer or a deferred flush: events first (the visitor may

@@ -191,8 +191,8 @@ class Connection final : public Session, private TurnWork {
   // (on_closed follows from the loop); the owner needs to do nothing but keep it until on_done.
   Status on_packet(const ngtcp2_path& path, std::span<const uint8_t> pkt);
   // Delivers pending events and writes what congestion control, pacing and flow control allow
-  // (the write loop), now. The connection does this by itself at the end of every turn in which
-  // a packet arrived, a timer fired or a stream was written.
+  // (the write loop), now. The connection does this by itself, once, at the end of every turn in
+  // which a packet arrived, its timer fired or a stream was written.
   void flush();
 
   bool is_handshake_completed() const { return handshake_completed_; }
@@ -228,6 +228,9 @@ class Connection final : public Session, private TurnWork {
   size_t queued_datagrams() const { return dgram_out_.size(); }
   // Received datagrams dropped because the receive queue was full, for tests and metrics.
   uint64_t datagrams_dropped_on_receive() const { return dgram_in_dropped_; }
+  // Write passes run so far (the write loop; each ends in an ngtcp2 write call that writes
+  // nothing, or at the send quantum), for tests and benchmarks.
+  uint64_t write_passes() const { return write_passes_; }
 
  private:
   friend class QuicStream;
@@ -374,6 +377,7 @@ class Connection final : public Session, private TurnWork {
   Ring<OutDatagram> dgram_out_;
   size_t dgram_out_bytes_ = 0;
 
+  uint64_t write_passes_ = 0;
   TimerId expiry_timer_ = 0;
   ngtcp2_tstamp expiry_at_ = UINT64_MAX;
   TimerId done_timer_ = 0;

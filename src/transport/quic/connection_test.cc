@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 
 #include "base/bytes.h"
 #include "base/clock.h"
+#include "base/turn.h"
 #include "testing/quic_pair.h"
 #include "testing/sim_network.h"
 #include "testing/stream_recorder.h"
@@ -38,6 +40,42 @@ std::string pattern(size_t n, uint32_t seed) {
 using test::SessionRecorder;
 using test::StreamRecorder;
 
+// A side's timers and turn work on the pair's clock, except that while `held` its turn work waits:
+// one loop turn held open across several timers and packets, ended by release(). Counts the
+// timers of this side that fired.
+class HeldTurns final : public Timers, private TurnWork {
+ public:
+  explicit HeldTurns(ManualClock& clock) : clock_(clock) {}
+  TimerId schedule(Duration delay, std::function<void()> fn) override {
+    return clock_.schedule(delay, [this, fn = std::move(fn)] {
+      ++fired;
+      fn();
+    });
+  }
+  void cancel(TimerId id) override { clock_.cancel(id); }
+  void at_turn_end(TurnWork& w) override {
+    queue_.push(w);
+    if (!held) {
+      clock_.at_turn_end(*this);
+    }
+  }
+  void release() {
+    held = false;
+    queue_.run();
+  }
+  bool held = false;
+  int fired = 0;
+
+ private:
+  void run_turn_work() override {
+    if (!held) {
+      queue_.run();
+    }
+  }
+  ManualClock& clock_;
+  TurnQueue queue_;
+};
+
 class QuicConnectionTest : public ::testing::Test {
  protected:
   QuicConnectionTest() {
@@ -58,7 +96,9 @@ class QuicConnectionTest : public ::testing::Test {
   }
   void set_links(const SimLinkConfig& link) { pair_.set_links(link); }
 
-  // Before pair_: each connection's destructor reports on_closed to its recorder.
+  // Before pair_: each connection's destructor reports on_closed to its recorder, and cancels
+  // its timers on server_turns_ when a test set it.
+  std::optional<HeldTurns> server_turns_;
   SessionRecorder server_session_;
   SessionRecorder client_session_;
   QuicPair pair_;
@@ -133,6 +173,82 @@ TEST_F(QuicConnectionTest, TheLastQueuedDataIsWrittenWithoutAnExtraCall) {
     return in != nullptr && in->data.size() == 1000;
   }));
   EXPECT_EQ(client_session_.find(s->id())->data, pattern(1000, 7));
+}
+
+// ngtcp2 wants a write pass after handle_expiry and after every packet read; a timer that fires in
+// the same loop turn as packets shares their pass (at the turn's end) instead of running its own.
+TEST_F(QuicConnectionTest, AnExpiryAndThePacketsOfItsTurnShareOneWritePass) {
+  server_turns_.emplace(clock_);
+  pair_.server_timers = &*server_turns_;
+  handshake();
+  pair_.run_for(200ms);  // handshake ACKs and timers settled
+  Stream* s = server_.conn->open_uni();
+  ASSERT_NE(s, nullptr);
+  s->write(Bytes::copy(pattern(20000, 5)));  // more than one send quantum: pacing, then ACKs
+  server_.conn->flush();
+  uint64_t passes = server_.conn->write_passes();
+  uint64_t received = server_ep_.received();
+  int fired = server_turns_->fired;
+  server_turns_->held = true;
+  pair_.run_for(30ms);  // one server turn: its timer falls due and the client's ACKs arrive
+  EXPECT_GT(server_turns_->fired, fired);
+  EXPECT_GT(server_ep_.received(), received);
+  EXPECT_EQ(server_.conn->write_passes(), passes);  // nothing ran its pass inside the turn
+  server_turns_->release();
+  EXPECT_EQ(server_.conn->write_passes(), passes + 1);  // the turn's end: one pass for all
+  ASSERT_TRUE(run_until([&] {
+    auto* in = client_session_.find(s->id());
+    return in != nullptr && in->data.size() == 20000;
+  }));
+  EXPECT_EQ(client_session_.find(s->id())->data, pattern(20000, 5));
+}
+
+// Under loss, retransmissions ride the loss and PTO timers' passes: every group still arrives,
+// and none later than a bound that a pass skipped or delayed past its timer would break (the last
+// groups have no later writes or ACKs to carry their retransmissions).
+TEST_F(QuicConnectionTest, LossyNetworkDeliversEveryGroupInTime) {
+  set_links(SimLinkConfig{20ms, 5ms, 0.1});
+  handshake({}, {});
+  constexpr int kGroups = 60;
+  constexpr size_t kGroupSize = 6 * 1024;
+  std::vector<Instant> published;
+  std::vector<std::optional<Instant>> arrived(kGroups);
+  std::function<void()> publish = [&] {
+    Stream* s = server_.conn->open_uni();
+    ASSERT_NE(s, nullptr);
+    s->write(Bytes::copy(pattern(kGroupSize, static_cast<uint32_t>(published.size()))));
+    s->finish();
+    s->release();
+    published.push_back(clock_.now());
+    if (published.size() < static_cast<size_t>(kGroups)) {
+      clock_.schedule(33ms, publish);
+    }
+  };
+  publish();
+  ASSERT_TRUE(run_until(
+      [&] {
+        int complete = 0;
+        for (int g = 0; g < kGroups; ++g) {
+          StreamRecorder* in = client_session_.find(static_cast<StreamId>(3 + 4 * g));
+          if (!arrived[g] && in != nullptr && in->fin) {
+            arrived[g] = clock_.now();
+          }
+          complete += arrived[g] ? 1 : 0;
+        }
+        return complete == kGroups;
+      },
+      30s));
+  Duration worst{};
+  for (int g = 0; g < kGroups; ++g) {
+    StreamRecorder* in = client_session_.find(static_cast<StreamId>(3 + 4 * g));
+    ASSERT_NE(in, nullptr) << "group " << g;
+    EXPECT_TRUE(in->data == pattern(kGroupSize, static_cast<uint32_t>(g))) << "group " << g;
+    worst = std::max(worst, *arrived[g] - published[g]);
+  }
+  EXPECT_GT(client_ep_.dropped() + server_ep_.dropped(), 0u);
+  EXPECT_LT(worst, 1s) << "worst group latency "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(worst).count()
+                       << " ms";
 }
 
 TEST_F(QuicConnectionTest, BidiStreamEchoesWithFin) {
