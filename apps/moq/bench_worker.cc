@@ -250,8 +250,10 @@ class Viewers {
           Viewer* vp = &v;
           v.readers[i] = std::make_unique<client::FrameReader>(
               *t, loop_, loop_, Duration::zero(),
-              [this, vp](uint64_t, uint64_t, std::span<const uint8_t> f) { on_frame(*vp, f); },
-              nullptr);
+              [this, vp](uint64_t, uint64_t, std::span<const uint8_t> stamp, uint64_t size) {
+                on_frame(*vp, stamp, size);
+              },
+              nullptr, kStampBytes);
         }
         attached += v.readers[i] ? 1 : 0;
       }
@@ -338,12 +340,13 @@ class Viewers {
     }
     return p;
   }
-  void on_frame(Viewer& v, std::span<const uint8_t> f) {
+  // `stamp`: the frame's first kStampBytes (the reader copies no more); `size`: all of it.
+  void on_frame(Viewer& v, std::span<const uint8_t> stamp, uint64_t size) {
     ++v.frames;
-    v.bytes += f.size();
-    if (f.size() >= 8) {
+    v.bytes += size;
+    if (stamp.size() >= 8) {
       int64_t sent;
-      std::memcpy(&sent, f.data(), 8);
+      std::memcpy(&sent, stamp.data(), 8);
       hist_.record_ns(now_ns() - sent);
     }
   }
