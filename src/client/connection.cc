@@ -240,7 +240,9 @@ void FrameReader::on_track_ended(model::Track&, Error reason) {
 }
 
 void FrameReader::drain() {
-  if (track_ != nullptr) {
+  if (track_ != nullptr && track_->next_arrival() != next_arrival_) {
+    // Sorted only when groups arrive: stable_sort takes a temporary buffer from the heap on every
+    // call, and drain runs once per turn that brings a chunk.
     for (auto& g : track_->groups_from(next_arrival_)) {
       open_.push_back(Open{model::GroupCursor(std::move(g)), clock_.now()});
     }
