@@ -121,9 +121,10 @@ struct Peer {
   client::LinkPtr link;
 };
 
-Peer connect_peer(runtime::EventLoop& loop, const client::ConnectionOptions& options) {
+Peer connect_peer(runtime::EventLoop& loop, const client::ConnectionOptions& options,
+                  model::OriginConfig origin_config = {}) {
   Peer p;
-  p.origin = std::make_unique<model::Origin>(model::OriginConfig{}, loop, loop);
+  p.origin = std::make_unique<model::Origin>(origin_config, loop, loop);
   p.link = client::make_link(loop, *p.origin, options);
   if (auto st = p.link->connect(); !st) {
     fprintf(stderr, "moq bench worker: connect: %s\n", st.error().detail);
@@ -227,7 +228,7 @@ class Viewers {
     viewers_.resize(o_.count);
     for (size_t i = 0; i < viewers_.size(); ++i) {
       options.shared_udp = shared_socket(i, options);
-      viewers_[i].peer = connect_peer(loop_, options);
+      viewers_[i].peer = connect_peer(loop_, options, viewer_origin_config());
       if ((i + 1) % o_.connects_per_tick == 0) {
         loop_.run_once(std::chrono::milliseconds(10));
         attach_ready();
@@ -252,8 +253,10 @@ class Viewers {
           Viewer* vp = &v;
           v.readers[i] = std::make_unique<client::FrameReader>(
               *t, loop_, loop_, Duration::zero(),
-              [this, vp](uint64_t, uint64_t, std::span<const uint8_t> f) { on_frame(*vp, f); },
-              nullptr);
+              [this, vp](uint64_t, uint64_t, std::span<const uint8_t> stamp, uint64_t size) {
+                on_frame(*vp, stamp, size);
+              },
+              nullptr, kStampBytes);
         }
         attached += v.readers[i] ? 1 : 0;
       }
@@ -329,6 +332,15 @@ class Viewers {
     uint64_t frames = 0;
     uint64_t bytes = 0;
   };
+  // A viewer reads each group as it arrives and never looks back, so its track keeps only the
+  // newest group (the FrameReader holds the groups it is still reading). The default cache (8
+  // groups, 16 s of a 1 Mbit/s track: 2 MB a viewer, 2 GB for 1,000) made every received byte
+  // land on a fresh page: a quarter of the generator's CPU was page faults (docs/BENCHMARKS.md).
+  static model::OriginConfig viewer_origin_config() {
+    model::OriginConfig c;
+    c.cache.max_groups = 1;
+    return c;
+  }
   static std::string prefix_of(const std::vector<std::string>& paths) {
     // Discovery asks for one prefix: the common folder of every watched path.
     std::string p = paths.empty() ? "" : paths[0];
@@ -366,12 +378,13 @@ class Viewers {
     }
     return shared_.empty() ? nullptr : shared_.back().get();
   }
-  void on_frame(Viewer& v, std::span<const uint8_t> f) {
+  // `stamp`: the frame's first kStampBytes (the reader copies no more); `size`: all of it.
+  void on_frame(Viewer& v, std::span<const uint8_t> stamp, uint64_t size) {
     ++v.frames;
-    v.bytes += f.size();
-    if (f.size() >= 8) {
+    v.bytes += size;
+    if (stamp.size() >= 8) {
       int64_t sent;
-      std::memcpy(&sent, f.data(), 8);
+      std::memcpy(&sent, stamp.data(), 8);
       hist_.record_ns(now_ns() - sent);
     }
   }

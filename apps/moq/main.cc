@@ -448,7 +448,7 @@ int cmd_sub(const Common& c) {
         }
         raw->reader = std::make_unique<client::FrameReader>(
             *t, loop, loop, std::chrono::milliseconds(500),
-            [&, raw](uint64_t group, uint64_t index, std::span<const uint8_t> f) {
+            [&, raw](uint64_t group, uint64_t index, std::span<const uint8_t> f, uint64_t) {
               raw->delivered = true;
               if (last && (group < last->first || (group == last->first && index <= last->second))) {
                 return;  // already written through the previous relay

@@ -205,11 +205,13 @@ void Connection::on_pipe_closed() {
 
 
 FrameReader::FrameReader(model::Track& track, const Clock& clock, Timers& timers,
-                         Duration reorder_wait, FrameFn on_frame, std::function<void(Error)> on_ended)
+                         Duration reorder_wait, FrameFn on_frame, std::function<void(Error)> on_ended,
+                         size_t keep)
     : track_(&track),
       clock_(clock),
       timers_(timers),
       reorder_wait_(reorder_wait),
+      keep_(keep),
       on_frame_(std::move(on_frame)),
       on_ended_(std::move(on_ended)) {
   next_arrival_ = track.late_join_arrival();
@@ -238,7 +240,9 @@ void FrameReader::on_track_ended(model::Track&, Error reason) {
 }
 
 void FrameReader::drain() {
-  if (track_ != nullptr) {
+  if (track_ != nullptr && track_->next_arrival() != next_arrival_) {
+    // Sorted only when groups arrive: stable_sort takes a temporary buffer from the heap on every
+    // call, and drain runs once per turn that brings a chunk.
     for (auto& g : track_->groups_from(next_arrival_)) {
       open_.push_back(Open{model::GroupCursor(std::move(g)), clock_.now()});
     }
@@ -270,14 +274,17 @@ void FrameReader::drain() {
       if (step.kind == K::kObjectStart) {
         o.frame.clear();
         o.size = step.object->size;
+        o.received = 0;
         o.in_frame = true;
       } else if (step.kind == K::kChunk) {
-        o.frame.insert(o.frame.end(), step.chunk.data(), step.chunk.data() + step.chunk.size());
+        size_t n = std::min<size_t>(step.chunk.size(), keep_ - std::min<size_t>(keep_, o.frame.size()));
+        o.frame.insert(o.frame.end(), step.chunk.data(), step.chunk.data() + n);
+        o.received += step.chunk.size();
       }
       o.cursor.advance(step);
-      if (o.in_frame && o.frame.size() == o.size) {
+      if (o.in_frame && o.received == o.size) {
         o.in_frame = false;
-        on_frame_(o.cursor.group()->sequence(), o.index++, o.frame);
+        on_frame_(o.cursor.group()->sequence(), o.index++, o.frame, o.size);
       }
       if (step.kind == K::kEnd || step.kind == K::kAborted) {
         break;

@@ -194,11 +194,16 @@ class Connection final : public Link, public transport::PipeHandler {
 // `reorder_wait` (the missing one may never come). A group older than one already emitted is
 // emitted when it arrives. One per track; remove before the track dies (on_ended is
 // called when the track ends, after which it is detached).
+// on_frame gets each complete frame's first `keep` bytes (all of it when shorter) and its whole
+// size: a reader that needs only a header (the load generator's 16-byte stamp) does not copy
+// the rest of every frame. A frame cut short (its group aborted) is never emitted.
 class FrameReader final : public model::TrackListener {
  public:
-  using FrameFn = std::function<void(uint64_t group, uint64_t index, std::span<const uint8_t>)>;
+  using FrameFn = std::function<void(uint64_t group, uint64_t index, std::span<const uint8_t> bytes,
+                                     uint64_t size)>;
+  static constexpr size_t kWholeFrame = SIZE_MAX;
   FrameReader(model::Track& track, const Clock& clock, Timers& timers, Duration reorder_wait,
-              FrameFn on_frame, std::function<void(Error)> on_ended);
+              FrameFn on_frame, std::function<void(Error)> on_ended, size_t keep = kWholeFrame);
   ~FrameReader() override;
 
   void on_track_data(model::Track& track) override;
@@ -213,6 +218,7 @@ class FrameReader final : public model::TrackListener {
   const Clock& clock_;
   Timers& timers_;
   Duration reorder_wait_;
+  size_t keep_;
   TimerId timer_ = 0;
   std::optional<uint64_t> last_sequence_;
   FrameFn on_frame_;
@@ -222,8 +228,9 @@ class FrameReader final : public model::TrackListener {
     model::GroupCursor cursor;
     Instant arrived;
     uint64_t index = 0;
-    std::vector<uint8_t> frame;
+    std::vector<uint8_t> frame;  // the current frame's first keep_ bytes
     uint64_t size = 0;
+    uint64_t received = 0;  // of the current frame
     bool in_frame = false;
   };
   std::vector<Open> open_;

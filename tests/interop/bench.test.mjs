@@ -71,6 +71,20 @@ test("bench fanout: every frame to every viewer, with the relay's cost against t
   assert.equal(j.generator_drops, 0);
 });
 
+// Viewers keep only the newest group and copy only each frame's 16-byte stamp
+// (bench_worker.cc): short groups make every viewer cross many group boundaries, and the bytes
+// they count are still every byte of every frame.
+test("bench fanout: viewers count every frame and byte across many groups", T, async () => {
+  const j = await benchJson(["fanout", "--moqd", H.MOQD_BIN, "--viewers", "4", "--duration", "1s",
+    "--group-frames", "3", "--limits-seconds", "0.05"]);
+  assert.ok(j.frames_sent >= 25, `frames sent: ${j.frames_sent}`);
+  assert.equal(j.frames_lost, 0);
+  assert.equal(j.frames_delivered, j.frames_sent * 4);
+  const bytes = (j.throughput_gbps * 1e9 / 8) * j.window_s;
+  const want = j.frames_delivered * j.frame_size;
+  assert.ok(Math.abs(bytes - want) <= want * 0.01, `bytes counted ${bytes}, frames x size ${want}`);
+});
+
 test("bench fanout: a generator whose sockets drop datagrams makes the run invalid", T, async () => {
   // 200 KB frames into receive buffers of a few KB. A frame is more than one GSO run (64 datagrams
   // at most), and loopback hands each run over whole (GRO): the first fits an empty buffer, the

@@ -1119,15 +1119,17 @@ void Connection::deliver_events() {
     return;
   }
   in_delivery_ = true;
+  // The batch and the queue trade their storage back and forth, so a connection that receives
+  // packets all day allocates neither after its first few.
   while (!events_.empty() && state_ == State::kOpen) {
-    std::vector<Event> batch;
-    batch.swap(events_);
-    for (const Event& e : batch) {
+    delivering_.swap(events_);
+    for (const Event& e : delivering_) {
       if (state_ != State::kOpen) {
         break;
       }
       deliver_event(e);
     }
+    delivering_.clear();
   }
   events_.clear();
   in_delivery_ = false;

@@ -363,6 +363,7 @@ class Connection final : public Session, private TurnWork {
   SendScheduler ready_;
   SendBudget budget_;
   std::vector<Event> events_;
+  std::vector<Event> delivering_;  // the batch deliver_events() is working through
   bool streams_blocked_ = false;
   uint64_t bytes_sent_ = 0;
 
