@@ -97,8 +97,8 @@ TEST(RelayReloadTest, NewLimitsReachLaterSessionsAndEarlierOnesKeepTheirs) {
   model::Origin viewer_origin(model::OriginConfig{}, loop, loop);
   client::ConnectionOptions vo = options;
   vo.discover_prefix = "early";
+  int heard = 0;  // before the link: its callback may run while the link is destroyed
   client::LinkPtr viewer = client::make_link(loop, viewer_origin, vo);
-  int heard = 0;
   viewer->on_announce_fn = [&heard](const std::string&, bool active, const model::Hops&,
                                     model::BroadcastSource&) { heard += active ? 1 : 0; };
   ASSERT_TRUE(viewer->connect());

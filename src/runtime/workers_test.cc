@@ -86,7 +86,17 @@ TEST(WorkersTest, BurstsToASleepingWorkerArriveInOrderWithOneWakePerSleep) {
   std::promise<void> finished;
   uint64_t wakes = 0;  // read on w0
   int burst = 0;       // w0 only
-  std::function<void()> send_burst = [&] {
+  // Both run on w0 only; plain functions captured by reference (a shared_ptr to a function that
+  // holds itself would never be freed).
+  std::function<void()> send_burst;
+  std::function<void()> wait_drained = [&] {
+    if (received.load(std::memory_order_acquire) < burst * kPerBurst) {
+      workers.loop(0).schedule(std::chrono::microseconds(200), wait_drained);
+      return;
+    }
+    workers.loop(0).schedule(std::chrono::milliseconds(1), send_burst);
+  };
+  send_burst = [&] {
     for (int i = 0; i < kPerBurst; ++i) {
       int n = burst * kPerBurst + i;
       workers.post(1, [&, n] {
@@ -101,15 +111,7 @@ TEST(WorkersTest, BurstsToASleepingWorkerArriveInOrderWithOneWakePerSleep) {
       return;
     }
     // The next burst waits until w1 ran this one and is about to block again.
-    auto wait_drained = std::make_shared<std::function<void()>>();
-    *wait_drained = [&, wait_drained] {
-      if (received.load(std::memory_order_acquire) < burst * kPerBurst) {
-        workers.loop(0).schedule(std::chrono::microseconds(200), *wait_drained);
-        return;
-      }
-      workers.loop(0).schedule(std::chrono::milliseconds(1), send_burst);
-    };
-    (*wait_drained)();
+    wait_drained();
   };
   workers.post(0, [&] { send_burst(); });
   auto f = finished.get_future();
