@@ -33,6 +33,16 @@ inline double announce_capacity(const SessionLimits& limits) {
          static_cast<double>(limits.max_announced_paths);
 }
 
+// A session's two rate buckets, full at `now`: max_publisher_rate's (one second of the rate) and
+// max_announce_rate's (announce_capacity).
+inline void reset_rate_buckets(const SessionLimits& limits, Instant now, TokenBucket& ingress,
+                               TokenBucket& announce_changes) {
+  const auto publisher_rate = static_cast<double>(limits.max_publisher_rate);
+  ingress.reset(publisher_rate, publisher_rate, now);
+  announce_changes.reset(static_cast<double>(limits.max_announce_rate), announce_capacity(limits),
+                         now);
+}
+
 // What a session reports to its LivenessWatch at each check.
 struct LivenessSample {
   uint64_t bytes_sent = 0;     // transport bytes_sent(): bytes handed to the network

@@ -37,20 +37,16 @@ using namespace ietf_detail;
 IetfSession::IetfSession(transport::Session& transport, SessionConfig config,
                          model::Origin& origin, SessionHandler& handler, const Clock& clock,
                          Timers& timers, wire::Version version)
-    : transport_(transport),
-      owned_config_(std::make_unique<const SessionConfig>(std::move(config))),
-      config_(*owned_config_),
-      root_(model::normalize_path(config_.root)),
-      query_(config_.query),
-      origin_(origin),
-      handler_(handler),
-      clock_(clock),
-      timers_(timers),
-      id_(g_next_ietf_session_id.fetch_add(1, std::memory_order_relaxed)),
-      version_(version),
-      row_(wi::draft(version)),
-      publisher_budget_(config_.limits.max_publisher_cache) {
-  init();
+    : IetfSession(transport, std::make_unique<const SessionConfig>(std::move(config)), origin,
+                  handler, clock, timers, version) {}
+
+IetfSession::IetfSession(transport::Session& transport,
+                         std::unique_ptr<const SessionConfig> owned, model::Origin& origin,
+                         SessionHandler& handler, const Clock& clock, Timers& timers,
+                         wire::Version version)
+    : IetfSession(transport, *owned, owned->root, owned->query, origin, handler, clock, timers,
+                  version) {
+  owned_config_ = std::move(owned);  // config_ refers to the object, which does not move
 }
 
 IetfSession::IetfSession(transport::Session& transport, const SessionConfig& shared,
@@ -69,15 +65,7 @@ IetfSession::IetfSession(transport::Session& transport, const SessionConfig& sha
       version_(version),
       row_(wi::draft(version)),
       publisher_budget_(config_.limits.max_publisher_cache) {
-  init();
-}
-
-void IetfSession::init() {
-  const Instant now = clock_.now();
-  ingress_.reset(static_cast<double>(config_.limits.max_publisher_rate),
-                 static_cast<double>(config_.limits.max_publisher_rate), now);
-  announce_changes_.reset(static_cast<double>(config_.limits.max_announce_rate),
-                          announce_capacity(config_.limits), now);
+  reset_rate_buckets(config_.limits, clock_.now(), ingress_, announce_changes_);
   transport_.set_visitor(this);
 }
 

@@ -289,7 +289,11 @@ class IetfSession final : public transport::SessionVisitor,
   void open_our_requests();
   bool accept_stream_request_id(uint64_t id);
 
-  void init();
+
+  // The by-value constructor's second step: the shared constructor over `owned`, which it keeps.
+  IetfSession(transport::Session& transport, std::unique_ptr<const SessionConfig> owned,
+              model::Origin& origin, SessionHandler& handler, const Clock& clock, Timers& timers,
+              wire::Version version);
 
   transport::Session& transport_;
   // The by-value constructor's copy; null when the owner lent its shared config.

@@ -18,18 +18,14 @@ const char* version_or_none(std::optional<wire::Version> v) {
 
 Session::Session(transport::Session& transport, SessionConfig config, model::Origin& origin,
                  SessionHandler& handler, const Clock& clock, Timers& timers)
-    : transport_(transport),
-      owned_config_(std::make_unique<const SessionConfig>(std::move(config))),
-      config_(*owned_config_),
-      root_(model::normalize_path(config_.root)),
-      query_(config_.query),
-      origin_(origin),
-      handler_(handler),
-      clock_(clock),
-      timers_(timers),
-      id_(g_next_session_id.fetch_add(1, std::memory_order_relaxed)),
-      publisher_budget_(config_.limits.max_publisher_cache) {
-  init();
+    : Session(transport, std::make_unique<const SessionConfig>(std::move(config)), origin, handler,
+              clock, timers) {}
+
+Session::Session(transport::Session& transport, std::unique_ptr<const SessionConfig> owned,
+                 model::Origin& origin, SessionHandler& handler, const Clock& clock,
+                 Timers& timers)
+    : Session(transport, *owned, owned->root, owned->query, origin, handler, clock, timers) {
+  owned_config_ = std::move(owned);  // config_ refers to the object, which does not move
 }
 
 Session::Session(transport::Session& transport, const SessionConfig& shared, std::string root,
@@ -45,15 +41,7 @@ Session::Session(transport::Session& transport, const SessionConfig& shared, std
       timers_(timers),
       id_(g_next_session_id.fetch_add(1, std::memory_order_relaxed)),
       publisher_budget_(config_.limits.max_publisher_cache) {
-  init();
-}
-
-void Session::init() {
-  const Instant now = clock_.now();
-  ingress_.reset(static_cast<double>(config_.limits.max_publisher_rate),
-                 static_cast<double>(config_.limits.max_publisher_rate), now);
-  announce_changes_.reset(static_cast<double>(config_.limits.max_announce_rate),
-                          announce_capacity(config_.limits), now);
+  reset_rate_buckets(config_.limits, clock_.now(), ingress_, announce_changes_);
   transport_.set_visitor(this);
 }
 

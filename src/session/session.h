@@ -152,7 +152,10 @@ class Session final : public transport::SessionVisitor, public MoqSession {
   // closing) past it.
   bool admit_announce_change();
   void sweep();
-  void init();
+
+  // The by-value constructor's second step: the shared constructor over `owned`, which it keeps.
+  Session(transport::Session& transport, std::unique_ptr<const SessionConfig> owned,
+          model::Origin& origin, SessionHandler& handler, const Clock& clock, Timers& timers);
 
   transport::Session& transport_;
   // The by-value constructor's copy; null when the owner lent its shared config.
