@@ -2,7 +2,6 @@
 
 #include <netdb.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 
 #include "base/log.h"
 #include "runtime/tcp.h"
+#include "transport/quic/cid.h"
 #include "transport/quic/tls.h"
 #include "transport/websocket/http1.h"
 #include "wire/draft14_alpn.h"
@@ -74,22 +74,11 @@ Error webtransport_refusal(int status, const char* reason) {
   }
 }
 
-void random_fill(uint8_t* data, size_t n) {
-  while (n > 0) {
-    ssize_t got = getrandom(data, n, 0);
-    if (got <= 0) {
-      continue;  // EINTR; getrandom never fails otherwise once the pool is initialised
-    }
-    data += got;
-    n -= static_cast<size_t>(got);
-  }
-}
-
 // 16-byte random connection IDs, as RFC 9000 §5.1 recommends for unlinkability.
 void new_random_cid(ngtcp2_cid* cid, uint8_t* token) {
   cid->datalen = 16;
-  random_fill(cid->data, cid->datalen);
-  random_fill(token, NGTCP2_STATELESS_RESET_TOKENLEN);
+  transport::quic::fill_random(cid->data, cid->datalen);
+  transport::quic::fill_random(token, NGTCP2_STATELESS_RESET_TOKENLEN);
 }
 
 std::string trim(std::string_view s) {

@@ -1,23 +1,12 @@
 #include "client/shared_quic_socket.h"
 
-#include <sys/random.h>
-
 #include <cstring>
+
+#include "transport/quic/cid.h"
 
 namespace moqd::client {
 
 namespace {
-
-void random_bytes(uint8_t* data, size_t n) {
-  while (n > 0) {
-    ssize_t got = getrandom(data, n, 0);
-    if (got <= 0) {
-      continue;  // EINTR; getrandom never fails otherwise once the pool is initialised
-    }
-    data += got;
-    n -= static_cast<size_t>(got);
-  }
-}
 
 // RFC 9000 §17.2: the long header's first bit; its DCID length byte follows the 4-byte version.
 constexpr uint8_t kLongHeaderBit = 0x80;
@@ -51,7 +40,7 @@ SharedQuicSocket::SharedQuicSocket(std::unique_ptr<runtime::UdpSocket> udp) : ud
 uint64_t SharedQuicSocket::add(Member& m) {
   uint64_t key;
   do {
-    random_bytes(reinterpret_cast<uint8_t*>(&key), sizeof key);
+    transport::quic::fill_random(reinterpret_cast<uint8_t*>(&key), sizeof key);
   } while (members_.count(key) != 0);
   members_.emplace(key, &m);
   return key;
@@ -64,8 +53,8 @@ void SharedQuicSocket::remove(uint64_t key) {
 void SharedQuicSocket::fill_cid(uint64_t key, ngtcp2_cid* cid, uint8_t* reset_token) {
   cid->datalen = kCidLen;
   std::memcpy(cid->data, &key, kKeyLen);
-  random_bytes(cid->data + kKeyLen, kCidLen - kKeyLen);
-  random_bytes(reset_token, NGTCP2_STATELESS_RESET_TOKENLEN);
+  transport::quic::fill_random(cid->data + kKeyLen, kCidLen - kKeyLen);
+  transport::quic::fill_random(reset_token, NGTCP2_STATELESS_RESET_TOKENLEN);
 }
 
 std::optional<uint64_t> SharedQuicSocket::key_of(std::span<const uint8_t> d) {

@@ -13,17 +13,11 @@ constexpr uint32_t kQuicV1 = 0x00000001;
 constexpr size_t kMaxV1CidLength = NGTCP2_MAX_CIDLEN;  // 20
 constexpr size_t kResetKeyLength = 32;
 
-void random_bytes(uint8_t* out, size_t n) {
-  if (gnutls_rnd(GNUTLS_RND_RANDOM, out, n) != 0) {
-    std::abort();  // no entropy: issuing guessable CIDs and reset tokens is worse than stopping
-  }
-}
-
 // Made on first use (thread-safe static); never leaves the process.
 const std::array<uint8_t, kResetKeyLength>& reset_key() {
   static const std::array<uint8_t, kResetKeyLength> key = [] {
     std::array<uint8_t, kResetKeyLength> k{};
-    random_bytes(k.data(), k.size());
+    fill_random(k.data(), k.size());
     return k;
   }();
   return key;
@@ -35,11 +29,17 @@ uint32_t read_u32(const uint8_t* p) {
 
 }  // namespace
 
+void fill_random(uint8_t* out, size_t n) {
+  if (gnutls_rnd(GNUTLS_RND_RANDOM, out, n) != 0) {
+    std::abort();  // no entropy: issuing guessable CIDs and reset tokens is worse than stopping
+  }
+}
+
 ngtcp2_cid make_cid(size_t worker) {
   ngtcp2_cid cid{};
   cid.datalen = kCidLength;
   cid.data[0] = static_cast<uint8_t>(worker);
-  random_bytes(cid.data + 1, kCidLength - 1);
+  fill_random(cid.data + 1, kCidLength - 1);
   return cid;
 }
 

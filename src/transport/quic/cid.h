@@ -22,6 +22,10 @@ inline constexpr size_t kMaxCidWorkers = 256;
 
 using StatelessResetToken = std::array<uint8_t, kStatelessResetTokenLength>;
 
+// Fills `out` with `n` bytes of the cryptographic RNG (connection IDs, reset tokens, keys); aborts
+// when it has no entropy.
+void fill_random(uint8_t* out, size_t n);
+
 // A fresh CID owned by `worker` (< kMaxCidWorkers): byte 0 = worker, the rest from the
 // cryptographic RNG.
 ngtcp2_cid make_cid(size_t worker);
