@@ -326,20 +326,25 @@ TEST(LiteGoawayStream, TellsTheUriOnceThenDrains) {
 
 // --- Subscription: SUBSCRIBE -> SUBSCRIBE_OK and the group streams, or a reset.
 
+// SUBSCRIBE id=0 broadcast "bob" track "t" priority 5, lite-01/02 (src/wire/lite_test.cc).
+constexpr const char* kLiteSubscribeBob02 = "08 00 03 62 6f 62 01 74 05";
+
 class LiteSubscriptionTest : public ::testing::Test {
  protected:
   explicit LiteSubscriptionTest(wire::Version v = wire::Version::kLite02) : ctx(v) {}
+  // A peer's lite-02 SUBSCRIBE to bob/t on a new bidi stream, taken by a Subscription.
+  FakeStream& subscribe_bob_t() {
+    FakeStream& s = ctx.peer_bidi();
+    ctx.make<Subscription>(s);
+    s.receive(from_hex(kLiteSubscribeBob02));
+    return s;
+  }
   FakeLiteContext ctx;
   moqd::testing::TestBroadcast bob{ctx.origin(), "bob"};
 };
 
-// SUBSCRIBE id=0 broadcast "bob" track "t" priority 5, lite-01/02 (src/wire/lite_test.cc).
-constexpr const char* kLiteSubscribeBob02 = "08 00 03 62 6f 62 01 74 05";
-
 TEST_F(LiteSubscriptionTest, AnswersOkThenSendsEachGroupOnItsOwnUniStream) {
-  FakeStream& s = ctx.peer_bidi();
-  ctx.make<Subscription>(s);
-  s.receive(from_hex(kLiteSubscribeBob02));
+  FakeStream& s = subscribe_bob_t();
   EXPECT_EQ(written_hex(s.written()), wire_hex("00"));  // lite-02 SUBSCRIBE_OK
   ASSERT_EQ(ctx.subscriptions.size(), 1u);
   EXPECT_EQ(ctx.auth_calls.at(0), std::make_pair(Action::kSubscribe, std::string("bob")));
@@ -368,9 +373,7 @@ TEST_F(LiteSubscriptionTest, UnknownBroadcastIsResetNotFound) {
 
 TEST_F(LiteSubscriptionTest, UnauthorizedIsResetUnauthorized) {
   ctx.deny = true;
-  FakeStream& s = ctx.peer_bidi();
-  ctx.make<Subscription>(s);
-  s.receive(from_hex(kLiteSubscribeBob02));
+  FakeStream& s = subscribe_bob_t();
   EXPECT_EQ(s.reset_code(), error_value(ErrorCode::kUnauthorized));
   EXPECT_TRUE(s.written().empty());
   EXPECT_EQ(bob.feed("t").starts, 0);
@@ -378,12 +381,8 @@ TEST_F(LiteSubscriptionTest, UnauthorizedIsResetUnauthorized) {
 
 TEST_F(LiteSubscriptionTest, OverMaxSubscriptionsIsResetBoundsExceeded) {
   ctx.mutable_config().limits.max_subscriptions = 1;
-  FakeStream& first = ctx.peer_bidi();
-  ctx.make<Subscription>(first);
-  first.receive(from_hex(kLiteSubscribeBob02));
-  FakeStream& second = ctx.peer_bidi();
-  ctx.make<Subscription>(second);
-  second.receive(from_hex(kLiteSubscribeBob02));
+  FakeStream& first = subscribe_bob_t();
+  FakeStream& second = subscribe_bob_t();
   EXPECT_EQ(written_hex(first.written()), wire_hex("00"));
   EXPECT_EQ(second.reset_code(), error_value(ErrorCode::kBoundsExceeded));
 }
@@ -435,12 +434,8 @@ constexpr const char* kReceivedFramesGroup = "00 02 00 00 05 68 65 6c 6c 6f 03 6
 // A header found just before its payload is written with it as one Bytes (framed: 1 write, not
 // the header and payload's 2), by every subscriber; the rest as before; the bytes identical.
 TEST_F(LiteSubscriptionTest, HeaderBeforeItsPayloadGoesOutWithItAsOneWrite) {
-  FakeStream& s1 = ctx.peer_bidi();
-  ctx.make<Subscription>(s1);
-  s1.receive(from_hex(kLiteSubscribeBob02));
-  FakeStream& s2 = ctx.peer_bidi();
-  ctx.make<Subscription>(s2);
-  s2.receive(from_hex(kLiteSubscribeBob02));
+  subscribe_bob_t();
+  subscribe_bob_t();
   model::GroupRef g = bob.write_group("t", 0, {}, /*finish=*/false);
   ASSERT_TRUE(g);
   model::Track& t = *bob.feed("t").track();
@@ -465,12 +460,8 @@ TEST_F(LiteSubscriptionTest, HeaderBeforeItsPayloadGoesOutWithItAsOneWrite) {
 // A subscriber that takes a framed object in pieces (little write capacity) gets the header alone
 // first, then the payload: the same bytes.
 TEST_F(LiteSubscriptionTest, FramedObjectTakenInPiecesWritesTheHeaderAlone) {
-  FakeStream& s1 = ctx.peer_bidi();
-  ctx.make<Subscription>(s1);
-  s1.receive(from_hex(kLiteSubscribeBob02));
-  FakeStream& s2 = ctx.peer_bidi();
-  ctx.make<Subscription>(s2);
-  s2.receive(from_hex(kLiteSubscribeBob02));
+  subscribe_bob_t();
+  subscribe_bob_t();
   model::GroupRef g = bob.write_group("t", 0, {"x"}, /*finish=*/false);  // opens both streams
   ctx.end_turn();
   ASSERT_EQ(ctx.opened.size(), 2u);
