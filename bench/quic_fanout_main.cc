@@ -236,6 +236,7 @@ class Rig {
     uint64_t bytes0 = delivered();
     uint64_t pkts0 = relay_sink_.packets, pbytes0 = relay_sink_.bytes;
     uint64_t passes0 = relay_passes();
+    quic::Connection::WriteStats stats0 = relay_stats();
     g_relay_ns = 0;
     CALLGRIND_START_INSTRUMENTATION;
     publish(o_.frames);
@@ -251,6 +252,20 @@ class Rig {
                 static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(payload),
                 static_cast<unsigned long long>(pkts));
     std::printf("relay_write_passes=%llu\n", static_cast<unsigned long long>(passes1 - passes0));
+    quic::Connection::WriteStats ws = relay_stats();
+    auto per_frame = [&](uint64_t a, uint64_t b) {
+      return static_cast<double>(a - b) / static_cast<double>(o_.frames * o_.viewers);
+    };
+    std::printf("per_frame_per_viewer: write_calls=%.2f empty_calls=%.2f passes=%.2f "
+                "expiry_wakeups=%.2f idle_passes=%.2f\n",
+                per_frame(ws.write_calls, stats0.write_calls),
+                per_frame(ws.empty_calls, stats0.empty_calls), per_frame(ws.passes, stats0.passes),
+                per_frame(ws.expiry_wakeups, stats0.expiry_wakeups),
+                per_frame(ws.idle_passes, stats0.idle_passes));
+    std::printf("per_frame_per_viewer: empty_passes after_read=%.2f after_expiry=%.2f other=%.2f\n",
+                per_frame(ws.empty_passes_after_read, stats0.empty_passes_after_read),
+                per_frame(ws.empty_passes_after_expiry, stats0.empty_passes_after_expiry),
+                per_frame(ws.empty_passes_other, stats0.empty_passes_other));
     std::printf("packets_per_frame=%.2f bytes_per_packet=%.1f relay_ns_per_byte=%.2f\n",
                 static_cast<double>(pkts) / static_cast<double>(o_.frames * o_.viewers),
                 static_cast<double>(relay_sink_.bytes - pbytes0) / static_cast<double>(pkts),
@@ -410,6 +425,23 @@ class Rig {
     for (int t = 0; t < 200; ++t) {
       tick();
     }
+  }
+
+  // The relay's write-path counts, summed over all its connections.
+  quic::Connection::WriteStats relay_stats() const {
+    quic::Connection::WriteStats sum;
+    for (const auto& v : viewers_) {
+      const quic::Connection::WriteStats& s = v.relay_conn->write_stats();
+      sum.passes += s.passes;
+      sum.write_calls += s.write_calls;
+      sum.empty_calls += s.empty_calls;
+      sum.empty_passes_after_read += s.empty_passes_after_read;
+      sum.empty_passes_after_expiry += s.empty_passes_after_expiry;
+      sum.empty_passes_other += s.empty_passes_other;
+      sum.expiry_wakeups += s.expiry_wakeups;
+      sum.idle_passes += s.idle_passes;
+    }
+    return sum;
   }
 
   // The relay's write passes, over all its connections.

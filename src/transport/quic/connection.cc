@@ -441,7 +441,7 @@ Status Connection::on_packet(const ngtcp2_path& path, std::span<const uint8_t> p
   }
   // ngtcp2 wants a write pass after every read before its timer is armed: the turn's end does
   // both, once for all the packets of the turn.
-  schedule_flush();
+  schedule_flush(kCauseRead);
   return st;
 }
 
@@ -639,6 +639,7 @@ Connection::WriteStep Connection::write_datagram(ngtcp2_path* path, ngtcp2_pkt_i
   ngtcp2_vec vec{d.data.data(), d.data.size()};
   size_t nvec = d.data.empty() ? 0 : 1;  // ngtcp2 asserts on an empty vector
   int accepted = 0;
+  ++stats_.write_calls;
   ngtcp2_ssize n =
       ngtcp2_conn_writev_datagram(conn_, path, pi, dest.data(), dest.size(), &accepted,
                                   NGTCP2_WRITE_DATAGRAM_FLAG_MORE, 0, &vec, nvec, ts);
@@ -655,6 +656,7 @@ Connection::WriteStep Connection::write_datagram(ngtcp2_path* path, ngtcp2_pkt_i
     return WriteStep::kStop;
   }
   if (n == 0) {
+    ++stats_.empty_calls;
     // Congestion or pacing limited, unless the path shrank below this datagram since it was
     // queued: then it would never fit.
     if (d.data.size() <= max_datagram_size()) {
@@ -936,7 +938,10 @@ void Connection::write_packets() {
   size_t dest_len = std::min(max_udp, kMaxPacketSize);
   size_t max_pkts = std::max<size_t>(1, ngtcp2_conn_get_send_quantum(conn_) / max_udp);
   size_t pkts = 0;
-  ++write_passes_;
+  ++stats_.passes;
+  const uint8_t causes = flush_causes_;
+  flush_causes_ = 0;
+  bool drained = false;  // the loop ended on a write call that wrote nothing
   for (;;) {
     std::span<uint8_t> dest = ctx_.sink.packet_buffer(dest_len);
     if (dest.size() < dest_len) {
@@ -953,12 +958,27 @@ void Connection::write_packets() {
       continue;
     }
     if (step == WriteStep::kStop) {
-      break;  // nothing more, or congestion/pacing limited
+      drained = true;  // nothing more, or congestion/pacing limited
+      break;
     }
     send(dest.first(len), ps.path);
     if (++pkts >= max_pkts) {
       break;
     }
+  }
+  if (pkts == 0) {
+    ++(causes == kCauseRead     ? stats_.empty_passes_after_read
+       : causes == kCauseExpiry ? stats_.empty_passes_after_expiry
+                                : stats_.empty_passes_other);
+  }
+  // Idle: the last call wrote nothing and nothing of ours waits. Its pacing check cleared an
+  // expired pacing deadline (a deadline still in the future stays, and get_expiry below counts
+  // it), so get_expiry() read before update_pkt_tx_time is every deadline but this pass's new
+  // pacing one; see arm_expiry for why that one gates nothing here.
+  idle_ = drained && ready_.empty() && dgram_out_.empty();
+  if (idle_) {
+    idle_expiry_ = ngtcp2_conn_get_expiry(conn_);
+    ++stats_.idle_passes;
   }
   ngtcp2_conn_update_pkt_tx_time(conn_, ts);
 }
@@ -988,6 +1008,7 @@ Connection::WriteStep Connection::write_stream(ngtcp2_path* path, ngtcp2_pkt_inf
     }
   }
   ngtcp2_ssize datalen = -1;
+  ++stats_.write_calls;
   ngtcp2_ssize n = ngtcp2_conn_writev_stream(conn_, path, pi, dest.data(), dest.size(), &datalen,
                                              flags, sid, vecs, nvec, ts);
   if (s != nullptr && datalen >= 0) {
@@ -1002,6 +1023,7 @@ Connection::WriteStep Connection::write_stream(ngtcp2_path* path, ngtcp2_pkt_inf
     make_ready(*s);  // to the back of its order: round robin
   }
   if (n == 0) {
+    ++stats_.empty_calls;
     return WriteStep::kStop;
   }
   *pktlen = static_cast<size_t>(n);
@@ -1042,10 +1064,32 @@ void Connection::send(std::span<const uint8_t> pkt, const ngtcp2_path& path) {
 
 void Connection::flush() { after_io(); }
 
-void Connection::schedule_flush() { ctx_.timers.at_turn_end(*this); }
+void Connection::schedule_flush(FlushCause cause) {
+  flush_causes_ |= cause;
+  idle_ = false;  // whatever asked for this pass may have given ngtcp2 something to send
+  ctx_.timers.at_turn_end(*this);
+}
 
+// ngtcp2_conn_get_expiry includes the pacing deadline that update_pkt_tx_time sets after every
+// pass that sent a packet, and only a write call or handle_expiry clears it: a connection that
+// sent a frame and has nothing more would wake once per frame only to find nothing to write.
+// After an idle pass (write_packets) the timer is armed from idle_expiry_, every other deadline,
+// instead. Pacing gates only a packet ngtcp2 has and could send but for pacing; there is none:
+//  - the pass's last call wrote nothing with pacing allowing it (had pacing refused it, its
+//    deadline is still set and in idle_expiry_), so ngtcp2 had nothing, or congestion control
+//    held it (lost data, probes, our data): the window reopens only on an acknowledgement (a read,
+//    which runs a pass) or on a loss-detection or lost-packet deadline (in idle_expiry_);
+//  - what ngtcp2 makes by itself comes from a read (ACKs, PATH_RESPONSE, HANDSHAKE_DONE,
+//    NEW_CONNECTION_ID, lost frames declared on an ACK, window updates it autotunes) or from its
+//    other deadlines (ACK delay, loss detection and PTO probes, keep-alive PING, PMTUD probes,
+//    path validation, CID retirement, idle and handshake timeouts), all in idle_expiry_;
+//  - what we give it (stream data, flow-control credit, stream shutdowns, closes) goes through
+//    schedule_flush, which ends the idle state, and its pass arms the timer again.
+// Not waking at the deadline makes ngtcp2 count the time since it as pacing compensation at the
+// next write, which lets later packets go out sooner (within the congestion window); waking there
+// and finding nothing counts the timer's lateness the same way.
 void Connection::arm_expiry() {
-  ngtcp2_tstamp at = ngtcp2_conn_get_expiry(conn_);
+  ngtcp2_tstamp at = idle_ ? idle_expiry_ : ngtcp2_conn_get_expiry(conn_);
   if (at == expiry_at_ && expiry_timer_ != 0) {
     return;
   }
@@ -1067,6 +1111,7 @@ void Connection::on_expiry() {
   if (state_ != State::kOpen) {
     return;
   }
+  ++stats_.expiry_wakeups;
   int rv = ngtcp2_conn_handle_expiry(conn_, now_ts());
   if (rv == NGTCP2_ERR_IDLE_CLOSE || rv == NGTCP2_ERR_HANDSHAKE_TIMEOUT) {
     // Closed silently (RFC 9000 §10.1): nothing to send, no closing period.
@@ -1082,7 +1127,7 @@ void Connection::on_expiry() {
   // The write pass ngtcp2 wants after handle_expiry runs at the end of this loop turn (timers run
   // before turn work), together with the one the turn's packets or writes asked for: one pass
   // where there were two (docs/ARCHITECTURE.md, "Write passes").
-  schedule_flush();
+  schedule_flush(kCauseExpiry);
 }
 
 // Runs from the loop after a packet, a timer or a deferred flush: events first (the visitor may

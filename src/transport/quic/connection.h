@@ -230,7 +230,22 @@ class Connection final : public Session, private TurnWork {
   uint64_t datagrams_dropped_on_receive() const { return dgram_in_dropped_; }
   // Write passes run so far (the write loop; each ends in an ngtcp2 write call that writes
   // nothing, or at the send quantum), for tests and benchmarks.
-  uint64_t write_passes() const { return write_passes_; }
+  uint64_t write_passes() const { return stats_.passes; }
+  // The write path's own counts, for tests and benchmarks (bench/quic_fanout_main.cc prints them).
+  struct WriteStats {
+    uint64_t passes = 0;         // write_packets() runs
+    uint64_t write_calls = 0;    // ngtcp2 writev_stream / writev_datagram calls
+    uint64_t empty_calls = 0;    // ... that returned 0: nothing (more) to send, or cwnd/pacing
+    // Passes that sent no packet, by what asked for them: packets read only, the expiry timer
+    // only, or anything else (our writes, several causes in one turn).
+    uint64_t empty_passes_after_read = 0;
+    uint64_t empty_passes_after_expiry = 0;
+    uint64_t empty_passes_other = 0;
+    uint64_t expiry_wakeups = 0;  // the expiry timer fired (handle_expiry)
+    // Passes that ended idle (see arm_expiry): the timer was armed without the pacing deadline.
+    uint64_t idle_passes = 0;
+  };
+  const WriteStats& write_stats() const { return stats_; }
 
  private:
   friend class QuicStream;
@@ -315,7 +330,9 @@ class Connection final : public Session, private TurnWork {
 
   // Timers and event delivery.
   void run_turn_work() override { after_io(); }
-  void schedule_flush();
+  // What asked for the next write pass, for WriteStats.
+  enum FlushCause : uint8_t { kCauseRead = 1, kCauseExpiry = 2, kCauseOther = 4 };
+  void schedule_flush(FlushCause cause = kCauseOther);
   void arm_expiry();
   void on_expiry();
   void after_io();
@@ -378,7 +395,12 @@ class Connection final : public Session, private TurnWork {
   Ring<OutDatagram> dgram_out_;
   size_t dgram_out_bytes_ = 0;
 
-  uint64_t write_passes_ = 0;
+  WriteStats stats_;
+  uint8_t flush_causes_ = 0;
+  // The last write pass ended idle and nothing has asked for a pass since: idle_expiry_ is
+  // ngtcp2_conn_get_expiry() as it was before that pass armed pacing (see arm_expiry).
+  bool idle_ = false;
+  ngtcp2_tstamp idle_expiry_ = UINT64_MAX;
   TimerId expiry_timer_ = 0;
   ngtcp2_tstamp expiry_at_ = UINT64_MAX;
   TimerId done_timer_ = 0;

@@ -251,6 +251,82 @@ TEST_F(QuicConnectionTest, LossyNetworkDeliversEveryGroupInTime) {
                        << " ms";
 }
 
+// A frame every 33 ms on one stream, acknowledged as Chromium does (every 10 packets or 25 ms): each
+// frame's pass sends it and ngtcp2 then sets a pacing deadline, which is all that is left to wait
+// for. The timer is armed without it (Connection::arm_expiry), so no expiry wakes the connection
+// only to write nothing, and a frame costs at most two passes (its own and its acknowledgement's,
+// each ending in one call that writes nothing) and the calls that write its packets.
+TEST_F(QuicConnectionTest, AFrameCostsNoWakeUpThatWritesNothing) {
+  set_links(SimLinkConfig{10ms, 0ms, 0});
+  Connection::Config viewer;
+  viewer.ack_thresh = 10;
+  handshake({}, viewer);
+  pair_.run_for(500ms);  // handshake, first ACKs, PMTUD settled
+  Stream* s = server_.conn->open_uni();
+  ASSERT_NE(s, nullptr);
+  constexpr int kFrames = 60;
+  constexpr size_t kFrame = 4166;
+  const Connection::WriteStats before = server_.conn->write_stats();
+  const uint64_t sent = server_ep_.sent();
+  for (int f = 0; f < kFrames; ++f) {
+    s->write(Bytes::copy(pattern(kFrame, static_cast<uint32_t>(f))));
+    pair_.run_for(33ms);
+  }
+  pair_.run_for(300ms);  // the last frames acknowledged
+  ASSERT_TRUE(run_until([&] {
+    auto* in = client_session_.find(s->id());
+    return in != nullptr && in->data.size() == kFrames * kFrame;
+  }));
+  const Connection::WriteStats& after = server_.conn->write_stats();
+  const uint64_t wakeups = after.expiry_wakeups - before.expiry_wakeups;
+  const uint64_t empty_after_expiry =
+      after.empty_passes_after_expiry - before.empty_passes_after_expiry;
+  const uint64_t calls = after.write_calls - before.write_calls;
+  const uint64_t packets = server_ep_.sent() - sent;
+  // Seeded and simulated, so exact: 30 wake-ups, each sending one small packet, the ACK-delay
+  // answer to a viewer's PING (ngtcp2 puts a PING in an ACK-only packet once it has sent only
+  // ACKs for an RTT); 360 calls, 210 packets. With the pacing deadline in the timer: 120
+  // wake-ups, 90 of them writing nothing, 450 calls.
+  EXPECT_EQ(empty_after_expiry, 0u) << wakeups << " expiry wake-ups";
+  EXPECT_LE(wakeups, static_cast<uint64_t>(kFrames) / 2) << "expiry wake-ups";
+  // Per frame: 3 packets and the call that ends their pass, the acknowledgement's pass (one call),
+  // and every other frame a wake-up's pass (an ACK and one call).
+  EXPECT_LE(calls, static_cast<uint64_t>(kFrames) * 6) << "write calls, " << packets << " packets";
+  EXPECT_EQ(client_session_.find(s->id())->data.size(), kFrames * kFrame);
+}
+
+// The other side of AFrameCostsNoWakeUpThatWritesNothing: a frame whose packets are all lost, with
+// nothing else queued and nothing coming back from the peer, is still sent again from the timer
+// (loss detection, PTO): leaving the pacing deadline out of the timer leaves every other deadline
+// in.
+TEST_F(QuicConnectionTest, ALostFrameIsResentWithNothingElseQueued) {
+  set_links(SimLinkConfig{10ms, 0ms, 0});
+  handshake();
+  pair_.run_for(500ms);
+  Stream* s = server_.conn->open_uni();
+  ASSERT_NE(s, nullptr);
+  server_ep_.set_link(SimLinkConfig{10ms, 0ms, 1.0});  // this pass's packets are all dropped
+  s->write(Bytes::copy(pattern(3000, 9)));
+  s->finish();
+  const uint64_t wakeups = server_.conn->write_stats().expiry_wakeups;
+  const uint64_t idle = server_.conn->write_stats().idle_passes;
+  server_.conn->flush();
+  server_ep_.set_link(SimLinkConfig{10ms, 0ms, 0});
+  EXPECT_EQ(s->buffered(), 0u);      // nothing of ours left to send
+  EXPECT_EQ(server_.conn->write_stats().idle_passes, idle + 1);  // and the pass ended idle
+  EXPECT_GT(server_ep_.dropped(), 0u);
+  const Instant lost_at = clock_.now();
+  ASSERT_TRUE(run_until(
+      [&] {
+        auto* in = client_session_.find(s->id());
+        return in != nullptr && in->fin;
+      },
+      2s));
+  EXPECT_EQ(client_session_.find(s->id())->data, pattern(3000, 9));
+  EXPECT_GT(server_.conn->write_stats().expiry_wakeups, wakeups);  // resent from the timer
+  EXPECT_LT(clock_.now() - lost_at, 500ms);  // a PTO or two, not the idle timeout
+}
+
 TEST_F(QuicConnectionTest, BidiStreamEchoesWithFin) {
   handshake();
   Stream* s = client_.conn->open_bidi();
