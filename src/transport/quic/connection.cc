@@ -1085,9 +1085,12 @@ void Connection::schedule_flush(FlushCause cause) {
 //    path validation, CID retirement, idle and handshake timeouts), all in idle_expiry_;
 //  - what we give it (stream data, flow-control credit, stream shutdowns, closes) goes through
 //    schedule_flush, which ends the idle state, and its pass arms the timer again.
-// Not waking at the deadline makes ngtcp2 count the time since it as pacing compensation at the
-// next write, which lets later packets go out sooner (within the congestion window); waking there
-// and finding nothing counts the timer's lateness the same way.
+// The pass the wake-up would have run ends in a call that writes nothing, which marks the rate
+// sample app-limited at delivered + bytes_in_flight, as the idle pass's last call already did with
+// the same two numbers (only a read or a loss deadline moves them). Not waking at the deadline
+// makes ngtcp2 count the time since it as pacing compensation at the next write, which lets later
+// packets go out sooner (within the congestion window); waking there and finding nothing counts
+// the timer's lateness the same way.
 void Connection::arm_expiry() {
   ngtcp2_tstamp at = idle_ ? idle_expiry_ : ngtcp2_conn_get_expiry(conn_);
   if (at == expiry_at_ && expiry_timer_ != 0) {
