@@ -192,8 +192,8 @@ TEST(RelayDrainTest, GoawayReachesAViewerBeforeTheEndOfABroadcastClosedOnAnother
   pub_options.transport = client::TransportKind::kWebSocket;
   pub_options.versions = wire::VersionSet::none();
   pub_options.versions.add(wire::Version::kLite02);
+  client::LocalBroadcast broadcast;  // outlives pub_origin's track of it
   model::Origin pub_origin(model::OriginConfig{}, loop, loop);
-  client::LocalBroadcast broadcast;
   pub_origin.announce("drain/live", &broadcast);
   client::LinkPtr pub = client::make_link(loop, pub_origin, pub_options);
   ASSERT_TRUE(pub->connect());
