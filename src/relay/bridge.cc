@@ -319,7 +319,7 @@ Bridge::Bridge(size_t self, runtime::Workers& workers, model::Origin& origin,
 }
 
 void Bridge::post(size_t to, std::function<void()> task) {
-  if (held_) {
+  if (holds_ > 0) {
     held_tasks_.emplace_back(to, std::move(task));
     return;
   }
@@ -327,7 +327,9 @@ void Bridge::post(size_t to, std::function<void()> task) {
 }
 
 void Bridge::release() {
-  held_ = false;
+  if (holds_ == 0 || --holds_ > 0) {
+    return;
+  }
   auto tasks = std::move(held_tasks_);
   held_tasks_.clear();
   for (auto& [to, task] : tasks) {

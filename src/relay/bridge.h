@@ -186,13 +186,15 @@ class Bridge {
   // Every task this worker sends another (announcements, feed events and ends, acks) goes
   // through here, in order; while held they wait here, still in order.
   void post(size_t to, std::function<void()> task);
-  // The drain's deadline (RelayWorker::drain): from hold() until release(), nothing this worker
-  // does reaches another worker, so a broadcast withdrawn here when its publisher is closed does
-  // not end a viewer's track on a worker that has not closed that viewer yet. release() sends
-  // what waited, in order. Worker thread.
-  void hold() { held_ = true; }
+  // The drain (RelayWorker::drain): from hold() until its release(), nothing this worker does
+  // reaches another worker, so a broadcast withdrawn here when its publisher is closed does not
+  // end a viewer's track on a worker that has not yet told that viewer to go away (GOAWAY) or
+  // closed it. Holds nest (the drain's start and its deadline each hold once and release once,
+  // and their releases may arrive in either order): what waited is sent, in order, once every
+  // hold() has had its release(). A release() without a hold does nothing. Worker thread.
+  void hold() { ++holds_; }
   void release();
-  bool is_held() const { return held_; }
+  bool is_held() const { return holds_ > 0; }
   Bridge& peer(size_t i) { return *bridges_[i]; }
 
   size_t remote_broadcast_count() const { return remote_.size(); }
@@ -256,7 +258,7 @@ class Bridge {
   std::vector<std::unique_ptr<FeedBatch>> batch_store_;  // every batch of this worker's feeds
   std::vector<FeedBatch*> free_batches_;
   uint64_t next_feed_id_ = 1;
-  bool held_ = false;
+  size_t holds_ = 0;  // hold() calls not yet released
   std::vector<std::pair<size_t, std::function<void()>>> held_tasks_;  // (to, task), in order
 };
 

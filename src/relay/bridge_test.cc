@@ -549,5 +549,36 @@ TEST(BridgeTest, SubgroupsObjectIdsAndExtensionsCrossToTheOtherWorker) {
                                             "3/0 id 4 \x0d\x01\xcc d16 refused ext"}));
 }
 
+// The drain holds a bridge twice (its start and its deadline, RelayWorker::drain), and the two
+// releases may come in either order: what waits crosses, in order, only after the last one.
+TEST(BridgeTest, HoldsNestAndWhatWaitedCrossesInOrderAfterTheLastRelease) {
+  TwoWorkers w(BridgeLimits{});
+  std::vector<int> order;  // worker 1's
+  std::atomic<bool> marker{false};
+  w.run_on(0, [&] {
+    Bridge& b = w.side(0).bridge;
+    b.hold();
+    b.hold();
+    b.post(1, [&order] { order.push_back(1); });
+    b.release();
+    EXPECT_TRUE(b.is_held());
+    b.post(1, [&order] { order.push_back(2); });
+    // Past the bridge, on the same ring: runs after anything the bridge had sent to worker 1.
+    w.pool().post(1, [&marker] { marker = true; });
+  });
+  ASSERT_TRUE(w.wait_for(1, [&] { return marker.load(); }));
+  w.run_on(1, [&] { EXPECT_TRUE(order.empty()); });
+  w.run_on(0, [&] {
+    Bridge& b = w.side(0).bridge;
+    b.release();
+    EXPECT_FALSE(b.is_held());
+    b.release();  // unmatched: nothing to undo
+    EXPECT_FALSE(b.is_held());
+    b.post(1, [&order] { order.push_back(3); });
+  });
+  ASSERT_TRUE(w.wait_for(1, [&] { return order.size() == 3; }));
+  w.run_on(1, [&] { EXPECT_EQ(order, (std::vector<int>{1, 2, 3})); });
+}
+
 }  // namespace
 }  // namespace moqd::relay

@@ -130,8 +130,8 @@ void Relay::steer(size_t index, uint16_t port) {
            port, endpoints.size());
 }
 
-void Relay::deadline_passed() {
-  if (deadline_arrivals_.fetch_add(1, std::memory_order_acq_rel) + 1 != relay_workers_.size()) {
+void Relay::release_bridges_after(std::atomic<size_t>& arrivals) {
+  if (arrivals.fetch_add(1, std::memory_order_acq_rel) + 1 != relay_workers_.size()) {
     return;
   }
   for (size_t i = 0; i < relay_workers_.size(); ++i) {
@@ -139,6 +139,10 @@ void Relay::deadline_passed() {
     workers_.post(i, [b] { b->release(); });
   }
 }
+
+void Relay::goaways_sent() { release_bridges_after(goaway_arrivals_); }
+
+void Relay::deadline_passed() { release_bridges_after(deadline_arrivals_); }
 
 void Relay::drain_and_stop() {
   if (!started_) {

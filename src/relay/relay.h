@@ -80,6 +80,12 @@ class Relay {
   bool admit_address(std::string_view address);
   // Connections counted against `address` now. Any worker thread.
   size_t address_connections(std::string_view address) const;
+  // The drain's start on one worker (RelayWorker::drain): called on each worker's thread once it
+  // has sent its GOAWAYs and closed the sessions that have none, with its bridge held since
+  // before the first of them. The last worker to arrive releases that hold on every worker's
+  // bridge, so what a drain's close withdraws crosses workers only after every session that can
+  // move has been told where to (a GOAWAY before its broadcast's end, never after).
+  void goaways_sent();
   // The drain's deadline on one worker (RelayWorker::drain): called on each worker's thread once
   // it has closed its sessions, with its bridge held. The last worker to arrive releases every
   // worker's bridge, so withdrawals cross workers only once no viewer anywhere is still open.
@@ -92,6 +98,9 @@ class Relay {
   // Attaches the connection-ID steering program to listen address `index`'s sockets (one per
   // worker on `port`), when configured and there is more than one worker; logs the outcome.
   void steer(size_t index, uint16_t port);
+  // One worker arrived at a drain barrier (`arrivals`: its count); the last of them posts one
+  // Bridge::release() to every worker.
+  void release_bridges_after(std::atomic<size_t>& arrivals);
 
   RelayConfig config_;
   runtime::Workers workers_;
@@ -99,6 +108,7 @@ class Relay {
   std::vector<std::unique_ptr<RelayWorker>> relay_workers_;
   bool started_ = false;
   std::atomic<bool> draining_{false};
+  std::atomic<size_t> goaway_arrivals_{0};    // goaways_sent() calls so far
   std::atomic<size_t> deadline_arrivals_{0};  // deadline_passed() calls so far
   uint16_t metrics_port_ = 0;
   mutable Mutex addresses_mu_;

@@ -389,8 +389,14 @@ void RelayWorker::drain(const std::string& goaway_url, Duration deadline, Durati
     return;
   }
   draining_ = true;
-  peers_file_.reset();
-  dns_watchers_.clear();  // joins their lookup threads (at most one lookup's timeout)
+  // What this task closes (a lite-01/02 publisher, a cluster link) is withdrawn from the loop,
+  // after this task; were that to reach a worker that has not run its own drain yet, that
+  // worker's viewers would see the broadcast end before their GOAWAY, and `moq sub` ends there
+  // instead of moving to `goaway_url`. So the bridge holds everything this worker sends from
+  // before the first close until every worker has sent its GOAWAYs (Relay::goaways_sent
+  // releases them all). Within this worker the order holds already: the GOAWAYs are written in
+  // this task, the withdrawals follow from the loop.
+  bridge_.hold();
   for (auto& l : cluster_links_) {
     l->stop();
   }
@@ -403,10 +409,13 @@ void RelayWorker::drain(const std::string& goaway_url, Duration deadline, Durati
       c->close(make_error(ErrorCode::kGoingAway, "relay shutting down"));
     }
   }
-  // Sessions told to go away have until `deadline` to leave; then they are closed too. A closed
-  // publisher's broadcast is withdrawn from the loop, after this task; were that to reach a worker
-  // whose viewers are still open, they would see its tracks end cleanly instead of going_away. So
-  // the bridge holds what this worker sends until every worker has closed its sessions
+  relay_.goaways_sent();
+  // After the barrier above, so that the other workers' bridges do not wait for this: joining the
+  // lookup threads takes up to one lookup's timeout. draining_ keeps them from starting links.
+  peers_file_.reset();
+  dns_watchers_.clear();
+  // Sessions told to go away have until `deadline` to leave; then they are closed too, and the
+  // bridge holds again, for the same reason, until every worker has closed its sessions
   // (Relay::deadline_passed releases them all).
   loop_.schedule(deadline, [this] {
     bridge_.hold();

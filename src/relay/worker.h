@@ -127,9 +127,12 @@ class RelayWorker {
   static constexpr double kTrimMaxBusy = 0.05;
   // Worker thread: stop accepting; sessions whose version has GOAWAY get one naming `goaway_url`
   // and may leave on their own until `deadline` (from now); the others, and those still there at
-  // the deadline, are closed with going_away. No broadcast withdrawn by that close reaches
-  // another worker before every worker has closed its sessions (Bridge::hold). Once per worker;
-  // a second call does nothing.
+  // the deadline, are closed with going_away. Ordering (Bridge::hold): no broadcast or track
+  // withdrawn by the first of those closes reaches another worker before every worker has sent
+  // its GOAWAYs (Relay::goaways_sent), and none withdrawn by the deadline's closes before every
+  // worker has closed its sessions (Relay::deadline_passed). So a session that gets a GOAWAY
+  // has it written before any end the drain causes. Every worker of the relay must be drained
+  // for its bridge to be released. Once per worker; a second call does nothing.
   void drain(const std::string& goaway_url, Duration deadline, Duration hard_stop);
 
   // From connections (worker thread).
