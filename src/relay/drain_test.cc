@@ -19,6 +19,7 @@
 #include "relay/relay.h"
 #include "relay/worker.h"
 #include "runtime/event_loop.h"
+#include "testing/local_relay.h"
 
 namespace moqd::relay {
 namespace {
@@ -38,23 +39,17 @@ struct Viewer {
 };
 
 TEST(RelayDrainTest, DeadlineClosesEveryWorkersViewersBeforeAPublishersBroadcastEndsElsewhere) {
-  RelayConfig config;
-  config.listen = {"127.0.0.1:0"};
-  config.workers = 2;
+  RelayConfig config = testing::local_relay_config(2);
   // moq-lite-04 has GOAWAY: its sessions stay until the deadline (lite-02's are closed at once).
   config.versions = wire::VersionSet::none();
   config.versions.add(wire::Version::kLite04);
   Relay relay(config);
-  auto bound = relay.start();
-  ASSERT_TRUE(bound) << bound.error().detail;
-  auto url = client::parse_url((*bound)[0].url());
-  ASSERT_TRUE(url);
+  auto started = testing::start_local_relay(relay, client::TransportKind::kWebSocket);
+  ASSERT_TRUE(started) << started.error().detail;
+  client::ConnectionOptions options = *started;
+  options.versions = config.versions;
 
   runtime::EventLoop loop;
-  client::ConnectionOptions options;
-  options.url = *url;
-  options.transport = client::TransportKind::kWebSocket;
-  options.versions = config.versions;
   auto sessions_on = [&relay](size_t i) {
     return relay.worker(i).sessions.load(std::memory_order_relaxed);
   };

@@ -17,6 +17,7 @@
 #include "relay/relay.h"
 #include "relay/worker.h"
 #include "runtime/event_loop.h"
+#include "testing/local_relay.h"
 
 namespace moqd::relay {
 namespace reload_test {
@@ -35,21 +36,15 @@ void on_worker(Relay& relay, runtime::EventLoop& loop, std::function<void(RelayW
 }
 
 TEST(RelayReloadTest, NewLimitsReachLaterSessionsAndEarlierOnesKeepTheirs) {
-  RelayConfig config;
-  config.listen = {"127.0.0.1:0"};
-  config.workers = 1;
+  RelayConfig config = testing::local_relay_config(1);
   config.limits.max_announced_paths = 8;
   config.drain_timeout = std::chrono::milliseconds(100);
   Relay relay(config);
-  auto bound = relay.start();
-  ASSERT_TRUE(bound) << bound.error().detail;
-  auto url = client::parse_url((*bound)[0].url());
-  ASSERT_TRUE(url);
+  auto started = testing::start_local_relay(relay, client::TransportKind::kWebSocket);
+  ASSERT_TRUE(started) << started.error().detail;
+  const client::ConnectionOptions& options = *started;
 
   runtime::EventLoop loop;
-  client::ConnectionOptions options;
-  options.url = *url;
-  options.transport = client::TransportKind::kWebSocket;
   client::LocalBroadcast broadcast;
 
   // Before the reload: a publisher with one broadcast, and the worker's settings as they are.

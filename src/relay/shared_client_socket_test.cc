@@ -16,6 +16,7 @@
 #include "relay/relay.h"
 #include "relay/worker.h"
 #include "runtime/event_loop.h"
+#include "testing/local_relay.h"
 #include "transport/quic/certificate.h"
 
 namespace moqd::relay {
@@ -32,22 +33,16 @@ struct SharedViewer {
 };
 
 TEST(SharedClientSocketTest, ViewersOnOneSocketEachGetTheirOwnAndOneLeavingLeavesTheRest) {
-  RelayConfig config;
-  config.listen = {"127.0.0.1:0"};
-  config.workers = 2;
+  RelayConfig config = testing::local_relay_config(2);
   auto cert = transport::quic::Certificate::generate_self_signed();
   ASSERT_TRUE(cert);
   config.certificate = std::move(*cert);
   Relay relay(config);
-  auto bound = relay.start();
-  ASSERT_TRUE(bound) << bound.error().detail;
-  auto url = client::parse_url((*bound)[0].url());
-  ASSERT_TRUE(url);
+  auto started = testing::start_local_relay(relay, client::TransportKind::kQuic);
+  ASSERT_TRUE(started) << started.error().detail;
+  const client::ConnectionOptions& options = *started;
 
   runtime::EventLoop loop;
-  client::ConnectionOptions options;
-  options.url = *url;
-  options.transport = client::TransportKind::kQuic;
   auto sessions = [&relay] {
     return relay.worker(0).sessions.load(std::memory_order_relaxed) +
            relay.worker(1).sessions.load(std::memory_order_relaxed);
@@ -60,7 +55,7 @@ TEST(SharedClientSocketTest, ViewersOnOneSocketEachGetTheirOwnAndOneLeavingLeave
   ASSERT_TRUE(pub->connect());
   ASSERT_TRUE(loop.run_until([&] { return pub->is_ready(); }, 5s));
 
-  auto shared = client::SharedQuicSocket::open(loop, url->host, options.udp);
+  auto shared = client::SharedQuicSocket::open(loop, options.url.host, options.udp);
   ASSERT_TRUE(shared);
   std::vector<std::unique_ptr<SharedViewer>> viewers;
   for (size_t i = 0; i < kViewers; ++i) {

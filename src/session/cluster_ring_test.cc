@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "session/session.h"
+#include "testing/mux_pair.h"
 #include "testing/session_fixture.h"
 
 namespace moqd::session {
@@ -23,7 +24,6 @@ namespace {
 
 using moqd::testing::FrameCollector;
 using moqd::testing::TestBroadcast;
-using transport::websocket::MuxSession;
 
 constexpr size_t kRelays = 5;
 constexpr char kPath[] = "ring/cam";
@@ -73,37 +73,27 @@ class RingLink {
   // `cost` counts at both ends (in moqd only the dialler counts it; two relays that dial each
   // other at that cost are the equivalent).
   RingLink(RingRelay& dialler, RingRelay& listener, uint64_t cost, ManualClock& clock)
-      : dialler_handler_(dialler, cost), listener_handler_(listener, cost) {
-    server_mux_ = std::make_unique<MuxSession>(
-        channels_.a(), clock, transport::websocket::Framing::kQmux00,
-        transport::websocket::Role::kServer, "moq-lite-04", "/", "dialler", transport::websocket::MuxConfig{});
-    client_mux_ = std::make_unique<MuxSession>(
-        channels_.b(), clock, transport::websocket::Framing::kQmux00,
-        transport::websocket::Role::kClient, "moq-lite-04", "/", "listener", transport::websocket::MuxConfig{});
-    channels_.a().set_handler(server_mux_.get());
-    channels_.b().set_handler(client_mux_.get());
-    server_ = std::make_unique<Session>(*server_mux_, config(Role::kServer, listener.hop_id),
+      : dialler_handler_(dialler, cost),
+        listener_handler_(listener, cost),
+        muxes_(clock, "moq-lite-04", transport::websocket::Framing::kQmux00, "dialler", "listener") {
+    server_ = std::make_unique<Session>(muxes_.server(), config(Role::kServer, listener.hop_id),
                                         listener.origin, listener_handler_, clock, clock);
-    client_ = std::make_unique<Session>(*client_mux_, config(Role::kClient, dialler.hop_id),
+    client_ = std::make_unique<Session>(muxes_.client(), config(Role::kClient, dialler.hop_id),
                                         dialler.origin, dialler_handler_, clock, clock);
     server_->start();
     client_->start();
   }
   ~RingLink() {
     // The sessions leave their origins (withdrawing what the peer announced) before the
-    // transports go, as a relay's link does when it is lost.
+    // transports (muxes_) go, as a relay's link does when it is lost.
     client_.reset();
     server_.reset();
-    server_mux_->set_visitor(nullptr);
-    client_mux_->set_visitor(nullptr);
-    channels_.a().set_handler(nullptr);
-    channels_.b().set_handler(nullptr);
   }
   RingLink(const RingLink&) = delete;
   RingLink& operator=(const RingLink&) = delete;
 
   // At most 64 messages each way: a ping-pong on one link must not keep a round from ending.
-  size_t deliver() { return channels_.deliver(128); }
+  size_t deliver() { return muxes_.channels().deliver(128); }
 
  private:
   static SessionConfig config(Role role, uint64_t hop) {
@@ -115,11 +105,9 @@ class RingLink {
     return c;
   }
 
-  testing::FakeChannelPair channels_;
   LinkHandler dialler_handler_;
   LinkHandler listener_handler_;
-  std::unique_ptr<MuxSession> server_mux_;
-  std::unique_ptr<MuxSession> client_mux_;
+  testing::MuxPair muxes_;
   std::unique_ptr<Session> server_;
   std::unique_ptr<Session> client_;
 };

@@ -55,7 +55,7 @@ class BadInputTest : public ::testing::TestWithParam<Draft> {
     only.add(d.version);
     auto f = std::make_unique<IetfServerFixture>(d.protocol, only);
     if (request_streams()) {
-      transport::Stream* u = f->client_mux_->open_uni();
+      transport::Stream* u = f->muxes_.client().open_uni();
       EXPECT_NE(u, nullptr);
       u->write(Bytes::from(from_hex(kD17Setup)));
       f->pump();

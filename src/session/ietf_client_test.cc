@@ -11,6 +11,7 @@
 #include "base/codec.h"
 #include "session/ietf_session.h"
 #include "testing/ietf_fixture.h"
+#include "testing/mux_pair.h"
 #include "testing/session_fixture.h"
 #include "wire/ietf.h"
 
@@ -21,9 +22,7 @@ using moqd::testing::RawPeer;
 using moqd::testing::RawStream;
 using moqd::testing::RecordingHandler;
 using moqd::testing::TestBroadcast;
-using transport::websocket::MuxSession;
 namespace wi = wire::ietf;
-namespace ws = transport::websocket;
 
 using testing::hex_of;
 
@@ -63,34 +62,20 @@ struct Holder final : model::TrackListener {
 class ClientFixture {
  public:
   ClientFixture(std::string protocol, wire::Version draft, std::optional<std::string> discover)
-      : draft_(draft), origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_) {
-    relay_mux_ = std::make_unique<MuxSession>(channels_.a(), clock_, ws::Framing::kQmux00,
-                                              ws::Role::kServer, protocol, "/", "client",
-                                              ws::MuxConfig{});
-    client_mux_ = std::make_unique<MuxSession>(channels_.b(), clock_, ws::Framing::kQmux00,
-                                               ws::Role::kClient, protocol, "/", "server",
-                                               ws::MuxConfig{});
-    channels_.a().set_handler(relay_mux_.get());
-    channels_.b().set_handler(client_mux_.get());
-    relay_ = std::make_unique<RawPeer>(*relay_mux_);
-    relay_mux_->set_visitor(relay_.get());
+      : draft_(draft),
+        origin_(model::OriginConfig{}, clock_, clock_),
+        handler_(origin_),
+        muxes_(clock_, protocol) {
+    relay_ = std::make_unique<RawPeer>(muxes_.server());
+    muxes_.server().set_visitor(relay_.get());
     SessionConfig sc;
     sc.role = Role::kClient;
     sc.versions = wire::VersionSet::none();
     sc.versions.add(draft);
     sc.discover_prefix = std::move(discover);
-    session_ = make_session(*client_mux_, sc, origin_, handler_, clock_, clock_);
+    session_ = make_session(muxes_.client(), sc, origin_, handler_, clock_, clock_);
   }
-  ~ClientFixture() {
-    session_.reset();
-    relay_mux_->set_visitor(nullptr);
-    client_mux_->set_visitor(nullptr);
-    channels_.a().set_handler(nullptr);
-    channels_.b().set_handler(nullptr);
-    client_mux_.reset();
-    relay_mux_.reset();
-    relay_.reset();
-  }
+  ~ClientFixture() { session_.reset(); }  // then muxes_ goes, then relay_
   void start() {
     session_->start();
     pump();
@@ -99,7 +84,7 @@ class ClientFixture {
     int quiet = 0;
     for (int i = 0; i < 100000 && quiet < 2; ++i) {
       clock_.advance(Duration::zero());
-      quiet = channels_.deliver() == 0 ? quiet + 1 : 0;
+      quiet = muxes_.channels().deliver() == 0 ? quiet + 1 : 0;
     }
   }
   void advance(Duration d) {
@@ -126,12 +111,10 @@ class ClientFixture {
 
   wire::Version draft_;
   ManualClock clock_;
-  testing::FakeChannelPair channels_;
   model::Origin origin_;
   RecordingHandler handler_;
-  std::unique_ptr<MuxSession> relay_mux_;
-  std::unique_ptr<MuxSession> client_mux_;
-  std::unique_ptr<RawPeer> relay_;
+  std::unique_ptr<RawPeer> relay_;  // the relay side's visitor: outlives muxes_
+  testing::MuxPair muxes_;          // server: the relay (relay_); client: session_
   std::unique_ptr<MoqSession> session_;
 };
 
@@ -349,7 +332,7 @@ std::vector<uint8_t> group_stream(const ClientFixture& f, uint64_t group) {
 
 // The relay opens `u`, a SUBGROUP stream of group `group` (group_stream), left unfinished.
 void open_group(ClientFixture& f, uint64_t group, transport::Stream*& u) {
-  u = f.relay_mux_->open_uni();
+  u = f.muxes_.server().open_uni();
   ASSERT_NE(u, nullptr);
   u->write(Bytes::from(group_stream(f, group)));
 }
@@ -450,7 +433,7 @@ class ClientRequestStreamsTest : public testing::IetfRequestStreamsTest {
   }
   // The relay's SETUP (no options) on a uni stream of its own, kept open (GOAWAY goes there).
   transport::Stream* relay_setup(ClientFixture& f) {
-    transport::Stream* u = f.relay_mux_->open_uni();
+    transport::Stream* u = f.muxes_.server().open_uni();
     EXPECT_NE(u, nullptr);
     if (u != nullptr) {
       u->write(Bytes::from(bytes_of("af 00 00 00")));
@@ -589,7 +572,7 @@ TEST_P(ClientRequestStreamsTest, DiscoveryThenSubscribeOnItsOwnStreamAndTheGroup
   EXPECT_EQ(sub->track, "video");
   // SUBSCRIBE_OK alias 9, then a SUBGROUP stream of the relay's for alias 9.
   up.write(bytes_of("04 00 02 09 00"));
-  transport::Stream* u = f.relay_mux_->open_uni();
+  transport::Stream* u = f.muxes_.server().open_uni();
   ASSERT_NE(u, nullptr);
   // Alias 9, group 4, priority 0: "abc" and an empty object.
   const std::string type = d17() ? "18" : "58";

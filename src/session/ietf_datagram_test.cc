@@ -14,6 +14,7 @@
 #include "session/ietf_session.h"
 #include "session/session.h"
 #include "testing/ietf_fixture.h"
+#include "testing/mux_pair.h"
 #include "testing/session_fixture.h"
 
 namespace moqd::session {
@@ -21,7 +22,6 @@ namespace datagram_forward_test {
 
 using moqd::testing::RawPeer;
 using moqd::testing::RawStream;
-namespace ws = transport::websocket;
 
 using testing::hex_of;
 using testing::canon;
@@ -61,18 +61,10 @@ class DatagramTap final : public transport::Session {
 // draft on the same origin and clock, reached by its own RawPeer.
 class Forwarding {
  public:
-  Forwarding(const char* alpn, size_t room) : pub(alpn) {
-    server_ = std::make_unique<ws::MuxSession>(channels_.a(), pub.clock_, ws::Framing::kQmux00,
-                                               ws::Role::kServer, alpn, "/", "client",
-                                               ws::MuxConfig{});
-    client_mux = std::make_unique<ws::MuxSession>(channels_.b(), pub.clock_, ws::Framing::kQmux00,
-                                               ws::Role::kClient, alpn, "/", "server",
-                                               ws::MuxConfig{});
-    channels_.a().set_handler(server_.get());
-    channels_.b().set_handler(client_mux.get());
-    tap = std::make_unique<DatagramTap>(*server_, room);
-    peer = std::make_unique<RawPeer>(*client_mux);
-    client_mux->set_visitor(peer.get());
+  Forwarding(const char* alpn, size_t room) : pub(alpn), muxes(pub.clock_, alpn) {
+    tap = std::make_unique<DatagramTap>(muxes.server(), room);
+    peer = std::make_unique<RawPeer>(muxes.client());
+    muxes.client().set_visitor(peer.get());
     SessionConfig sc;
     sc.role = Role::kServer;
     sc.traffic = &traffic;
@@ -80,20 +72,11 @@ class Forwarding {
     session->start();
     pump();
   }
-  ~Forwarding() {
-    session.reset();
-    server_->set_visitor(nullptr);
-    client_mux->set_visitor(nullptr);
-    channels_.a().set_handler(nullptr);
-    channels_.b().set_handler(nullptr);
-    client_mux.reset();
-    server_.reset();
-    peer.reset();
-  }
+  ~Forwarding() { session.reset(); }  // then tap, then muxes, then peer
   void pump() {
     for (int i = 0; i < 1000; ++i) {
       pub.pump();
-      if (channels_.deliver() == 0 && pub.channels_.deliver() == 0) {
+      if (muxes.channels().deliver() == 0 && pub.muxes_.channels().deliver() == 0) {
         return;
       }
     }
@@ -112,11 +95,9 @@ class Forwarding {
 
   TrafficCounters traffic;  // the relay's counters (metrics), of the subscriber session
   testing::IetfServerFixture pub;
-  testing::FakeChannelPair channels_;  // before the muxes, which it outlives
-  std::unique_ptr<ws::MuxSession> server_;
-  std::unique_ptr<ws::MuxSession> client_mux;
+  std::unique_ptr<RawPeer> peer;  // the client mux's visitor: outlives muxes
+  testing::MuxPair muxes;
   std::unique_ptr<DatagramTap> tap;
-  std::unique_ptr<RawPeer> peer;
   std::unique_ptr<MoqSession> session;
 };
 
@@ -227,7 +208,7 @@ const char* kSetup =
 
 void subscribe_d20(Forwarding& f) {
   // Publisher: SETUP, PUBLISH_NAMESPACE id 0 ["room","alice"].
-  transport::Stream* u = f.pub.client_mux_->open_uni();
+  transport::Stream* u = f.pub.muxes_.client().open_uni();
   ASSERT_NE(u, nullptr);
   u->write(Bytes::from(from_hex(kSetup)));
   f.pump();
@@ -237,7 +218,7 @@ void subscribe_d20(Forwarding& f) {
   ASSERT_TRUE(f.pub.origin_.is_active("room/alice"));
   // Subscriber: SETUP, SUBSCRIBE id 0 "video" on its own stream: forward 1, priority 7, group
   // order 2, filter relative 1.
-  transport::Stream* v = f.client_mux->open_uni();
+  transport::Stream* v = f.muxes.client().open_uni();
   ASSERT_NE(v, nullptr);
   v->write(Bytes::from(from_hex(kSetup)));
   f.pump();

@@ -153,7 +153,7 @@ TEST(IetfPublishSession, SessionEndWithdrawsWhatPublishAnnounced) {
   f.exchange(c, kD16Publish);
   testing::FrameCollector viewer;
   ASSERT_TRUE(viewer.subscribe(f.origin_, "room/alice", "video"));
-  f.client_mux_->close(0, "bye");
+  f.muxes_.client().close(0, "bye");
   f.pump();
   EXPECT_TRUE(viewer.ended);
   EXPECT_FALSE(f.origin_.is_active("room/alice"));
@@ -240,7 +240,7 @@ TEST(IetfPublishSession, Draft17DatagramForNoSubscriptionIsDropped) {
   // stays (a datagram is no protocol error). Datagrams of a live alias on 17..20:
   // RequestStreamsTest.DatagramsOfAnUpstreamSubscribeBecomeGroups (ietf_session_test.cc).
   Fixture f("moqt-17");
-  transport::Stream* u = f.client_mux_->open_uni();
+  transport::Stream* u = f.muxes_.client().open_uni();
   ASSERT_NE(u, nullptr);
   u->write(Bytes::from(hex("af 00 00 00")));  // SETUP, no options
   f.pump();
@@ -295,7 +295,7 @@ class PublishRequestStreamTest : public ::testing::TestWithParam<PublishDraft> {
     return canon(std::string(d17() ? "1e" : "07") + " 00 08 03 10 01 10 80 01 01 01");
   }
   void setup(Fixture& f) {
-    transport::Stream* u = f.client_mux_->open_uni();
+    transport::Stream* u = f.muxes_.client().open_uni();
     ASSERT_NE(u, nullptr);
     u->write(Bytes::from(hex("af 00 00 00")));  // SETUP, no options
     f.pump();

@@ -14,6 +14,7 @@
 #include "base/codec.h"
 #include "session/session.h"
 #include "testing/ietf_fixture.h"
+#include "testing/mux_pair.h"
 #include "testing/session_fixture.h"
 #include "wire/ietf.h"
 #include "wire/ietf_cluster.h"
@@ -25,7 +26,6 @@ using moqd::testing::RawPeer;
 using moqd::testing::RawStream;
 using moqd::testing::RecordingHandler;
 using moqd::testing::TestBroadcast;
-using transport::websocket::MuxSession;
 namespace wi = wire::ietf;
 
 std::vector<uint8_t> hex(std::string_view h) { return from_hex(h); }
@@ -250,7 +250,7 @@ TEST(IetfSessionTest, BadPeerInputClosesWithTheDraftsCode) {
     IetfFixture f("moqt-16");
     RawStream& c = f.control(hex(kD16ClientSetup));
     // A SUBGROUP stream for an alias nobody subscribed: refused (STOP_SENDING), session kept.
-    transport::Stream* u = f.client_mux_->open_uni();
+    transport::Stream* u = f.muxes_.client().open_uni();
     ASSERT_NE(u, nullptr);
     u->write(Bytes::from(hex("18 09 00 00 00 01 61")));
     f.pump();
@@ -283,7 +283,7 @@ TEST(IetfSessionTest, PublisherTrackFlowsIntoTheOrigin) {
   EXPECT_EQ(static_cast<uint8_t>(s[3]), 0x01);
   // SUBSCRIBE_OK id 1 alias 9, then a SUBGROUP stream for alias 9, group 4.
   f.send(c, hex("04 00 03 01 09 00"));
-  transport::Stream* u = f.client_mux_->open_uni();
+  transport::Stream* u = f.muxes_.client().open_uni();
   ASSERT_NE(u, nullptr);
   u->write(Bytes::from(hex("18 09 04 00 00 03 61 62 63 00 00 00 00 01 7a")));
   u->finish();
@@ -294,7 +294,7 @@ TEST(IetfSessionTest, PublisherTrackFlowsIntoTheOrigin) {
   EXPECT_TRUE(g->finished);
   // A gap in object ids (0, then 2) is kept in the model; moq-lite readers refuse it
   // (src/session/ietf_extensions_test.cc), this in-process reader takes both objects.
-  transport::Stream* gap = f.client_mux_->open_uni();
+  transport::Stream* gap = f.muxes_.client().open_uni();
   gap->write(Bytes::from(hex("18 09 05 00 00 01 61 01 01 62")));
   gap->finish();
   f.pump();
@@ -340,7 +340,7 @@ TEST(IetfSessionLimitsTest, PublisherFasterThanMaxPublisherRateIsClosed) {
   f.pump();
   f.send(c, hex("04 00 03 01 09 00"));  // SUBSCRIBE_OK id 1 alias 9
   // Within the burst: accepted.
-  transport::Stream* u = f.client_mux_->open_uni();
+  transport::Stream* u = f.muxes_.client().open_uni();
   ASSERT_NE(u, nullptr);
   u->write(Bytes::from(subgroup_with_object(4, 60'000)));
   u->finish();
@@ -350,7 +350,7 @@ TEST(IetfSessionLimitsTest, PublisherFasterThanMaxPublisherRateIsClosed) {
   EXPECT_TRUE(viewer.group(4)->finished);
   // 40 kB are left; half a second adds 50 kB, so 95 kB is too much.
   f.advance(std::chrono::milliseconds(500));
-  transport::Stream* v = f.client_mux_->open_uni();
+  transport::Stream* v = f.muxes_.client().open_uni();
   ASSERT_NE(v, nullptr);
   v->write(Bytes::from(subgroup_with_object(5, 95'000)));
   f.pump();
@@ -447,7 +447,7 @@ TEST(IetfSessionLimitsTest, SubscriberReadingSlowlyIsNotStalled) {
   ASSERT_NO_FATAL_FAILURE(ietf_stall_test::subscribe_then_hold_a_large_group(f, b));
   for (int i = 0; i < 40; ++i) {  // 10 s, five times the stall timeout, a few frames at a time
     f.advance(std::chrono::milliseconds(250));
-    f.channels_.deliver(8);
+    f.muxes_.channels().deliver(8);
   }
   EXPECT_FALSE(f.raw_->closed_code.has_value());
   EXPECT_FALSE(f.handler_.is_closed());
@@ -604,7 +604,7 @@ TEST_P(RequestStreamsTest, PublishNamespaceOnItsStreamFeedsTheOriginAndUpstreamS
   }
   // SUBSCRIBE_OK alias 9 on that stream, then a SUBGROUP stream for alias 9.
   up.write(msg(0x04, "09 00"));
-  transport::Stream* u = f.client_mux_->open_uni();
+  transport::Stream* u = f.muxes_.client().open_uni();
   u->write(Bytes::from(hex(std::string(d17() ? "18" : "58") + " 09 04 00 00 03 61 62 63 00 00 00")));
   u->finish();
   f.pump();
@@ -740,7 +740,7 @@ TEST_P(RequestStreamsTest, BadStreamsCloseWithTheDraftsCode) {
     f.pump();
     // The first uni stream must start with SETUP: a GOAWAY there (a message the draft knows) is a
     // violation.
-    transport::Stream* u = f.client_mux_->open_uni();
+    transport::Stream* u = f.muxes_.client().open_uni();
     u->write(Bytes::from(hex("10 00 02 00 00")));
     f.pump();
     ASSERT_TRUE(f.raw_->closed_code.has_value());
@@ -750,7 +750,7 @@ TEST_P(RequestStreamsTest, BadStreamsCloseWithTheDraftsCode) {
     IetfFixture f(GetParam().alpn);
     setup(f);
     // A second SETUP on a second uni stream.
-    transport::Stream* u = f.client_mux_->open_uni();
+    transport::Stream* u = f.muxes_.client().open_uni();
     u->write(Bytes::from(hex(kSetup)));
     f.pump();
     ASSERT_TRUE(f.raw_->closed_code.has_value());
@@ -796,34 +796,18 @@ INSTANTIATE_TEST_SUITE_P(Drafts, RequestStreamsTest, testing::request_stream_dra
 class ClusterPeer {
  public:
   static constexpr uint64_t kRelay = 0x7777;
-  ClusterPeer(ManualClock& clock, model::Origin& origin, const char* alpn) : handler_(origin) {
-    server_mux_ = std::make_unique<MuxSession>(channels_.a(), clock, transport::websocket::Framing::kQmux00,
-                                               transport::websocket::Role::kServer, alpn, "/", "client",
-                                               transport::websocket::MuxConfig{});
-    client_mux_ = std::make_unique<MuxSession>(channels_.b(), clock, transport::websocket::Framing::kQmux00,
-                                               transport::websocket::Role::kClient, alpn, "/", "server",
-                                               transport::websocket::MuxConfig{});
-    channels_.a().set_handler(server_mux_.get());
-    channels_.b().set_handler(client_mux_.get());
-    raw_ = std::make_unique<RawPeer>(*client_mux_);
-    client_mux_->set_visitor(raw_.get());
+  ClusterPeer(ManualClock& clock, model::Origin& origin, const char* alpn)
+      : handler_(origin), muxes_(clock, alpn) {
+    raw_ = std::make_unique<RawPeer>(muxes_.client());
+    muxes_.client().set_visitor(raw_.get());
     SessionConfig sc;
     sc.role = Role::kServer;
     sc.ietf_relay_hops = kRelay;
-    session_ = make_session(*server_mux_, sc, origin, handler_, clock, clock);
+    session_ = make_session(muxes_.server(), sc, origin, handler_, clock, clock);
     session_->start();
   }
-  ~ClusterPeer() {
-    session_.reset();
-    server_mux_->set_visitor(nullptr);
-    client_mux_->set_visitor(nullptr);
-    channels_.a().set_handler(nullptr);
-    channels_.b().set_handler(nullptr);
-    client_mux_.reset();
-    server_mux_.reset();
-    raw_.reset();
-  }
-  size_t deliver() { return channels_.deliver(); }
+  ~ClusterPeer() { session_.reset(); }  // then muxes_ goes, then raw_
+  size_t deliver() { return muxes_.channels().deliver(); }
   // SETUP declaring hop id `self` and, unless 0, RELAY_COST `relay_cost`.
   void setup(wire::Version v, uint64_t self, uint64_t relay_cost) {
     wi::Setup setup;
@@ -835,7 +819,7 @@ class ClusterPeer {
     }
     std::vector<uint8_t> out;
     ASSERT_TRUE(wi::encode(v, setup, out));
-    transport::Stream* u = client_mux_->open_uni();
+    transport::Stream* u = muxes_.client().open_uni();
     ASSERT_NE(u, nullptr);
     u->write(Bytes::from(out));
   }
@@ -851,11 +835,9 @@ class ClusterPeer {
   bool closed() const { return raw_->closed_code.has_value(); }
 
  private:
-  testing::FakeChannelPair channels_;
   RecordingHandler handler_;
-  std::unique_ptr<MuxSession> server_mux_;
-  std::unique_ptr<MuxSession> client_mux_;
-  std::unique_ptr<RawPeer> raw_;
+  std::unique_ptr<RawPeer> raw_;  // the client mux's visitor: outlives muxes_
+  testing::MuxPair muxes_;
   std::unique_ptr<MoqSession> session_;
 };
 
@@ -944,28 +926,20 @@ TEST(IetfSessionTest, ASharedConfigLeavesRootAndQueryToTheSession) {
   ManualClock clock;
   model::Origin origin(model::OriginConfig{}, clock, clock);
   QueryHandler handler(origin);
-  testing::FakeChannelPair channels;
-  auto server_mux = std::make_unique<MuxSession>(
-      channels.a(), clock, transport::websocket::Framing::kQmux00,
-      transport::websocket::Role::kServer, "moqt-16", "/", "client", transport::websocket::MuxConfig{});
-  auto client_mux = std::make_unique<MuxSession>(
-      channels.b(), clock, transport::websocket::Framing::kQmux00,
-      transport::websocket::Role::kClient, "moqt-16", "/", "server", transport::websocket::MuxConfig{});
-  channels.a().set_handler(server_mux.get());
-  channels.b().set_handler(client_mux.get());
-  RawPeer raw(*client_mux);
-  client_mux->set_visitor(&raw);
+  testing::MuxPair muxes(clock, "moqt-16");
+  RawPeer raw(muxes.client());
+  muxes.client().set_visitor(&raw);
   SessionConfig shared;
   shared.role = Role::kServer;
   shared.root = "not/this";
   shared.query = "shared=wrong";
-  auto session = make_session(*server_mux, shared, "/site", "jwt=mine", origin, handler, clock, clock);
+  auto session = make_session(muxes.server(), shared, "/site", "jwt=mine", origin, handler, clock, clock);
   session->start();
   auto pump = [&] {  // until the wire has been quiet twice, as IetfServerFixture::pump
     int quiet = 0;
     for (int i = 0; i < 100000 && quiet < 2; ++i) {
       clock.advance(Duration::zero());
-      quiet = channels.deliver() == 0 ? quiet + 1 : 0;
+      quiet = muxes.channels().deliver() == 0 ? quiet + 1 : 0;
     }
   };
   pump();
@@ -986,10 +960,6 @@ TEST(IetfSessionTest, ASharedConfigLeavesRootAndQueryToTheSession) {
   }
   EXPECT_TRUE(published);
   session.reset();
-  server_mux->set_visitor(nullptr);
-  client_mux->set_visitor(nullptr);
-  channels.a().set_handler(nullptr);
-  channels.b().set_handler(nullptr);
 }
 
 }  // namespace

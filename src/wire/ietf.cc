@@ -857,23 +857,12 @@ TypeOrNone write(FormWriter& w, const Draft& d, const Subscribe& m) {
   return MessageType::kSubscribe;
 }
 
-void read(Decoder& dec, Subscribe& m) {
-  dec.request_id(m.request_id, m.request_id_delta);
-  size_t name = 0;
-  dec.tuple(m.ns, true, name);
-  dec.track_name(m.track, name);
-  if (!dec.d.subscribe_params) {
-    m.subscriber_priority = dec.u8();
-    dec.group_order(dec.u8(), true, m.group_order);
-    dec.forward(dec.u8(), m.forward);
-    Filter f;
-    dec.filter(dec.r, f);
-    m.filter = f;
-    dec.message_params(MessageType::kSubscribe, m.params);
-    return;
-  }
+// The Parameters of SUBSCRIBE and PUBLISH_OK (message `type`, 16+): SUBSCRIBER_PRIORITY,
+// GROUP_ORDER, FORWARD and SUBSCRIPTION_FILTER into m's fields, the others kept in m.params.
+template <class M>
+void read_subscription_params(Decoder& dec, MessageType type, M& m) {
   Parameters all;
-  dec.message_params(MessageType::kSubscribe, all);
+  dec.message_params(type, all);
   for (auto& p : all) {
     switch (p.type) {
       case kParamSubscriberPriority:
@@ -892,6 +881,24 @@ void read(Decoder& dec, Subscribe& m) {
         m.params.push_back(std::move(p));
     }
   }
+}
+
+void read(Decoder& dec, Subscribe& m) {
+  dec.request_id(m.request_id, m.request_id_delta);
+  size_t name = 0;
+  dec.tuple(m.ns, true, name);
+  dec.track_name(m.track, name);
+  if (!dec.d.subscribe_params) {
+    m.subscriber_priority = dec.u8();
+    dec.group_order(dec.u8(), true, m.group_order);
+    dec.forward(dec.u8(), m.forward);
+    Filter f;
+    dec.filter(dec.r, f);
+    m.filter = f;
+    dec.message_params(MessageType::kSubscribe, m.params);
+    return;
+  }
+  read_subscription_params(dec, MessageType::kSubscribe, m);
 }
 
 TypeOrNone write(FormWriter& w, const Draft& d, const SubscribeOk& m) {
@@ -1551,26 +1558,7 @@ void read(Decoder& dec, PublishOk& m) {
     dec.message_params(MessageType::kPublishOk, m.params);
     return;
   }
-  Parameters all;
-  dec.message_params(MessageType::kPublishOk, all);
-  for (auto& p : all) {
-    switch (p.type) {
-      case kParamForward:
-        dec.forward(p.value, m.forward);
-        break;
-      case kParamSubscriberPriority:
-        dec.subscriber_priority(p.value, m.subscriber_priority);
-        break;
-      case kParamGroupOrder:
-        dec.group_order(p.value, false, m.group_order);
-        break;
-      case kParamSubscriptionFilter:
-        dec.filter_param(as_span(p.bytes), m.filter);
-        break;
-      default:
-        m.params.push_back(std::move(p));
-    }
-  }
+  read_subscription_params(dec, MessageType::kPublishOk, m);
 }
 
 // TRACK_STATUS and FETCH messages (FETCH_CANCEL and the d14 errors: before 17), PUBLISH and

@@ -3,6 +3,7 @@
 // "draft" fixtures are transcribed from the draft text, section cited. Every fixture is decoded
 // whole, at every truncated length (must ask for more), and encoded back to the same bytes.
 #include "testing/ietf_wire.h"
+#include "testing/wire_decode.h"
 #include "wire/ietf.h"
 
 #include <gtest/gtest.h>
@@ -20,7 +21,7 @@ constexpr Version k18 = Version::kTransport18;
 constexpr Version k19 = Version::kTransport19;
 constexpr Version k20 = Version::kTransport20;
 
-std::string canonical(std::string_view hex) { return to_hex(from_hex(hex)); }
+using test::canonical;
 
 ParseResult<ControlMessage> decode_hex(Version v, std::string_view hex) {
   auto bytes = from_hex(hex);

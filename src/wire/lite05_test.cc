@@ -3,6 +3,7 @@
 // every truncated length (a prefix must ask for more bytes).
 #include <gtest/gtest.h>
 
+#include "testing/wire_decode.h"
 #include "wire/lite.h"
 
 // Its own namespace: its helpers share names with lite_test.cc's, and the two may be compiled as
@@ -12,28 +13,14 @@ namespace {
 
 constexpr Version k05 = Version::kLite05;
 
-std::string canonical(std::string_view hex) { return to_hex(from_hex(hex)); }
+using test::canonical;
+using test::expect_decodes;
 
 template <class T>
 std::string encoded(const T& m) {
   std::vector<uint8_t> out;
   encode(k05, m, out);
   return to_hex(out);
-}
-
-template <class D, class T>
-void expect_decodes(std::string_view hex, D decode, const T& expected) {
-  auto bytes = from_hex(hex);
-  auto r = decode(std::span<const uint8_t>(bytes));
-  ASSERT_TRUE(r.has_value()) << r.error().detail;
-  ASSERT_TRUE(r->has_value()) << "needs more bytes";
-  EXPECT_EQ((*r)->value, expected);
-  EXPECT_EQ((*r)->consumed, bytes.size());
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    auto t = decode(std::span<const uint8_t>(bytes).first(n));
-    ASSERT_TRUE(t.has_value()) << "prefix " << n << ": " << t.error().detail;
-    EXPECT_FALSE(t->has_value()) << "prefix " << n;
-  }
 }
 
 template <class Fn>

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/wire_decode.h"
+
 namespace moqd::wire {
 
 // Test names and failure messages show "moq-lite-02" rather than raw bytes.
@@ -14,7 +16,8 @@ void PrintTo(Version v, std::ostream* os) { *os << version_name(v); }
 
 namespace {
 
-std::string canonical(std::string_view hex) { return to_hex(from_hex(hex)); }
+using test::canonical;
+using test::expect_decodes;
 
 template <class T>
 std::string encoded(Version v, const T& m) {
@@ -28,22 +31,6 @@ std::string encoded(const T& m) {
   std::vector<uint8_t> out;
   encode(m, out);
   return to_hex(out);
-}
-
-// Decodes `hex` whole, then every strict prefix of it, which must ask for more bytes.
-template <class D, class T>
-void expect_decodes(std::string_view hex, D decode, const T& expected) {
-  auto bytes = from_hex(hex);
-  auto r = decode(std::span<const uint8_t>(bytes));
-  ASSERT_TRUE(r.has_value()) << r.error().detail;
-  ASSERT_TRUE(r->has_value()) << "needs more bytes";
-  EXPECT_EQ((*r)->value, expected);
-  EXPECT_EQ((*r)->consumed, bytes.size());
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    auto t = decode(std::span<const uint8_t>(bytes).first(n));
-    ASSERT_TRUE(t.has_value()) << "prefix " << n << ": " << t.error().detail;
-    EXPECT_FALSE(t->has_value()) << "prefix " << n;
-  }
 }
 
 template <class Fn>

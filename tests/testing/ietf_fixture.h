@@ -21,6 +21,7 @@
 #include "base/codec.h"
 #include "session/moq_session.h"
 #include "session/session.h"
+#include "testing/mux_pair.h"
 #include "testing/session_fixture.h"
 #include "wire/version.h"
 
@@ -31,36 +32,18 @@ class IetfServerFixture {
   explicit IetfServerFixture(std::string protocol,
                              wire::VersionSet versions = wire::VersionSet::all(),
                              session::SessionLimits limits = session::SessionLimits{})
-      : origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_) {
-    namespace ws = transport::websocket;
-    server_mux_ = std::make_unique<ws::MuxSession>(channels_.a(), clock_, ws::Framing::kQmux00,
-                                                   ws::Role::kServer, protocol, "/", "client",
-                                                   ws::MuxConfig{});
-    client_mux_ = std::make_unique<ws::MuxSession>(channels_.b(), clock_, ws::Framing::kQmux00,
-                                                   ws::Role::kClient, protocol, "/", "server",
-                                                   ws::MuxConfig{});
-    channels_.a().set_handler(server_mux_.get());
-    channels_.b().set_handler(client_mux_.get());
-    raw_ = std::make_unique<RawPeer>(*client_mux_);
-    client_mux_->set_visitor(raw_.get());
+      : origin_(model::OriginConfig{}, clock_, clock_), handler_(origin_), muxes_(clock_, protocol) {
+    raw_ = std::make_unique<RawPeer>(muxes_.client());
+    muxes_.client().set_visitor(raw_.get());
     session::SessionConfig sc;
     sc.role = session::Role::kServer;
     sc.versions = versions;
     sc.limits = limits;
-    session_ = session::make_session(*server_mux_, sc, origin_, handler_, clock_, clock_);
+    session_ = session::make_session(muxes_.server(), sc, origin_, handler_, clock_, clock_);
     session_->start();
     pump();
   }
-  ~IetfServerFixture() {
-    session_.reset();
-    server_mux_->set_visitor(nullptr);
-    client_mux_->set_visitor(nullptr);
-    channels_.a().set_handler(nullptr);
-    channels_.b().set_handler(nullptr);
-    client_mux_.reset();
-    server_mux_.reset();
-    raw_.reset();
-  }
+  ~IetfServerFixture() { session_.reset(); }  // then muxes_ goes, then raw_
   IetfServerFixture(const IetfServerFixture&) = delete;
   IetfServerFixture& operator=(const IetfServerFixture&) = delete;
 
@@ -69,7 +52,7 @@ class IetfServerFixture {
     int quiet = 0;
     for (int i = 0; i < 100000 && quiet < 2; ++i) {
       clock_.advance(Duration::zero());
-      quiet = (wire_held_ ? 0 : channels_.deliver()) == 0 ? quiet + 1 : 0;
+      quiet = (wire_held_ ? 0 : muxes_.channels().deliver()) == 0 ? quiet + 1 : 0;
     }
   }
   // Moves the clock by `d` in 10 ms steps, pumping after each.
@@ -109,7 +92,7 @@ class IetfServerFixture {
   }
   // A uni stream from the peer (a SUBGROUP stream, say): `h` (hex) written whole, then FIN.
   void peer_stream(std::string_view h) {
-    transport::Stream* u = client_mux_->open_uni();
+    transport::Stream* u = muxes_.client().open_uni();
     ASSERT_NE(u, nullptr);
     u->write(Bytes::from(from_hex(h)));
     u->finish();
@@ -118,12 +101,10 @@ class IetfServerFixture {
 
   bool wire_held_ = false;  // pump() delivers nothing: a peer that stopped reading
   ManualClock clock_;
-  FakeChannelPair channels_;
   model::Origin origin_;
   RecordingHandler handler_;
-  std::unique_ptr<transport::websocket::MuxSession> server_mux_;
-  std::unique_ptr<transport::websocket::MuxSession> client_mux_;
-  std::unique_ptr<RawPeer> raw_;
+  std::unique_ptr<RawPeer> raw_;  // the client mux's visitor: outlives muxes_
+  MuxPair muxes_;
   std::unique_ptr<session::MoqSession> session_;
 };
 
@@ -199,7 +180,7 @@ class IetfRequestStreamsTest : public ::testing::TestWithParam<RequestStreamDraf
   // The peer's SETUP `setup_hex` on a uni stream of its own; the session is then ready.
   static void send_setup(IetfServerFixture& f, const char* setup_hex) {
     f.pump();
-    transport::Stream* u = f.client_mux_->open_uni();
+    transport::Stream* u = f.muxes_.client().open_uni();
     ASSERT_NE(u, nullptr);
     u->write(Bytes::from(from_hex(setup_hex)));
     f.pump();

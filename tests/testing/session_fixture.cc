@@ -7,7 +7,6 @@ namespace moqd::testing {
 using transport::websocket::Framing;
 using transport::websocket::FrameKind;
 using transport::websocket::MuxFrame;
-using transport::websocket::MuxSession;
 
 // --- RecordingHandler ---
 
@@ -260,43 +259,31 @@ RawStream* RawPeer::open_bidi(std::vector<uint8_t> bytes) {
 
 // --- SessionPair ---
 
-SessionPair::SessionPair(SessionPairOptions options) : options_(std::move(options)) {
+SessionPair::SessionPair(SessionPairOptions options)
+    : options_(std::move(options)),
+      server_origin_(std::make_unique<model::Origin>(options_.server_origin, clock_, clock_)),
+      client_origin_(std::make_unique<model::Origin>(options_.client_origin, clock_, clock_)),
+      server_handler_(std::make_unique<RecordingHandler>(*server_origin_)),
+      client_handler_(std::make_unique<RecordingHandler>(*client_origin_)),
+      muxes_(clock_, options_.protocol, options_.framing, "client", "server", options_.server_mux,
+             options_.client_mux) {
   options_.server.role = session::Role::kServer;
   options_.client.role = session::Role::kClient;
-  server_origin_ = std::make_unique<model::Origin>(options_.server_origin, clock_, clock_);
-  client_origin_ = std::make_unique<model::Origin>(options_.client_origin, clock_, clock_);
-  server_handler_ = std::make_unique<RecordingHandler>(*server_origin_);
-  client_handler_ = std::make_unique<RecordingHandler>(*client_origin_);
-  server_mux_ = std::make_unique<MuxSession>(
-      channels_.a(), clock_, options_.framing, transport::websocket::Role::kServer,
-      options_.protocol, "/", "client", options_.server_mux);
-  client_mux_ = std::make_unique<MuxSession>(
-      channels_.b(), clock_, options_.framing, transport::websocket::Role::kClient,
-      options_.protocol, "/", "server", options_.client_mux);
-  channels_.a().set_handler(server_mux_.get());
-  channels_.b().set_handler(client_mux_.get());
   if (options_.raw_server) {
-    raw_ = std::make_unique<RawPeer>(*server_mux_);
-    server_mux_->set_visitor(raw_.get());
+    raw_ = std::make_unique<RawPeer>(muxes_.server());
+    muxes_.server().set_visitor(raw_.get());
   } else {
-    server_ = std::make_unique<session::Session>(*server_mux_, options_.server, *server_origin_,
-                                                 *server_handler_, clock_, clock_);
+    server_ = std::make_unique<session::Session>(muxes_.server(), options_.server,
+                                                 *server_origin_, *server_handler_, clock_, clock_);
   }
-  client_ = std::make_unique<session::Session>(*client_mux_, options_.client, *client_origin_,
+  client_ = std::make_unique<session::Session>(muxes_.client(), options_.client, *client_origin_,
                                                *client_handler_, clock_, clock_);
 }
 
 SessionPair::~SessionPair() {
-  // Sessions leave their origins before the transports and origins go.
+  // Sessions leave their origins before the transports (muxes_, then raw_) and origins go.
   client_.reset();
   server_.reset();
-  server_mux_->set_visitor(nullptr);
-  client_mux_->set_visitor(nullptr);
-  channels_.a().set_handler(nullptr);
-  channels_.b().set_handler(nullptr);
-  client_mux_.reset();
-  server_mux_.reset();
-  raw_.reset();
 }
 
 void SessionPair::start() {
@@ -311,7 +298,7 @@ bool SessionPair::pump(size_t max_rounds) {
   int quiet = 0;
   for (size_t i = 0; i < max_rounds; ++i) {
     clock_.advance(Duration::zero());
-    size_t moved = wire_held_ ? 0 : channels_.deliver();
+    size_t moved = wire_held_ ? 0 : muxes_.channels().deliver();
     quiet = moved == 0 ? quiet + 1 : 0;
     if (quiet >= 2) {
       return true;
@@ -332,7 +319,7 @@ void SessionPair::advance(Duration d) {
 }
 
 size_t SessionPair::deliver_some(size_t max) {
-  size_t moved = channels_.deliver(max);
+  size_t moved = muxes_.channels().deliver(max);
   clock_.advance(Duration::zero());
   return moved;
 }

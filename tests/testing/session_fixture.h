@@ -21,6 +21,7 @@
 #include "session/config.h"
 #include "session/session.h"
 #include "testing/fake_channel.h"
+#include "testing/mux_pair.h"
 #include "transport/websocket/mux_frames.h"
 #include "transport/websocket/mux_session.h"
 
@@ -236,12 +237,12 @@ class SessionPair {
   void hold_wire(bool held) { wire_held_ = held; }
 
   ManualClock& clock() { return clock_; }
-  FakeChannelPair& channels() { return channels_; }
+  FakeChannelPair& channels() { return muxes_.channels(); }
   // Channel ends: a() is the server's, b() the client's.
-  FakeChannel& server_channel() { return channels_.a(); }
-  FakeChannel& client_channel() { return channels_.b(); }
-  transport::websocket::MuxSession& server_mux() { return *server_mux_; }
-  transport::websocket::MuxSession& client_mux() { return *client_mux_; }
+  FakeChannel& server_channel() { return muxes_.channels().a(); }
+  FakeChannel& client_channel() { return muxes_.channels().b(); }
+  transport::websocket::MuxSession& server_mux() { return muxes_.server(); }
+  transport::websocket::MuxSession& client_mux() { return muxes_.client(); }
   session::Session& server() { return *server_; }
   session::Session& client() { return *client_; }
   bool has_server() const { return server_ != nullptr; }
@@ -259,14 +260,12 @@ class SessionPair {
  private:
   SessionPairOptions options_;
   ManualClock clock_;
-  FakeChannelPair channels_;
   std::unique_ptr<model::Origin> server_origin_;
   std::unique_ptr<model::Origin> client_origin_;
   std::unique_ptr<RecordingHandler> server_handler_;
   std::unique_ptr<RecordingHandler> client_handler_;
-  std::unique_ptr<transport::websocket::MuxSession> server_mux_;
-  std::unique_ptr<transport::websocket::MuxSession> client_mux_;
-  std::unique_ptr<RawPeer> raw_;
+  std::unique_ptr<RawPeer> raw_;  // with raw_server, the server mux's visitor: outlives muxes_
+  MuxPair muxes_;
   std::unique_ptr<session::Session> server_;
   std::unique_ptr<session::Session> client_;
   bool wire_held_ = false;

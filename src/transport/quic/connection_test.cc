@@ -96,6 +96,30 @@ class QuicConnectionTest : public ::testing::Test {
   }
   void set_links(const SimLinkConfig& link) { pair_.set_links(link); }
 
+  // Traffic both ways on the client's uni stream `up` and the server's `down`: each exchange()
+  // writes 5,000 and 7,000 more bytes of pattern and runs until each side has read all that was
+  // written so far, byte-exact.
+  struct TwoWay {
+    QuicConnectionTest& test;
+    Stream* up;
+    Stream* down;
+    std::string sent_up, sent_down;
+
+    bool exchange() {
+      std::string a = pattern(5000, static_cast<uint32_t>(sent_up.size()));
+      std::string b = pattern(7000, static_cast<uint32_t>(sent_down.size()));
+      up->write(Bytes::copy(a));
+      down->write(Bytes::copy(b));
+      sent_up += a;
+      sent_down += b;
+      return test.run_until([&] {
+        auto* in = test.server_session_.find(up->id());
+        auto* out = test.client_session_.find(down->id());
+        return in && out && in->data == sent_up && out->data == sent_down;
+      });
+    }
+  };
+
   // Before pair_: each connection's destructor reports on_closed to its recorder, and cancels
   // its timers on server_turns_ when a test set it.
   std::optional<HeldTurns> server_turns_;
@@ -473,26 +497,13 @@ TEST_F(QuicConnectionTest, TheServerFreesItsTlsSessionAfterTheHandshakeAndKeysSt
   Stream* up = client_.conn->open_uni();
   Stream* down = server_.conn->open_uni();
   ASSERT_TRUE(up && down);
-  std::string sent_up, sent_down;
-  auto exchange = [&] {
-    std::string a = pattern(5000, static_cast<uint32_t>(sent_up.size()));
-    std::string b = pattern(7000, static_cast<uint32_t>(sent_down.size()));
-    up->write(Bytes::copy(a));
-    down->write(Bytes::copy(b));
-    sent_up += a;
-    sent_down += b;
-    return run_until([&] {
-      auto* in = server_session_.find(up->id());
-      auto* out = client_session_.find(down->id());
-      return in && out && in->data == sent_up && out->data == sent_down;
-    });
-  };
+  TwoWay traffic{*this, up, down};
   // 1-RTT keeps working without the server's TLS session, through a key update from each side.
   for (Connection* initiator : {client_.conn.get(), server_.conn.get()}) {
     pair_.run_for(1s);   // an update waits three PTOs after the last...
-    ASSERT_TRUE(exchange());  // ...and for the next keys, derived as packets are written
+    ASSERT_TRUE(traffic.exchange());  // ...and for the next keys, derived as packets are written
     ASSERT_EQ(ngtcp2_conn_initiate_key_update(initiator->native(), ts()), 0);
-    ASSERT_TRUE(exchange());
+    ASSERT_TRUE(traffic.exchange());
   }
   EXPECT_EQ(server_session_.closed, 0);
   EXPECT_EQ(client_session_.closed, 0);
@@ -507,28 +518,15 @@ TEST_F(QuicConnectionTest, NextKeyContextsAreMadeOnlyWhenAKeyUpdateUsesThem) {
   Stream* up = client_.conn->open_uni();
   Stream* down = server_.conn->open_uni();
   ASSERT_TRUE(up && down);
-  std::string sent_up, sent_down;
-  auto exchange = [&] {
-    std::string a = pattern(5000, static_cast<uint32_t>(sent_up.size()));
-    std::string b = pattern(7000, static_cast<uint32_t>(sent_down.size()));
-    up->write(Bytes::copy(a));
-    down->write(Bytes::copy(b));
-    sent_up += a;
-    sent_down += b;
-    return run_until([&] {
-      auto* in = server_session_.find(up->id());
-      auto* out = client_session_.find(down->id());
-      return in && out && in->data == sent_up && out->data == sent_down;
-    });
-  };
+  TwoWay traffic{*this, up, down};
   pair_.run_for(1s);
-  ASSERT_TRUE(exchange());
+  ASSERT_TRUE(traffic.exchange());
   LazyKeyCounts confirmed = lazy_key_counts();
   EXPECT_GE(confirmed.deferred - start.deferred, 4u);  // rx and tx, at each end
   EXPECT_EQ(confirmed.created, start.created);
   auto ts = static_cast<ngtcp2_tstamp>(clock_.now().time_since_epoch().count()) * NGTCP2_MICROSECONDS;
   ASSERT_EQ(ngtcp2_conn_initiate_key_update(client_.conn->native(), ts), 0);
-  ASSERT_TRUE(exchange());
+  ASSERT_TRUE(traffic.exchange());
   EXPECT_GE(lazy_key_counts().created - start.created, 4u);  // both directions at both ends
   EXPECT_EQ(server_session_.closed, 0);
   EXPECT_EQ(client_session_.closed, 0);
