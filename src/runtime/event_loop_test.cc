@@ -4,9 +4,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -196,6 +198,136 @@ TEST_F(EventLoopTest, AFlushThatWakesWorkRunsItInTheSameTurn) {
   loop_.at_turn_flush(socket);
   loop_.run_once(milliseconds(100));
   EXPECT_EQ(log, (std::vector<std::string>{"socket", "writer", "socket"}));
+}
+
+// A fan-out burst: one publisher's turn work readies kViewers write passes. Slices of 8 items (no
+// time bound, so the test counts work, not wall time).
+class TurnSliceTest : public EventLoopTest {
+ protected:
+  static constexpr size_t kViewers = 200;
+  static constexpr size_t kSlice = 8;
+  void SetUp() override {
+    loop_.set_turn_slice({kSlice, std::chrono::hours(1)});
+    for (size_t i = 0; i < kViewers; ++i) {
+      viewers_.push_back(std::make_unique<LoggedWork>("v" + std::to_string(i), log_));
+      viewers_.back()->then = [this] { ++viewer_runs_; };
+    }
+    publisher_.then = [this] {
+      for (auto& v : viewers_) {
+        loop_.at_turn_end(*v);
+      }
+    };
+  }
+  size_t index_of(const std::string& name) const {
+    return static_cast<size_t>(std::find(log_.begin(), log_.end(), name) - log_.begin());
+  }
+
+  std::vector<std::string> log_;
+  LoggedWork publisher_{"publisher", log_};
+  std::vector<std::unique_ptr<LoggedWork>> viewers_;
+  size_t viewer_runs_ = 0;
+};
+
+TEST_F(TurnSliceTest, AnotherTracksPacketIsServedWhileTheBurstIsStillInProgress) {
+  // The bystander track: its publisher's packet arrives (the fd turns readable) once the burst's
+  // first write pass has run; its connection then readies its one viewer's write pass.
+  LoggedWork bystander_viewer("bystander-viewer", log_);
+  LoggedWork bystander("bystander", log_);
+  bystander.then = [&] { loop_.at_turn_end(bystander_viewer); };
+  size_t viewers_at_arrival = SIZE_MAX;
+  size_t viewers_at_delivery = SIZE_MAX;
+  bystander_viewer.then = [&] { viewers_at_delivery = viewer_runs_; };
+  EventFdHandler packet(0);
+  packet.on_call = [&] {
+    uint64_t v;
+    ASSERT_EQ(::read(packet.fd, &v, sizeof v), static_cast<ssize_t>(sizeof v));
+    viewers_at_arrival = viewer_runs_;
+    loop_.at_turn_end(bystander);
+  };
+  ASSERT_TRUE(loop_.add(packet.fd, EPOLLIN, &packet));
+  viewers_[0]->then = [&] {
+    ++viewer_runs_;
+    uint64_t one = 1;
+    ASSERT_EQ(::write(packet.fd, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  };
+  loop_.at_turn_end(publisher_);
+  size_t turns = 0;
+  size_t turns_to_read = 0;
+  while (viewer_runs_ < kViewers && turns < 1000) {
+    loop_.run_once(seconds(1));  // never waits: the burst's backlog keeps it busy
+    ++turns;
+    if (viewers_at_arrival != SIZE_MAX && turns_to_read == 0) {
+      turns_to_read = turns;
+    }
+  }
+  ASSERT_EQ(viewer_runs_, kViewers);
+  // The packet was read in the turn after the burst began, and its viewer served in that turn
+  // after at most the slice the previous turn left: long before the burst's end.
+  EXPECT_EQ(turns_to_read, 2u);
+  ASSERT_NE(viewers_at_delivery, SIZE_MAX);
+  EXPECT_LE(viewers_at_delivery, 2 * kSlice);
+  EXPECT_EQ(viewers_at_delivery, viewers_at_arrival);
+  EXPECT_LT(index_of("bystander-viewer"), index_of("v" + std::to_string(kViewers / 2)));
+  // The burst itself kept its order, a slice of the backlog per turn.
+  std::vector<std::string> burst;
+  for (const auto& name : log_) {
+    if (name[0] == 'v') {
+      burst.push_back(name);
+    }
+  }
+  for (size_t i = 0; i < kViewers; ++i) {
+    ASSERT_EQ(burst[i], "v" + std::to_string(i));
+  }
+  EXPECT_GE(turns, kViewers / (2 * kSlice));
+  EXPECT_GE(loop_.turn_slices_cut(), kViewers / (2 * kSlice));
+  loop_.remove(packet.fd);
+}
+
+TEST_F(TurnSliceTest, NewWorkEveryTurnDoesNotStarveTheBacklog) {
+  // A connection whose packets arrive in every turn (a level-triggered fd that stays readable)
+  // and each time readies more work than a slice holds.
+  std::vector<std::unique_ptr<LoggedWork>> chatty;
+  for (size_t i = 0; i < 2 * kSlice; ++i) {
+    chatty.push_back(std::make_unique<LoggedWork>("c", log_));
+  }
+  EventFdHandler busy(1);  // readable until removed
+  busy.on_call = [&] {
+    for (auto& c : chatty) {
+      loop_.at_turn_end(*c);
+    }
+  };
+  loop_.at_turn_end(publisher_);
+  loop_.run_once(seconds(1));  // the burst starts: its first slice
+  ASSERT_TRUE(loop_.add(busy.fd, EPOLLIN, &busy));
+  size_t turns = 0;
+  while (viewer_runs_ < kViewers && turns < 100) {
+    loop_.run_once(seconds(1));
+    ++turns;
+  }
+  loop_.remove(busy.fd);
+  EXPECT_EQ(viewer_runs_, kViewers);
+  // A slice of the backlog every turn: at most kViewers / kSlice turns (plus the turn the chatty
+  // work's own leftovers go first in the backlog).
+  EXPECT_LE(turns, 2 * kViewers / kSlice);
+}
+
+TEST_F(TurnSliceTest, ASliceEndsAfterItsTimeEvenWhenItemsRemain) {
+  loop_.set_turn_slice({SIZE_MAX, std::chrono::microseconds(200)});
+  for (auto& v : viewers_) {
+    v->then = [this] {
+      ++viewer_runs_;
+      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    };
+  }
+  loop_.at_turn_end(publisher_);
+  loop_.run_once(seconds(1));
+  // Two slices (this turn's, then the backlog's, at least one item each) of at least 200 us, 50 us
+  // per item: far fewer than all kViewers.
+  EXPECT_GE(viewer_runs_, 1u);
+  EXPECT_LT(viewer_runs_, kViewers);
+  EXPECT_GE(loop_.turn_slices_cut(), 1u);
 }
 
 TEST_F(EventLoopTest, WorkThatRequeuesItselfRunsAgainWithoutWaitingForEvents) {
