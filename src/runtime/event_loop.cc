@@ -215,9 +215,14 @@ void EventLoop::run_turn_end() {
 
 bool EventLoop::run_slice(TurnQueue& q) {
   const Instant start = now_;
+  // The backlog's slice lasts at least as long as the rest of the turn did (its events and this
+  // turn's own work): when what arrives is expensive (a storm of handshakes, each read costs the
+  // TLS work), finishing old work keeps pace with taking on new.
+  const Duration max_time =
+      &q == &backlog_ ? std::max(slice_.max_time, start - awake_since_) : slice_.max_time;
   size_t items = 0;
   auto used = [&] {
-    return items > 0 && (items >= slice_.max_items || now_ - start >= slice_.max_time);
+    return items > 0 && (items >= slice_.max_items || now_ - start >= max_time);
   };
   do {
     while (!used() && q.run_one()) {

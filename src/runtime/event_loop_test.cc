@@ -330,6 +330,44 @@ TEST_F(TurnSliceTest, ASliceEndsAfterItsTimeEvenWhenItemsRemain) {
   EXPECT_GE(loop_.turn_slices_cut(), 1u);
 }
 
+TEST_F(TurnSliceTest, TheBacklogGetsAsLongAsTheTurnsEventsTook) {
+  // Expensive events (a storm of handshakes: each Initial read costs its TLS work) must not outrun
+  // finishing the work already taken on: the backlog's slice lasts at least as long as they did.
+  loop_.set_turn_slice({SIZE_MAX, std::chrono::microseconds(100)});
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> ran_at;
+  for (auto& v : viewers_) {
+    v->then = [&] {
+      ++viewer_runs_;
+      auto until = Clock::now() + std::chrono::microseconds(20);
+      while (Clock::now() < until) {
+      }
+      ran_at.push_back(Clock::now());
+    };
+  }
+  loop_.at_turn_end(publisher_);
+  loop_.run_once(seconds(1));  // the burst starts; most of it is now backlog
+  ASSERT_LT(viewer_runs_, kViewers / 2);
+  EventFdHandler expensive(1);
+  Clock::duration event_took{};
+  expensive.on_call = [&] {
+    auto start = Clock::now();
+    while (Clock::now() - start < std::chrono::milliseconds(2)) {
+    }
+    event_took = Clock::now() - start;
+    loop_.remove(expensive.fd);
+  };
+  ASSERT_TRUE(loop_.add(expensive.fd, EPOLLIN, &expensive));
+  size_t before = ran_at.size();
+  Clock::time_point slice_start = Clock::now();
+  loop_.run_once(seconds(1));
+  ASSERT_GT(event_took, std::chrono::milliseconds(2) - std::chrono::microseconds(1));
+  ASSERT_GT(ran_at.size(), before);
+  // The slice ran until at least event_took had passed since it started (it starts after the
+  // event; slice_start is before it, so this only understates the slice).
+  EXPECT_GE(ran_at.back() - slice_start, 2 * event_took - std::chrono::microseconds(200));
+}
+
 TEST_F(EventLoopTest, WorkThatRequeuesItselfRunsAgainWithoutWaitingForEvents) {
   std::vector<std::string> log;
   LoggedWork w("w", log);
