@@ -68,9 +68,11 @@ int main(int argc, char** argv) {
   const uint64_t path_allocs_start = moqd::bench::path_allocation_count();
   const uint64_t locks_start = moqd::counting::lock_count();
   const uint64_t path_locks_start = moqd::counting::path_lock_count();
+  const moqd::bench::LoopTotals loops_start = rig.loop_totals();
   CALLGRIND_START_INSTRUMENTATION;
   rig.publish_groups(groups);
   CALLGRIND_STOP_INSTRUMENTATION;
+  const moqd::bench::LoopTotals loops_end = rig.loop_totals();
   const uint64_t allocations = allocs.count();
   const uint64_t path_allocations = moqd::bench::path_allocation_count() - path_allocs_start;
   const uint64_t locks = moqd::counting::lock_count() - locks_start;
@@ -85,6 +87,12 @@ int main(int argc, char** argv) {
   std::printf("deliveries=%llu allocations=%llu path_allocations=%llu locks=%llu path_locks=%llu\n",
               ull(deliveries), ull(allocations), ull(path_allocations), ull(locks),
               ull(path_locks));
+  // The loops' turns: how often they polled, and what the slices of turn work cost in clock reads.
+  std::printf("polls=%llu turn_items=%llu turn_slices_cut=%llu turn_clock_reads=%llu\n",
+              ull(loops_end.polls - loops_start.polls),
+              ull(loops_end.turn_items - loops_start.turn_items),
+              ull(loops_end.turn_slices_cut - loops_start.turn_slices_cut),
+              ull(loops_end.turn_clock_reads - loops_start.turn_clock_reads));
   if (assert_zero && (path_allocations != 0 || path_locks != 0)) {
     std::fprintf(stderr,
                  "FAIL: the delivery path allocated %llu times and locked %llu times in %llu "

@@ -198,8 +198,6 @@ void EventLoop::run_turn_end() {
   if (turn_work_.empty() && backlog_.empty() && turn_flush_.empty()) {
     return;
   }
-  // The turn's events may have taken a while: the time that writers stamp on packets is now.
-  refresh_now();
   // This turn's work first: what a packet that just arrived asked for (another track's object, an
   // ACK) waits behind at most the slice of the backlog that the previous turn ran.
   if (run_slice(turn_work_)) {
@@ -214,6 +212,7 @@ void EventLoop::run_turn_end() {
 }
 
 bool EventLoop::run_slice(TurnQueue& q) {
+  refresh_now();
   const Instant start = now_;
   // The backlog's slice lasts at least as long as the rest of the turn did (its events and this
   // turn's own work): when what arrives is expensive (a storm of handshakes, each read costs the
@@ -221,20 +220,41 @@ bool EventLoop::run_slice(TurnQueue& q) {
   const Duration max_time =
       &q == &backlog_ ? std::max(slice_.max_time, start - awake_since_) : slice_.max_time;
   size_t items = 0;
-  auto used = [&] {
-    return items > 0 && (items >= slice_.max_items || now_ - start >= max_time);
-  };
+  size_t read_clock_at = 1;  // the item count after which the clock is read next
+  bool used = false;
   do {
-    while (!used() && q.run_one()) {
+    while (!used && q.run_one()) {
       ++items;
       run_deferred();
-      refresh_now();
+      if (items >= slice_.max_items) {
+        used = true;
+      } else if (items >= read_clock_at) {
+        refresh_now();
+        clock_reads_.add();
+        const Duration took = now_ - start;
+        used = took >= max_time;
+        read_clock_at = items + clock_stride(items, took, max_time - took);
+      }
     }
     // One send for what the slice wrote; a socket that drained queues the writers it held back.
     turn_flush_.run();
     run_deferred();
-  } while (&q == &turn_work_ && !q.empty() && !used());
+  } while (&q == &turn_work_ && !q.empty() && !used);
+  items_.add(items);
   return !q.empty();
+}
+
+size_t EventLoop::clock_stride(size_t items, Duration took, Duration left) {
+  // At the pace of the slice's items so far, the next read comes before half of what is left of
+  // the slice has passed; the stride at most doubles the items run so far (the first items may
+  // have been cheap ones), and is at most kMaxClockStride.
+  size_t n = std::min(items, kMaxClockStride);
+  if (took.count() > 0 && left.count() > 0) {
+    const auto pace = static_cast<uint64_t>(items) * static_cast<uint64_t>(left.count()) /
+                      (2 * static_cast<uint64_t>(took.count()));
+    n = static_cast<size_t>(std::min<uint64_t>(n, pace));
+  }
+  return std::max<size_t>(n, 1);
 }
 
 void EventLoop::dispatch(const epoll_event& ev) {

@@ -311,6 +311,18 @@ TEST_F(TurnSliceTest, NewWorkEveryTurnDoesNotStarveTheBacklog) {
   EXPECT_LE(turns, 2 * kViewers / kSlice);
 }
 
+TEST_F(TurnSliceTest, TheClockIsReadEveryFewItemsNotAfterEach) {
+  // No item bound and an hour's time bound: the slice runs all 200 cheap items, reading the clock
+  // after items 1, 2, 4, ..., 64, then every 64 (the stride doubles up to kMaxClockStride).
+  loop_.set_turn_slice({SIZE_MAX, std::chrono::hours(1)});
+  loop_.at_turn_end(publisher_);
+  loop_.run_once(seconds(1));
+  EXPECT_EQ(viewer_runs_, kViewers);
+  EXPECT_EQ(loop_.turn_slices_cut(), 0u);
+  // 201 items (the publisher and its 200 viewers): reads after 1, 2, 4, 8, 16, 32, 64, 128, 192.
+  EXPECT_EQ(loop_.turn_clock_reads(), 9u);
+}
+
 TEST_F(TurnSliceTest, ASliceEndsAfterItsTimeEvenWhenItemsRemain) {
   loop_.set_turn_slice({SIZE_MAX, std::chrono::microseconds(200)});
   for (auto& v : viewers_) {
