@@ -492,6 +492,9 @@ LoopTotals FanoutRig::loop_totals() {
   Impl& im = *impl_;
   for (size_t i = 0; i < im.workers.size(); ++i) {
     t.polls += im.pool.loop(i).polls();
+    t.turn_items += im.pool.loop(i).turn_items();
+    t.turn_slices_cut += im.pool.loop(i).turn_slices_cut();
+    t.turn_clock_reads += im.pool.loop(i).turn_clock_reads();
     im.run_on(i, [&] {
       for (size_t j = 0; j < im.workers.size(); ++j) {
         t.wakes += im.pool.wakes(j);

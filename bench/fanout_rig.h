@@ -48,6 +48,9 @@ struct FanoutTotals {
 struct LoopTotals {
   uint64_t polls = 0;  // epoll_wait calls
   uint64_t wakes = 0;  // eventfd writes one worker made to wake another (Workers::wakes)
+  uint64_t turn_items = 0;        // turn work run (EventLoop::turn_items)
+  uint64_t turn_slices_cut = 0;   // slices that left work for a later turn
+  uint64_t turn_clock_reads = 0;  // clock reads inside slices
 };
 
 class FanoutRig {

@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const uint64_t before = rig.expected_deliveries();
+  // Read outside the counted phase: reading them runs a task on each worker.
+  const moqd::bench::LoopTotals loops_start = rig.loop_totals();
   moqd::bench::AllocationDelta allocs;
   const uint64_t path_allocs_start = moqd::bench::path_allocation_count();
   const uint64_t locks_start = moqd::counting::lock_count();
@@ -75,6 +77,7 @@ int main(int argc, char** argv) {
   const uint64_t path_allocations = moqd::bench::path_allocation_count() - path_allocs_start;
   const uint64_t locks = moqd::counting::lock_count() - locks_start;
   const uint64_t path_locks = moqd::counting::path_lock_count() - path_locks_start;
+  const moqd::bench::LoopTotals loops_end = rig.loop_totals();
   if (std::string err = rig.check(); !err.empty()) {
     std::fprintf(stderr, "%s\n", err.c_str());
     return 1;
@@ -85,6 +88,12 @@ int main(int argc, char** argv) {
   std::printf("deliveries=%llu allocations=%llu path_allocations=%llu locks=%llu path_locks=%llu\n",
               ull(deliveries), ull(allocations), ull(path_allocations), ull(locks),
               ull(path_locks));
+  // The loops' turns: how often they polled, and what the slices of turn work cost in clock reads.
+  std::printf("polls=%llu turn_items=%llu turn_slices_cut=%llu turn_clock_reads=%llu\n",
+              ull(loops_end.polls - loops_start.polls),
+              ull(loops_end.turn_items - loops_start.turn_items),
+              ull(loops_end.turn_slices_cut - loops_start.turn_slices_cut),
+              ull(loops_end.turn_clock_reads - loops_start.turn_clock_reads));
   if (assert_zero && (path_allocations != 0 || path_locks != 0)) {
     std::fprintf(stderr,
                  "FAIL: the delivery path allocated %llu times and locked %llu times in %llu "

@@ -85,6 +85,9 @@ struct Trial {
   // Worker 0's malloc_trim calls from the relay's start to the window's end, and the longest one.
   double relay_trims = 0, relay_trim_max_ms = 0;
   double relay_datagrams_per_send = 0;    // per send syscall
+  // The relay's loops in the window: busy time per poll (us: a turn's mean length, waits left out),
+  // slices cut short (a burst's write passes served a slice at a time, EventLoop::TurnSlice).
+  double relay_turn_busy_us = 0, relay_slices_cut = 0, relay_items_per_turn = 0;
   double relay_segments_per_message = 0;  // the GSO run length
   double generator_cpu_share = 0;
   // The viewer processes over the window: CPU seconds, sockets, datagrams received, socket
@@ -557,6 +560,9 @@ Trial Fanout::measure(size_t viewers) {
   RelayCounters d = c1 - c0;
   t.relay_syscalls_per_packet = d.packets() > 0 ? d.syscalls() / d.packets() : 0;
   t.relay_datagrams_per_send = d.send_calls > 0 ? d.datagrams_out / d.send_calls : 0;
+  t.relay_turn_busy_us = d.loop_polls > 0 ? d.loop_busy_us / d.loop_polls : 0;
+  t.relay_items_per_turn = d.loop_polls > 0 ? d.turn_items / d.loop_polls : 0;
+  t.relay_slices_cut = d.turn_slices_cut;
   t.relay_segments_per_message = d.messages_out > 0 ? d.datagrams_out / d.messages_out : 0;
   t.relay_udp_bytes_out = d.bytes_out;
   t.relay_datagrams_out = d.datagrams_out;
@@ -647,6 +653,9 @@ std::string trial_json(const Trial& t, const Fanout& f, const FanoutOptions& o) 
   add("relay_ngtcp2_blocks_per_viewer", json_number(t.relay_ngtcp2_blocks_per_viewer));
   add("relay_syscalls_per_packet", json_number(t.relay_syscalls_per_packet));
   add("relay_datagrams_per_send", json_number(t.relay_datagrams_per_send));
+  add("relay_turn_busy_us", json_number(t.relay_turn_busy_us));
+  add("relay_items_per_turn", json_number(t.relay_items_per_turn));
+  add("relay_slices_cut", json_number(t.relay_slices_cut));
   add("relay_gso_segments_per_message", json_number(t.relay_segments_per_message));
   add("relay_drops", std::to_string(t.relay_drops));
   add("relay_trims", json_number(t.relay_trims));

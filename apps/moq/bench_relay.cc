@@ -64,6 +64,9 @@ RelayCounters RelayCounters::operator-(const RelayCounters& o) const {
   d.send_calls = send_calls - o.send_calls;
   d.recv_calls = recv_calls - o.recv_calls;
   d.loop_polls = loop_polls - o.loop_polls;
+  d.loop_busy_us = loop_busy_us - o.loop_busy_us;
+  d.turn_items = turn_items - o.turn_items;
+  d.turn_slices_cut = turn_slices_cut - o.turn_slices_cut;
   d.gso_batches = gso_batches - o.gso_batches;
   d.heap_in_use = heap_in_use - o.heap_in_use;
   d.heap_ngtcp2 = heap_ngtcp2 - o.heap_ngtcp2;
@@ -162,6 +165,9 @@ RelayCounters RelayUnderTest::counters() const {
   c.send_calls = json_number_after(*body, total, "send_calls");
   c.recv_calls = json_number_after(*body, total, "recv_calls");
   c.loop_polls = json_number_after(*body, total, "loop_polls");
+  c.loop_busy_us = json_number_after(*body, total, "loop_busy_us");
+  c.turn_items = json_number_after(*body, total, "turn_items");
+  c.turn_slices_cut = json_number_after(*body, total, "turn_slices_cut");
   c.gso_batches = json_number_after(*body, total, "gso_batches");
   if (size_t heap = body->find("\"heap\""); heap != std::string::npos) {
     c.heap_in_use = json_number_after(*body, heap, "in_use");

@@ -27,6 +27,8 @@ std::optional<CpuSplit> split_cpus(const std::string& relay, const std::string& 
 struct RelayCounters {
   double datagrams_in = 0, datagrams_out = 0, messages_out = 0, bytes_out = 0, send_calls = 0, recv_calls = 0,
          loop_polls = 0, gso_batches = 0;
+  // The loops' busy time (us), turn work items and slices cut short (0 from an older moqd).
+  double loop_busy_us = 0, turn_items = 0, turn_slices_cut = 0;
   double heap_in_use = 0;  // /stats "heap" "in_use": the relay's heap, bytes (0 from an older moqd)
   double heap_ngtcp2 = 0;  // "heap" "ngtcp2_in_use": the part of it ngtcp2 holds (0 from an older moqd)
   double heap_ngtcp2_blocks = 0;  // "heap" "ngtcp2_blocks": ngtcp2's live blocks

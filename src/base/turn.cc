@@ -45,6 +45,29 @@ TurnWork* TurnQueue::pop_front() {
   return w;
 }
 
+bool TurnQueue::run_one() {
+  TurnWork* w = pop_front();
+  if (w == nullptr) {
+    return false;
+  }
+  w->run_turn_work();  // may destroy w
+  return true;
+}
+
+void TurnQueue::append(TurnQueue& other) {
+  if (&other == this || other.empty()) {
+    return;
+  }
+  TurnWork* first = other.head_.next_;
+  TurnWork* last = other.head_.prev_;
+  first->prev_ = head_.prev_;
+  head_.prev_->next_ = first;
+  last->next_ = &head_;
+  head_.prev_ = last;
+  other.head_.next_ = &other.head_;
+  other.head_.prev_ = &other.head_;
+}
+
 size_t TurnQueue::run(size_t max) {
   size_t ran = 0;
   while (ran < max) {

@@ -53,6 +53,10 @@ class TurnQueue {
   bool empty() const { return head_.next_ == &head_; }
   // Unqueues and returns the front, or null when empty.
   TurnWork* pop_front();
+  // Unqueues and runs the front; false when empty.
+  bool run_one();
+  // Moves everything queued in `other` to the back of this queue, in order (O(1)).
+  void append(TurnQueue& other);
   // Runs queued work front to back, including work queued meanwhile, until the queue is empty or
   // `max` items ran. Returns how many ran.
   size_t run(size_t max = SIZE_MAX);

@@ -102,5 +102,26 @@ TEST(TurnQueueTest, PopFrontTakesTheOldest) {
   EXPECT_TRUE(q.empty());
 }
 
+TEST(TurnQueueTest, AppendMovesTheOtherQueueToTheBackInOrder) {
+  std::vector<int> log;
+  Recorder a(1, log), b(2, log), c(3, log), d(4, log);
+  TurnQueue q, other;
+  q.append(other);  // both empty
+  EXPECT_TRUE(q.empty());
+  q.push(a);
+  other.push(b);
+  other.push(c);
+  q.append(other);
+  EXPECT_TRUE(other.empty());
+  other.push(d);  // the emptied queue is usable again
+  q.append(other);
+  q.append(q);  // itself: a no-op
+  EXPECT_TRUE(b.is_queued());
+  EXPECT_EQ(q.run(), 4u);
+  EXPECT_EQ(log, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_TRUE(q.empty());
+  EXPECT_TRUE(other.empty());
+}
+
 }  // namespace
 }  // namespace moqd

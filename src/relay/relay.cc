@@ -301,13 +301,26 @@ struct SkipTotals {
   }
 };
 
-std::string udp_json(const runtime::UdpSocket::Stats& s, uint64_t dropped, uint64_t polls,
+// A worker's loop: polls, busy time (us), turn work items, slices cut short.
+struct LoopCounts {
+  uint64_t polls = 0, busy_us = 0, turn_items = 0, slices_cut = 0;
+  void add(const LoopCounts& o) {
+    polls += o.polls;
+    busy_us += o.busy_us;
+    turn_items += o.turn_items;
+    slices_cut += o.slices_cut;
+  }
+};
+
+std::string udp_json(const runtime::UdpSocket::Stats& s, uint64_t dropped, const LoopCounts& loop,
                      uint64_t forwarded, const SkipTotals& skips) {
   return "{" + field("datagrams_in", s.datagrams_in) + "," + field("datagrams_out", s.datagrams_out) +
          "," + field("messages_out", s.messages_out) + "," + field("bytes_out", s.bytes_out) + "," + field("send_calls", s.sendmsg_calls) + "," +
          field("recv_calls", s.recv_calls) + "," + field("gso_batches", s.gso_batches) + "," +
          field("gro_batches", s.gro_batches) + "," + field("send_dropped", dropped) + "," +
-         field("loop_polls", polls) + "," + field("quic_forwarded", forwarded) + "," + skips.json() +
+         field("loop_polls", loop.polls) + "," + field("loop_busy_us", loop.busy_us) + "," +
+         field("turn_items", loop.turn_items) + "," + field("turn_slices_cut", loop.slices_cut) + "," +
+         field("quic_forwarded", forwarded) + "," + skips.json() +
          "}";
 }
 
@@ -329,22 +342,23 @@ std::string heap_json() {
 std::string Relay::stats_json() const {
   runtime::UdpSocket::Stats sum{};
   uint64_t dropped = 0;
-  uint64_t polls = 0;
+  LoopCounts loop;
   uint64_t forwarded = 0;
   SkipTotals skips;
   std::string per_worker;
   for (const auto& w : relay_workers_) {
     auto s = w->udp_stats();
     const uint64_t w_dropped = w->udp_dropped();
-    const uint64_t w_polls = w->loop_polls();
+    const LoopCounts w_loop{w->loop_polls(), w->loop_busy_us(), w->loop_turn_items(),
+                            w->loop_slices_cut()};
     const uint64_t w_forwarded = w->quic_forwarded();
     SkipTotals mine;
     mine.add(*w);
     per_worker += (per_worker.empty() ? "" : ",") +
-                  udp_json(s, w_dropped, w_polls, w_forwarded, mine);
+                  udp_json(s, w_dropped, w_loop, w_forwarded, mine);
     sum += s;
     dropped += w_dropped;
-    polls += w_polls;
+    loop.add(w_loop);
     forwarded += w_forwarded;
     skips.add(mine);
   }
@@ -354,7 +368,7 @@ std::string Relay::stats_json() const {
     trim = "\"trim\":{" + field("calls", t.calls.get()) + "," + field("total_us", t.total_us.get()) +
            "," + field("max_us", t.max_us.get()) + "}";
   }
-  return "{\"total\":" + udp_json(sum, dropped, polls, forwarded, skips) + ",\"per_worker\":[" +
+  return "{\"total\":" + udp_json(sum, dropped, loop, forwarded, skips) + ",\"per_worker\":[" +
          per_worker + "]," + heap_json() + "," + trim + "}\n";
 }
 

@@ -149,6 +149,10 @@ class RelayWorker {
   runtime::UdpSocket::Stats udp_stats() const;
   uint64_t udp_dropped() const;
   uint64_t loop_polls() const { return loop_.polls(); }
+  // The loop's turn work: items run, and slices that left work for a later turn (a burst served
+  // a slice at a time; EventLoop::TurnSlice).
+  uint64_t loop_turn_items() const { return loop_.turn_items(); }
+  uint64_t loop_slices_cut() const { return loop_.turn_slices_cut(); }
   // Worker 0's malloc_trim calls: how many, and how long they held its loop (base/counter.h: the
   // worker writes, any thread reads).
   struct TrimStats {

@@ -26,7 +26,10 @@ Instant system_now() {
 }  // namespace
 
 EventLoop::EventLoop()
-    : epfd_(::epoll_create1(EPOLL_CLOEXEC)), now_(system_now()), timers_(now_) {
+    : epfd_(::epoll_create1(EPOLL_CLOEXEC)),
+      awake_since_(system_now()),
+      now_(awake_since_),
+      timers_(now_) {
   if (epfd_ < 0) {
     MOQD_LOG(kError, "epoll_create1 failed: errno %d", errno);
     log::flush();
@@ -131,7 +134,7 @@ void EventLoop::remove_poll_source(PollSource* s) {
 }
 
 bool EventLoop::has_ready_work() {
-  if (!deferred_.empty() || !turn_work_.empty() || !turn_flush_.empty() ||
+  if (!deferred_.empty() || !turn_work_.empty() || !backlog_.empty() || !turn_flush_.empty() ||
       stop_.load(std::memory_order_relaxed) || injected_pending_.load(std::memory_order_relaxed)) {
     return true;
   }
@@ -168,15 +171,16 @@ void EventLoop::run_once(Duration max_wait) {
   }
   int timeout = ready ? 0 : wait_timeout_ms(max_wait);
   epoll_event events[kMaxEvents];
-  // The work since the last wait ended (now_ was read then) counts as busy.
+  // The work since the last wait ended counts as busy.
   Instant before_wait = system_now();
-  if (before_wait > now_) {
-    busy_us_.add(static_cast<uint64_t>((before_wait - now_).count()));
+  if (before_wait > awake_since_) {
+    busy_us_.add(static_cast<uint64_t>((before_wait - awake_since_).count()));
   }
   polls_.add();
   int n = ::epoll_wait(epfd_, events, kMaxEvents, timeout);
   waker_.awake();
   refresh_now();
+  awake_since_ = now_;
   for (int i = 0; i < n; ++i) {
     dispatch(events[i]);
   }
@@ -191,18 +195,66 @@ void EventLoop::run_once(Duration max_wait) {
 }
 
 void EventLoop::run_turn_end() {
-  if (turn_work_.empty() && turn_flush_.empty()) {
+  if (turn_work_.empty() && backlog_.empty() && turn_flush_.empty()) {
     return;
   }
-  // The turn's events may have taken a while: the time that writers stamp on packets is now.
+  // This turn's work first: what a packet that just arrived asked for (another track's object, an
+  // ACK) waits behind at most the slice of the backlog that the previous turn ran.
+  if (run_slice(turn_work_)) {
+    slices_cut_.add();
+  }
+  backlog_.append(turn_work_);
+  // Then the backlog's slice: new work arriving every turn cannot starve it. What its items queue
+  // (a writer the socket let go) runs first in the next turn.
+  if (!backlog_.empty() && run_slice(backlog_)) {
+    slices_cut_.add();
+  }
+}
+
+bool EventLoop::run_slice(TurnQueue& q) {
   refresh_now();
-  size_t budget = kMaxTurnWork;
+  const Instant start = now_;
+  // The backlog's slice lasts at least as long as the rest of the turn did (its events and this
+  // turn's own work): when what arrives is expensive (a storm of handshakes, each read costs the
+  // TLS work), finishing old work keeps pace with taking on new.
+  const Duration max_time =
+      &q == &backlog_ ? std::max(slice_.max_time, start - awake_since_) : slice_.max_time;
+  size_t items = 0;
+  size_t read_clock_at = 1;  // the item count after which the clock is read next
+  bool used = false;
   do {
-    budget -= turn_work_.run(budget);
-    run_deferred();
+    while (!used && q.run_one()) {
+      ++items;
+      run_deferred();
+      if (items >= slice_.max_items) {
+        used = true;
+      } else if (items >= read_clock_at) {
+        refresh_now();
+        clock_reads_.add();
+        const Duration took = now_ - start;
+        used = took >= max_time;
+        read_clock_at = items + clock_stride(items, took, max_time - took);
+      }
+    }
+    // One send for what the slice wrote; a socket that drained queues the writers it held back.
     turn_flush_.run();
     run_deferred();
-  } while (!turn_work_.empty() && budget > 0);
+  } while (&q == &turn_work_ && !q.empty() && !used);
+  items_.add(items);
+  return !q.empty();
+}
+
+size_t EventLoop::clock_stride(size_t items, Duration took, Duration left) {
+  // At the pace of the slice's items so far, the next read comes before half of what is left of
+  // the slice has passed; the stride at most doubles the items run so far (the first items may
+  // have been cheap ones), and is at most kMaxClockStride.
+  size_t n = std::min(items, kMaxClockStride);
+  if (took.count() > 0 && left.count() > 0) {
+    const auto pace = static_cast<uint64_t>(items) * static_cast<uint64_t>(left.count()) /
+                      (2 * static_cast<uint64_t>(took.count()));
+    n = static_cast<size_t>(std::min<uint64_t>(n, pace));
+  }
+  return std::max<size_t>(n, 1);
 }
 
 void EventLoop::dispatch(const epoll_event& ev) {

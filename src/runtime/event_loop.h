@@ -58,15 +58,39 @@ class EventLoop final : public Clock, public Timers {
   TimerId schedule(Duration delay, std::function<void()> fn) override;
   void cancel(TimerId id) override;
   // Turn work runs after the turn's events, timers, deferred and injected tasks and mailboxes, in
-  // the order queued; what it queues runs in the same turn (up to kMaxTurnWork items, the rest in
-  // the next turn, which then does not wait for events).
+  // the order queued; what it queues runs in the same turn, within the turn's slice.
+  //
+  // Slices: one turn runs at most one slice (TurnSlice) of the work this turn queued, then one
+  // slice of the backlog (work earlier turns left over, oldest first); what this turn's slice
+  // leaves joins the backlog, and the next turn polls its fds without waiting. So a burst (a
+  // frame fanned out to 1,000 connections: tens of ms of write passes) is served a slice at a
+  // time, and a connection readied meanwhile by another track's packet runs within about two
+  // slices, before the rest of the burst; the backlog still gets a slice every turn, however
+  // much new work keeps arriving.
   void at_turn_end(TurnWork& w) override { turn_work_.push(w); }
   // Like at_turn_end(), but runs after all turn work: for writes to the kernel (a UDP socket's
   // batch), so that one send carries what every connection wrote in the turn. Flushes may queue
   // more turn work (a socket that drained wakes the writers it held back); it runs before the
   // turn ends.
   void at_turn_flush(TurnWork& w) { turn_flush_.push(w); }
+  // now() is read again at the start of each slice and, within a slice, every few items (as
+  // often as ending the slice on time needs; at most kMaxClockStride items apart): packets written
+  // late in a long turn carry about the time they were written (pacing, ACK delay), and the clock
+  // (~50 ns a read here) is not read after every item, many of which cost a few hundred ns.
   Instant now() const override { return now_; }
+
+  // The bounds of one slice of turn work: whichever comes first (at least one item always runs).
+  struct TurnSlice {
+    size_t max_items = 4096;
+    Duration max_time = std::chrono::microseconds(500);
+  };
+  void set_turn_slice(TurnSlice s) { slice_ = s; }
+  // Slices that ended with work left for a later turn (readable from any thread).
+  uint64_t turn_slices_cut() const { return slices_cut_.get(); }
+  // Items of turn work run, and the clock reads made inside slices to end them on time (readable
+  // from any thread).
+  uint64_t turn_items() const { return items_.get(); }
+  uint64_t turn_clock_reads() const { return clock_reads_.get(); }
 
   // Runs until stop(). stop() is thread-safe; a stop() before run() makes run() return at once.
   void run();
@@ -92,9 +116,6 @@ class EventLoop final : public Clock, public Timers {
     uint32_t gen = 0;
   };
   static constexpr int kMaxEvents = 256;
-  // Turn work run in one turn at most, so that work that keeps re-queueing itself cannot keep the
-  // loop from polling.
-  static constexpr size_t kMaxTurnWork = 65536;
 
   Status control(int op, int fd, uint32_t events, IoHandler* h);
   bool has_ready_work();
@@ -103,11 +124,24 @@ class EventLoop final : public Clock, public Timers {
   void run_deferred();
   void run_injected();
   void run_turn_end();
+  // Runs `q` (and the flushes its work asks for) until it is empty or one slice is used; work
+  // that `q`'s items queue runs in the same slice only when `q` is turn_work_. Returns true when
+  // the slice ran out with work still queued in `q`.
+  bool run_slice(TurnQueue& q);
+  // How many items to run before the slice reads the clock again, after `items` took `took` and
+  // `left` of the slice remains.
+  static size_t clock_stride(size_t items, Duration took, Duration left);
+  static constexpr size_t kMaxClockStride = 64;
   void refresh_now();
 
   int epfd_ = -1;
   Counter polls_;
   Counter busy_us_;
+  Counter slices_cut_;
+  Counter clock_reads_;
+  Counter items_;
+  Instant awake_since_;  // when the last epoll_wait returned, for busy_us_
+  TurnSlice slice_;
   Waker waker_;
   Instant now_;
   TimerWheel timers_;
@@ -116,7 +150,8 @@ class EventLoop final : public Clock, public Timers {
   std::vector<std::function<void()>> deferred_;
   std::vector<std::function<void()>> running_;
   std::vector<PollSource*> sources_;
-  TurnQueue turn_work_;
+  TurnQueue turn_work_;  // queued this turn
+  TurnQueue backlog_;    // left over by earlier turns' slices, oldest first
   TurnQueue turn_flush_;
   std::atomic<bool> stop_{false};
   Mutex inject_mu_;

@@ -41,6 +41,7 @@ test("bench fanout: every frame to every viewer, with the relay's cost against t
     "relay_cpu_s", "relay_ns_per_byte", "limit_ns_per_byte", "relay_vs_limit", "throughput_gbps",
     "relay_rss_per_viewer_kb", "relay_heap_per_viewer_kb", "relay_ngtcp2_per_viewer_kb",
     "relay_ngtcp2_blocks_per_viewer", "relay_syscalls_per_packet", "relay_datagrams_per_send",
+    "relay_turn_busy_us", "relay_items_per_turn", "relay_slices_cut",
     "generator_cpu_share", "generator_drops", "valid"]) {
     assert.ok(k in j, `missing ${k}`);
   }
@@ -53,6 +54,9 @@ test("bench fanout: every frame to every viewer, with the relay's cost against t
   positive(j.relay_ns_per_byte, "relay ns/B");
   positive(j.limit_ns_per_byte, "limit ns/B");
   positive(j.relay_datagrams_per_send, "datagrams per send");
+  // Every frame is write passes on the relay's loop: turn work, in turns that took some time.
+  positive(j.relay_items_per_turn, "turn work items per loop turn");
+  positive(j.relay_turn_busy_us, "busy time per loop turn");
   // The limit is measured at the mean size of the datagrams the relay sent in this window (bytes
   // over datagrams from its /stats: 1,452-byte data packets on loopback, ACKs, frame tails), not
   // at the probe's default of 1,200 bytes.

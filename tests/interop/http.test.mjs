@@ -47,7 +47,8 @@ test("/health counts an open session, by transport", T, async () => {
 test("GET /stats answers each worker's UDP and loop counters, which QUIC traffic moves", T, async () => {
   const stats = async () => (await H.httpGet(`${ctx.moqd.url}stats`)).json();
   const keys = ["datagrams_in", "datagrams_out", "messages_out", "bytes_out", "send_calls", "recv_calls",
-    "gso_batches", "gro_batches", "send_dropped", "loop_polls", "quic_forwarded"];
+    "gso_batches", "gro_batches", "send_dropped", "loop_polls", "loop_busy_us", "turn_items", "turn_slices_cut",
+    "quic_forwarded"];
   const before = await stats();
   assert.equal(before.per_worker.length, 2);
   for (const w of [before.total, ...before.per_worker]) {
@@ -85,6 +86,7 @@ test("GET /stats answers each worker's UDP and loop counters, which QUIC traffic
   assert.ok(after.total.messages_out > before.total.messages_out, "messages_out rose");
   assert.ok(after.total.messages_out <= after.total.datagrams_out, "a message is at least a datagram");
   assert.ok(after.total.loop_polls > before.total.loop_polls, "loop_polls rose");
+  assert.ok(after.total.turn_items > before.total.turn_items, "turn_items rose (write passes are turn work)");
 });
 
 H.moqdStopsCleanly(ctx);
