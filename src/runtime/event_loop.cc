@@ -159,6 +159,9 @@ int EventLoop::wait_timeout_ms(Duration max_wait) {
 void EventLoop::refresh_now() { now_ = std::max(now_, system_now()); }
 
 void EventLoop::run_once(Duration max_wait) {
+  for (PollSource* s : sources_) {
+    s->before_wait();
+  }
   // Producers see the loop as sleeping only from here, when it has nothing to do: while it is
   // busy their pushes cost no eventfd write.
   bool ready = has_ready_work();
