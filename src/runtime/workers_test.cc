@@ -166,13 +166,17 @@ TEST(WorkersTest, DeferredPostsWakeASleepingWorkerOnceAfterTheSenderTurn) {
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  // Read before anything else reaches w1: stop_and_join wakes it, and it would run them then.
+  const int received_before_stop = received.load(std::memory_order_acquire);
   std::promise<uint64_t> wakes_after;
   workers.post(0, [&] { wakes_after.set_value(workers.wakes(1)); });
   auto g = wakes_after.get_future();
-  ASSERT_EQ(g.wait_for(kWorkersDeadline), std::future_status::ready);
-  EXPECT_LE(g.get(), 1u) << "more than one eventfd write for one turn's deferred posts";
+  const bool read = g.wait_for(kWorkersDeadline) == std::future_status::ready;
   workers.stop_and_join();
-  ASSERT_EQ(got.size(), static_cast<size_t>(kTasks)) << "the receiver was never woken";
+  EXPECT_EQ(received_before_stop, kTasks) << "the receiver was never woken";
+  ASSERT_TRUE(read);
+  EXPECT_LE(g.get(), 1u) << "more than one eventfd write for one turn's deferred posts";
+  ASSERT_EQ(got.size(), static_cast<size_t>(kTasks));
   for (int i = 0; i < kTasks; ++i) {
     ASSERT_EQ(got[i], i);
   }
