@@ -32,8 +32,11 @@ EventLoop::EventLoop()
     log::flush();
     std::abort();  // out of descriptors at startup: nothing sensible to do
   }
+  // Edge-triggered: every write to the eventfd is a new event for epoll_wait, so the loop never
+  // reads it back (one syscall fewer per wake-up). Its counter only grows, one per write: it
+  // would take 2^64 writes to saturate it.
   epoll_event ev{};
-  ev.events = EPOLLIN;
+  ev.events = EPOLLIN | EPOLLET;
   ev.data.u64 = kWakeTag;
   if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, waker_.fd(), &ev) != 0) {
     std::abort();
@@ -210,8 +213,7 @@ void EventLoop::run_turn_end() {
 
 void EventLoop::dispatch(const epoll_event& ev) {
   if (ev.data.u64 == kWakeTag) {
-    waker_.drain();
-    return;
+    return;  // edge-triggered: nothing to read back
   }
   auto fd = static_cast<uint32_t>(ev.data.u64 & 0xffffffffu);
   auto gen = static_cast<uint32_t>(ev.data.u64 >> 32);

@@ -35,7 +35,7 @@ class Waker {
   uint64_t sleep_episode() const { return episode_.load(std::memory_order_seq_cst); }
   void prepare_sleep();
   void awake() { episode_.store(0, std::memory_order_relaxed); }
-  // Resets the eventfd after it fired.
+  // Resets the eventfd's counter (tests; EventLoop watches it edge-triggered and never reads it).
   void drain();
 
  private:
