@@ -67,9 +67,9 @@ bool Mailbox::try_push(Task&& task, bool defer_wake) {
 
 void Mailbox::wake_if_sleeping() {
   // Once per episode: a write already made for this one is still pending for its epoll_wait.
-  // (Dekker: the tail store above came first, so either the consumer's check after
-  // prepare_sleep sees the task, or this load sees its episode; a deferred push reads it later,
-  // which only narrows the window.)
+  // (Dekker: the task's tail store came before this load in program order, so either the
+  // consumer's check after prepare_sleep sees the task or this load sees its episode; that holds
+  // however much later a deferred push makes the load.)
   wake_owed_ = false;
   uint64_t episode = consumer_.sleep_episode();
   if (episode != 0 && episode != woken_episode_) {
