@@ -244,17 +244,16 @@ class Feed final : public model::TrackListener {
           FeedEvent e = event(FeedEvent::Kind::kObject, obj.size, Bytes());
           e.timestamp = obj.timestamp;
           e.object_id = obj.id;
-          if (!obj.extensions.empty()) {
-            e.extensions = Bytes::copy(obj.extensions.span());  // the receiver's own copy
-          }
+          e.extensions = obj.extensions;  // a reference: the receiver copies it (FeedEvent)
           e.extensions_draft = obj.extensions_draft;
           e.lite_refused = obj.lite_refused;
           emit(std::move(e));
           break;
         }
         case model::GroupCursor::Kind::kChunk:
-          // The one copy per receiving core: the receiver owns it outright.
-          emit(event(FeedEvent::Kind::kChunk, 0, Bytes::copy(step.chunk.span())));
+          // A reference, held here until the batch comes back: the receiver makes the one copy
+          // per receiving core (FeedEvent::chunk).
+          emit(event(FeedEvent::Kind::kChunk, 0, step.chunk));
           break;
         case model::GroupCursor::Kind::kEnd:
           emit(event(FeedEvent::Kind::kGroupEnd, 0, Bytes()));
@@ -318,12 +317,12 @@ Bridge::Bridge(size_t self, runtime::Workers& workers, model::Origin& origin,
       [this](const std::string& path, bool present) { on_local_presence(path, present); });
 }
 
-void Bridge::post(size_t to, std::function<void()> task) {
+void Bridge::post(size_t to, std::function<void()> task, runtime::Workers::Wake wake) {
   if (holds_ > 0) {
-    held_tasks_.emplace_back(to, std::move(task));
+    held_tasks_.push_back(HeldTask{to, std::move(task), wake});
     return;
   }
-  workers_.post(to, std::move(task));
+  workers_.post(to, std::move(task), wake);
 }
 
 void Bridge::release() {
@@ -332,8 +331,8 @@ void Bridge::release() {
   }
   auto tasks = std::move(held_tasks_);
   held_tasks_.clear();
-  for (auto& [to, task] : tasks) {
-    workers_.post(to, std::move(task));
+  for (auto& t : tasks) {
+    workers_.post(t.to, std::move(t.task), t.wake);
   }
 }
 
@@ -664,10 +663,10 @@ void Bridge::feed_finished(Feed* f) {
 void Bridge::on_feed_events(FeedBatch* batch) {
   const uint64_t id = batch->id;
   uint64_t bytes = 0;
-  for (auto& e : batch->events) {
+  for (const auto& e : batch->events) {
     bytes += e.cost();
   }
-  for (auto& e : batch->events) {
+  for (const auto& e : batch->events) {
     if (!apply_feed_event(id, e)) {
       break;  // closed meanwhile; the home worker drops the feed when it sees the close
     }
@@ -675,10 +674,12 @@ void Bridge::on_feed_events(FeedBatch* batch) {
   // Every event costs credit, so every batch is acknowledged; the home worker empties it.
   batch->bytes = bytes;
   Bridge* peer = bridges_[batch->from];
-  post(batch->from, [peer, batch] { peer->on_feed_ack(batch); });
+  // The ack returns credit: it can wait until this loop's iteration ends, so a home worker that
+  // sleeps while this one works through a backlog is woken once per iteration, not per batch.
+  post(batch->from, [peer, batch] { peer->on_feed_ack(batch); }, runtime::Workers::Wake::kDeferred);
 }
 
-bool Bridge::apply_feed_event(uint64_t id, FeedEvent& e) {
+bool Bridge::apply_feed_event(uint64_t id, const FeedEvent& e) {
   auto it = inbound_.find(id);
   if (it == inbound_.end()) {
     return false;
@@ -710,7 +711,9 @@ bool Bridge::apply_feed_event(uint64_t id, FeedEvent& e) {
       model::Track::IetfObject o;
       o.id = e.object_id;
       o.size = e.size;
-      o.extensions = std::move(e.extensions);
+      if (!e.extensions.empty()) {
+        o.extensions = Bytes::copy(e.extensions.span());
+      }
       o.extensions_draft = e.extensions_draft;
       o.timestamp = e.timestamp;
       o.lite_refused = e.lite_refused;
@@ -718,7 +721,7 @@ bool Bridge::apply_feed_event(uint64_t id, FeedEvent& e) {
       break;
     }
     case FeedEvent::Kind::kChunk:
-      track.append_chunk(*group, std::move(e.chunk));
+      track.append_chunk(*group, Bytes::copy(e.chunk.span()));
       break;
     case FeedEvent::Kind::kGroupEnd:
       track.finish_group(*group);

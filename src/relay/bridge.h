@@ -48,14 +48,19 @@ struct FeedEvent {
   Kind kind = Kind::kGroup;
   uint64_t sequence = 0;  // the group's
   uint64_t size = 0;      // kObject: declared size
-  Bytes chunk;            // kChunk: a copy owned by the receiving worker
+  // kChunk: the home worker's reference to the chunk in its cache. The receiver reads it (span())
+  // and appends its own copy: its allocation and its free are both the receiver's, so no heap
+  // block crosses threads. The receiver never copies, moves or destroys this Bytes (its refcount
+  // is the home worker's, not atomic); the home worker drops it when the batch comes back, so
+  // the bytes, which are never written once in a cache, outlive the receiver's read.
+  Bytes chunk;
   uint64_t timestamp = 0; // kObject: Object::timestamp
   model::TrackProperties properties{};  // kProperties
   // Every event but kProperties: the group's IETF subgroup (with `sequence`, which group).
   uint64_t subgroup = 0;
   bool has_extensions = false;  // kGroup: model::Group::has_extensions
-  // kObject: model::Object's id, extension block (a copy owned by the receiving worker, empty for
-  // moq-lite producers), its draft, and lite_refused.
+  // kObject: model::Object's id, extension block (the home worker's reference, copied by the
+  // receiver as `chunk` is; empty for moq-lite producers), its draft, and lite_refused.
   uint64_t object_id = 0;
   Bytes extensions;
   uint8_t extensions_draft = 0;
@@ -185,7 +190,8 @@ class Bridge {
   static constexpr size_t kMaxPooledBatches = 64;
   // Every task this worker sends another (announcements, feed events and ends, acks) goes
   // through here, in order; while held they wait here, still in order.
-  void post(size_t to, std::function<void()> task);
+  void post(size_t to, std::function<void()> task,
+            runtime::Workers::Wake wake = runtime::Workers::Wake::kNow);
   // The drain (RelayWorker::drain): from hold() until its release(), nothing this worker does
   // reaches another worker, so a broadcast withdrawn here when its publisher is closed does not
   // end a viewer's track on a worker that has not yet told that viewer to go away (GOAWAY) or
@@ -253,13 +259,18 @@ class Bridge {
   uint64_t announce_posts_ = 0;
   size_t announce_acks_awaited_ = 0;  // for the batch in flight; none: the next may go
   // Apply one event of a batch; false once the feed was closed by a listener meanwhile.
-  bool apply_feed_event(uint64_t id, FeedEvent& e);
+  bool apply_feed_event(uint64_t id, const FeedEvent& e);
   void recycle_batch(FeedBatch* b);
   std::vector<std::unique_ptr<FeedBatch>> batch_store_;  // every batch of this worker's feeds
   std::vector<FeedBatch*> free_batches_;
   uint64_t next_feed_id_ = 1;
   size_t holds_ = 0;  // hold() calls not yet released
-  std::vector<std::pair<size_t, std::function<void()>>> held_tasks_;  // (to, task), in order
+  struct HeldTask {
+    size_t to;
+    std::function<void()> task;
+    runtime::Workers::Wake wake;
+  };
+  std::vector<HeldTask> held_tasks_;  // in order
 };
 
 }  // namespace moqd::relay

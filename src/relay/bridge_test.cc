@@ -451,6 +451,41 @@ TEST(BridgeTest, FeedBatchesComeBackAndAreReused) {
   });
 }
 
+// The receiving worker makes its own copy of every chunk: the block is allocated and freed on
+// that worker, and the home worker's reference in a batch is dropped by the home worker when the
+// batch comes back. Bytes::live_buffers() counts per thread, so a block allocated on one worker
+// and freed by the other (worker 1's cache evicts the older of these 200 groups) would leave
+// worker 1's count below where it started; and the home worker holds no chunk for worker 1
+// once every batch is back.
+TEST(BridgeTest, ChunkCopiesAreAllocatedAndFreedOnTheReceivingWorker) {
+  TwoWorkers w(BridgeLimits{});
+  w.start_track();
+  int64_t live_before[2] = {0, 0};
+  w.run_on(0, [&] { live_before[0] = Bytes::live_buffers(); });
+  w.run_on(1, [&] { live_before[1] = Bytes::live_buffers(); });
+  constexpr uint64_t kGroups = 200;
+  for (uint64_t seq = 0; seq < kGroups; ++seq) {
+    w.run_on(0, [&] {
+      w.side(0).publisher->write_group(
+          kTrack, seq, {pattern_bytes(1'000, static_cast<uint8_t>(seq)), "", ""}, true, 1000);
+    });
+  }
+  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).viewer.finished_sequences().size() == kGroups; }));
+  ASSERT_TRUE(w.wait_for(0, [&] { return w.side(0).bridge.feed_stats().in_flight_bytes == 0; }));
+  FrameCollector* local = nullptr;
+  FrameCollector* remote = nullptr;
+  w.run_on(0, [&] { local = &w.side(0).viewer; });
+  w.run_on(1, [&] { remote = &w.side(1).viewer; });
+  EXPECT_TRUE(same_groups(*local, *remote));
+  int64_t live_after[2] = {0, 0};
+  w.run_on(0, [&] { live_after[0] = Bytes::live_buffers(); });
+  w.run_on(1, [&] { live_after[1] = Bytes::live_buffers(); });
+  // Each cache keeps at most CacheLimits::max_groups groups (8 by default) of what it got.
+  EXPECT_GE(live_after[1], live_before[1]) << "worker 1 freed blocks worker 0 allocated";
+  EXPECT_LE(live_after[1] - live_before[1], 64) << "worker 1 holds more than its cache";
+  EXPECT_LE(live_after[0] - live_before[0], 64) << "worker 0 still holds chunks for worker 1";
+}
+
 }  // namespace
 }  // namespace moqd::relay
 

@@ -35,8 +35,11 @@ EventLoop::EventLoop()
     log::flush();
     std::abort();  // out of descriptors at startup: nothing sensible to do
   }
+  // Edge-triggered: every write to the eventfd is a new event for epoll_wait, so the loop never
+  // reads it back (one syscall fewer per wake-up). Its counter only grows, one per write: it
+  // would take 2^64 writes to saturate it.
   epoll_event ev{};
-  ev.events = EPOLLIN;
+  ev.events = EPOLLIN | EPOLLET;
   ev.data.u64 = kWakeTag;
   if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, waker_.fd(), &ev) != 0) {
     std::abort();
@@ -162,6 +165,9 @@ int EventLoop::wait_timeout_ms(Duration max_wait) {
 void EventLoop::refresh_now() { now_ = std::max(now_, system_now()); }
 
 void EventLoop::run_once(Duration max_wait) {
+  for (PollSource* s : sources_) {
+    s->before_wait();
+  }
   // Producers see the loop as sleeping only from here, when it has nothing to do: while it is
   // busy their pushes cost no eventfd write.
   bool ready = has_ready_work();
@@ -259,8 +265,7 @@ size_t EventLoop::clock_stride(size_t items, Duration took, Duration left) {
 
 void EventLoop::dispatch(const epoll_event& ev) {
   if (ev.data.u64 == kWakeTag) {
-    waker_.drain();
-    return;
+    return;  // edge-triggered: nothing to read back
   }
   auto fd = static_cast<uint32_t>(ev.data.u64 & 0xffffffffu);
   auto gen = static_cast<uint32_t>(ev.data.u64 >> 32);

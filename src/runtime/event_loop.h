@@ -33,6 +33,9 @@ class PollSource {
   virtual ~PollSource() = default;
   virtual bool is_ready() = 0;
   virtual void poll() = 0;
+  // Called at the start of every iteration, before the loop looks for work and may block: what
+  // the source held back from other threads goes out now (Workers: deferred wake-ups).
+  virtual void before_wait() {}
 };
 
 class EventLoop final : public Clock, public Timers {

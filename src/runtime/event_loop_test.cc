@@ -137,6 +137,34 @@ TEST_F(EventLoopTest, InjectAndStopFromAnotherThread) {
   EXPECT_TRUE(ran.load());
 }
 
+// The Waker's eventfd is watched edge-triggered and never read back: each wake-up must still wake
+// a blocked loop, and an idle loop must block rather than find the eventfd readable forever.
+TEST_F(EventLoopTest, EveryWakeUpWakesABlockedLoopAndAnIdleLoopBlocks) {
+  constexpr int kWakes = 200;
+  std::atomic<int> ran{0};
+  std::thread runner([&] { loop_.run(); });
+  auto wait = [](const std::function<bool()>& pred) {
+    auto deadline = std::chrono::steady_clock::now() + seconds(10);
+    while (!pred() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    return pred();
+  };
+  bool all = true;
+  for (int i = 0; i < kWakes && all; ++i) {
+    // The loop flagged a sleep episode: it found nothing to do and is (about to be) blocked.
+    all = wait([&] { return loop_.waker().sleep_episode() != 0; });
+    loop_.inject([&] { ran.fetch_add(1); });
+    all = all && wait([&] { return ran.load() == i + 1; });
+  }
+  const uint64_t polls = loop_.polls();
+  loop_.stop();
+  runner.join();
+  EXPECT_EQ(ran.load(), kWakes) << "a wake-up did not wake the blocked loop";
+  EXPECT_LE(polls, static_cast<uint64_t>(4 * kWakes))
+      << "the idle loop kept polling: its eventfd stayed readable";
+}
+
 TEST_F(EventLoopTest, StopBeforeRunReturnsAtOnce) {
   bool timer_ran = false;
   loop_.schedule(std::chrono::milliseconds(0), [&] { timer_ran = true; });

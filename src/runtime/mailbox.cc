@@ -50,21 +50,39 @@ bool Mailbox::has_space() {
   return t - head_cache_ <= mask_;
 }
 
-bool Mailbox::try_push(Task&& task) {
+bool Mailbox::try_push(Task&& task, bool defer_wake) {
   if (!has_space()) {
     return false;
   }
   size_t t = tail_.load(std::memory_order_relaxed);
   slots_[t & mask_] = std::move(task);
   tail_.store(t + 1, std::memory_order_seq_cst);
+  if (defer_wake) {
+    wake_owed_ = true;
+    return true;
+  }
+  wake_if_sleeping();
+  return true;
+}
+
+void Mailbox::wake_if_sleeping() {
   // Once per episode: a write already made for this one is still pending for its epoll_wait.
+  // (Dekker: the task's tail store came before this load in program order, so either the
+  // consumer's check after prepare_sleep sees the task or this load sees its episode; that holds
+  // however much later a deferred push makes the load.)
+  wake_owed_ = false;
   uint64_t episode = consumer_.sleep_episode();
   if (episode != 0 && episode != woken_episode_) {
     woken_episode_ = episode;
     ++wakes_;
     consumer_.wake();
   }
-  return true;
+}
+
+void Mailbox::flush_wake() {
+  if (wake_owed_) {
+    wake_if_sleeping();
+  }
 }
 
 void Mailbox::wait_for_space() {

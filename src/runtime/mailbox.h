@@ -35,7 +35,7 @@ class Waker {
   uint64_t sleep_episode() const { return episode_.load(std::memory_order_seq_cst); }
   void prepare_sleep();
   void awake() { episode_.store(0, std::memory_order_relaxed); }
-  // Resets the eventfd after it fired.
+  // Resets the eventfd's counter (tests; EventLoop watches it edge-triggered and never reads it).
   void drain();
 
  private:
@@ -58,8 +58,16 @@ class Mailbox {
 
   size_t capacity() const { return mask_ + 1; }
 
-  // Producer. Returns false when full, leaving `task` untouched.
-  bool try_push(Task&& task);
+  // Producer. Returns false when full, leaving `task` untouched. With `defer_wake`, a consumer
+  // that may be asleep is not woken now: the wake is owed until flush_wake(), which the producer
+  // calls before its own loop may block (Workers: at the start of every loop iteration). For
+  // tasks that can wait until the producer's iteration ends (credit acknowledgements): however
+  // many it pushes in one iteration, one eventfd write wakes the consumer.
+  bool try_push(Task&& task, bool defer_wake = false);
+  // Writes the wake-up owed by deferred pushes, if the consumer may still be asleep and this
+  // producer has not woken it since.
+  void flush_wake();
+  bool wake_owed() const { return wake_owed_; }
   bool has_space();
   // Asks the consumer to wake the producer's Waker once it pops something. Call it, then re-check
   // has_space(): space freed in between is not signalled.
@@ -76,6 +84,7 @@ class Mailbox {
 
  private:
   void after_pop();
+  void wake_if_sleeping();
 
   std::vector<Task> slots_;
   size_t mask_;
@@ -87,6 +96,7 @@ class Mailbox {
   size_t head_cache_ = 0;                    // producer's last view of head_
   uint64_t woken_episode_ = 0;               // producer: the consumer's episode it last woke
   uint64_t wakes_ = 0;                       // producer
+  bool wake_owed_ = false;                   // producer: a deferred push not yet signalled
   alignas(64) std::atomic<bool> producer_waiting_{false};
 };
 

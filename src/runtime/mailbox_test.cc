@@ -94,6 +94,40 @@ TEST(MailboxTest, WakesOncePerSleepEpisode) {
   EXPECT_EQ(box.drain(), 8u);
 }
 
+// A deferred push leaves the wake-up owed: nothing is written until flush_wake(), which writes
+// one for all of them; a push that wakes at once in the same episode pays the debt, and a debt
+// to a consumer that woke meanwhile is dropped.
+TEST(MailboxTest, DeferredPushesWakeOnceAtFlush) {
+  Waker consumer;
+  Mailbox box(16, consumer);
+  consumer.prepare_sleep();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(box.try_push([] {}, /*defer_wake=*/true));
+  }
+  EXPECT_EQ(box.wakes(), 0u) << "a deferred push woke the consumer";
+  EXPECT_FALSE(readable(consumer.fd()));
+  EXPECT_TRUE(box.wake_owed());
+  box.flush_wake();
+  EXPECT_EQ(box.wakes(), 1u);
+  EXPECT_TRUE(readable(consumer.fd()));
+  EXPECT_FALSE(box.wake_owed());
+  box.flush_wake();
+  EXPECT_EQ(box.wakes(), 1u) << "a flush with nothing owed wrote";
+  consumer.awake();
+  consumer.drain();
+  consumer.prepare_sleep();
+  ASSERT_TRUE(box.try_push([] {}, true));
+  ASSERT_TRUE(box.try_push([] {}));
+  EXPECT_EQ(box.wakes(), 2u);
+  box.flush_wake();
+  EXPECT_EQ(box.wakes(), 2u) << "the episode was already woken";
+  consumer.awake();
+  ASSERT_TRUE(box.try_push([] {}, true));
+  box.flush_wake();
+  EXPECT_EQ(box.wakes(), 2u) << "an awake consumer was signalled";
+  EXPECT_EQ(box.drain(), 8u);
+}
+
 TEST(MailboxTest, DrainWakesAProducerWaitingForSpace) {
   Waker consumer;
   Waker producer;

@@ -78,7 +78,7 @@ void Workers::stop_and_join() {
   started_ = false;
 }
 
-void Workers::post(size_t to, Task task) {
+void Workers::post(size_t to, Task task, Wake wake) {
   size_t from = current();
   if (from == SIZE_MAX) {
     workers_[to]->loop.inject(std::move(task));
@@ -89,7 +89,7 @@ void Workers::post(size_t to, Task task) {
     return;
   }
   auto& queue = workers_[from]->overflow[to];
-  if (queue.empty() && ring(from, to).try_push(std::move(task))) {
+  if (queue.empty() && ring(from, to).try_push(std::move(task), wake == Wake::kDeferred)) {
     return;
   }
   if (queue.empty()) {
@@ -146,6 +146,14 @@ bool Workers::Pump::is_ready() {
     }
   }
   return false;
+}
+
+void Workers::Pump::before_wait() {
+  for (size_t j = 0; j < pool_.size(); ++j) {
+    if (j != self_) {
+      pool_.ring(self_, j).flush_wake();
+    }
+  }
 }
 
 void Workers::Pump::poll() {

@@ -36,7 +36,12 @@ class Workers {
   void start(std::function<void(size_t)> init = nullptr);
   // Runs `task` on worker `to`. From a worker: through the (current, to) ring, or defer() when
   // `to` is the current worker. From any other thread: through `to`'s injection queue.
-  void post(size_t to, Task task);
+  // Wake::kDeferred (from a worker, for tasks that may wait until the sender's loop iteration
+  // ends, like credit acknowledgements): a sleeping `to` is woken not at the push but when the
+  // sender's loop next starts an iteration (Mailbox::flush_wake), once for all such posts;
+  // order with the other posts to `to` is kept.
+  enum class Wake : uint8_t { kNow, kDeferred };
+  void post(size_t to, Task task, Wake wake = Wake::kNow);
   // From a worker: true while its ring to `to` is full or tasks wait in its overflow queue for
   // `to` (the receiver is not keeping up). Senders of data that may be dropped (the Bridge's
   // feeds) hold back then; control tasks are posted regardless. False off-worker or for itself.
@@ -57,6 +62,7 @@ class Workers {
     Pump(Workers& pool, size_t self) : pool_(pool), self_(self) {}
     bool is_ready() override;
     void poll() override;
+    void before_wait() override;
 
    private:
     Workers& pool_;

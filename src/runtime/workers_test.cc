@@ -133,6 +133,55 @@ TEST(WorkersTest, BurstsToASleepingWorkerArriveInOrderWithOneWakePerSleep) {
   EXPECT_LE(wakes, receiver_polls) << "more than one eventfd write per sleep of the receiver";
 }
 
+// Deferred posts to a sleeping worker: none of them wakes it while the sending task runs; the
+// sender's loop wakes it once, when it starts its next iteration, and every task runs, in order.
+TEST(WorkersTest, DeferredPostsWakeASleepingWorkerOnceAfterTheSenderTurn) {
+  constexpr int kTasks = 100;
+  Workers workers(2);
+  workers.start();
+  std::vector<int> got;  // w1 only
+  std::atomic<int> received{0};
+  std::promise<uint64_t> wakes_in_task;
+  std::function<void()> send;  // w0 only
+  send = [&] {
+    // Only while w1 is asleep (or about to be) does a deferral show: try again until it is.
+    if (workers.loop(1).waker().sleep_episode() == 0) {
+      workers.loop(0).schedule(std::chrono::microseconds(200), send);
+      return;
+    }
+    for (int i = 0; i < kTasks; ++i) {
+      workers.post(1, [&, i] {
+        got.push_back(i);
+        received.store(static_cast<int>(got.size()), std::memory_order_release);
+      }, Workers::Wake::kDeferred);
+    }
+    wakes_in_task.set_value(workers.wakes(1));
+  };
+  workers.post(0, [&] { send(); });
+  auto f = wakes_in_task.get_future();
+  ASSERT_EQ(f.wait_for(kWorkersDeadline), std::future_status::ready);
+  EXPECT_EQ(f.get(), 0u) << "a deferred post woke the receiver while the sender's task ran";
+  auto deadline = std::chrono::steady_clock::now() + kWorkersDeadline;
+  while (received.load(std::memory_order_acquire) < kTasks &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // Read before anything else reaches w1: stop_and_join wakes it, and it would run them then.
+  const int received_before_stop = received.load(std::memory_order_acquire);
+  std::promise<uint64_t> wakes_after;
+  workers.post(0, [&] { wakes_after.set_value(workers.wakes(1)); });
+  auto g = wakes_after.get_future();
+  const bool read = g.wait_for(kWorkersDeadline) == std::future_status::ready;
+  workers.stop_and_join();
+  EXPECT_EQ(received_before_stop, kTasks) << "the receiver was never woken";
+  ASSERT_TRUE(read);
+  EXPECT_LE(g.get(), 1u) << "more than one eventfd write for one turn's deferred posts";
+  ASSERT_EQ(got.size(), static_cast<size_t>(kTasks));
+  for (int i = 0; i < kTasks; ++i) {
+    ASSERT_EQ(got[i], i);
+  }
+}
+
 TEST(WorkersTest, TrafficBothWaysWithFullRingsDoesNotDeadlock) {
   constexpr int kTasks = 50'000;
   Workers workers(3, 4);
