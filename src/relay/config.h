@@ -10,6 +10,7 @@
 #include "session/config.h"
 #include "transport/quic/certificate.h"
 #include "transport/quic/connection.h"
+#include "transport/quic/steering.h"
 #include "transport/websocket/mux_session.h"
 #include "transport/websocket/ws_connection.h"
 #include "wire/version.h"
@@ -106,6 +107,9 @@ struct RelayConfig {
   // the worker its connection ID names (--quic-steering); off, the kernel's 4-tuple hash picks
   // and a datagram on the wrong worker is forwarded (as after a client's address changes).
   bool quic_steering = true;
+  // Test-only, no flag: where the steering program reads the worker from. Anything but the
+  // default builds a broken program, which the start-up check must catch (relay/steering.h).
+  transport::quic::SteeringLayout quic_steering_layout_for_tests;
   transport::quic::ConnectionConfig quic;
   // --cluster-connect, --cluster-node, --cluster-token (relay/cluster.h).
   ClusterConfig cluster;

@@ -114,6 +114,7 @@ Result<std::vector<BoundAddress>> Relay::start() {
 }
 
 void Relay::steer(size_t index, uint16_t port) {
+  steered_.resize(index + 1, false);
   if (!config_.quic_steering || relay_workers_.size() < 2) {
     return;
   }
@@ -121,11 +122,12 @@ void Relay::steer(size_t index, uint16_t port) {
   for (auto& w : relay_workers_) {
     endpoints.push_back(w->quic_endpoint(index));
   }
-  if (auto st = steer_by_connection_id(endpoints); !st) {
+  if (auto st = steer_by_connection_id(endpoints, config_.quic_steering_layout_for_tests); !st) {
     MOQD_LOG(kWarn, "quic: port %u: cannot steer datagrams by connection ID (%s); the kernel's "
              "hash picks a worker and the wrong one forwards", port, st.error().detail);
     return;
   }
+  steered_[index] = true;
   MOQD_LOG(kInfo, "quic: port %u: datagrams steered to %zu workers by connection ID (checked)",
            port, endpoints.size());
 }

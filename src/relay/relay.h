@@ -93,6 +93,9 @@ class Relay {
   size_t worker_count() const { return relay_workers_.size(); }
   // Worker `i`; touch it only from its own thread (post there first).
   RelayWorker& worker(size_t i) { return *relay_workers_[i]; }
+  // Whether listen address `index`'s QUIC datagrams are steered by connection ID: the program is
+  // attached and passed its start-up check. After start().
+  bool quic_steered(size_t index) const { return index < steered_.size() && steered_[index]; }
 
  private:
   // Attaches the connection-ID steering program to listen address `index`'s sockets (one per
@@ -107,6 +110,7 @@ class Relay {
   std::vector<Bridge*> bridges_;
   std::vector<std::unique_ptr<RelayWorker>> relay_workers_;
   bool started_ = false;
+  std::vector<bool> steered_;  // by listen address
   std::atomic<bool> draining_{false};
   std::atomic<size_t> goaway_arrivals_{0};    // goaways_sent() calls so far
   std::atomic<size_t> deadline_arrivals_{0};  // deadline_passed() calls so far

@@ -21,8 +21,21 @@ inline constexpr unsigned kShortHeaderDcidOffset = 1;
 // What the program returns for a datagram it cannot read: no socket, so the kernel hashes.
 inline constexpr unsigned kSteerFallback = 0xffffffffu;
 
+// Where the program reads the worker from. The defaults are the only correct layout (and what
+// production uses); other values exist so tests can build a deliberately broken program and show
+// that the kernel tests and the relay's start-up check catch it (src/relay/steering_test.cc).
+struct SteeringLayout {
+  unsigned long_dcid_offset = kLongHeaderDcidOffset;
+  unsigned short_dcid_offset = kShortHeaderDcidOffset;
+  // Which byte of the DCID names the worker (cid.h: byte 0).
+  unsigned worker_byte = 0;
+  // What the worker byte is taken modulo; 0: the number of workers.
+  unsigned modulus = 0;
+};
+
 // The program for `workers` sockets (1..256), in the reuseport group's order: socket i must
-// belong to worker i.
-std::vector<sock_filter> reuseport_steering_program(size_t workers);
+// belong to worker i. Built once per listen address at start; `layout` is for tests only.
+std::vector<sock_filter> reuseport_steering_program(size_t workers,
+                                                    const SteeringLayout& layout = {});
 
 }  // namespace moqd::transport::quic

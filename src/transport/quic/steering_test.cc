@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -89,6 +90,30 @@ TEST(SteeringTest, OneWorkerAlwaysPicksSocketZero) {
   auto prog = reuseport_steering_program(1);
   EXPECT_EQ(run(prog, short_header(7)), 0u);
   EXPECT_EQ(run(prog, long_header(9)), 0u);
+}
+
+TEST(SteeringTest, TheDefaultLayoutIsTheProductionProgram) {
+  auto a = reuseport_steering_program(5);
+  auto b = reuseport_steering_program(5, SteeringLayout{});
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(sock_filter)), 0);
+}
+
+// What the tests' deliberately broken programs read instead (the kernel tests in
+// src/relay/steering_test.cc show each misdelivers on a real reuseport group).
+TEST(SteeringTest, ALayoutMovesWhereTheProgramReadsTheWorker) {
+  auto sh = short_header(3);
+  sh[2] = 6;  // the DCID's second byte
+  auto lh = long_header(3);
+  lh[7] = 6;
+  EXPECT_EQ(run(reuseport_steering_program(8, {.short_dcid_offset = 2}), sh), 6u);
+  EXPECT_EQ(run(reuseport_steering_program(8, {.short_dcid_offset = 2}), lh), 3u);
+  EXPECT_EQ(run(reuseport_steering_program(8, {.long_dcid_offset = 7}), lh), 6u);
+  EXPECT_EQ(run(reuseport_steering_program(8, {.long_dcid_offset = 7}), sh), 3u);
+  EXPECT_EQ(run(reuseport_steering_program(8, {.worker_byte = 1}), sh), 6u);
+  EXPECT_EQ(run(reuseport_steering_program(8, {.worker_byte = 1}), lh), 6u);
+  EXPECT_EQ(run(reuseport_steering_program(8, {.modulus = 2}), sh), 1u);
+  EXPECT_EQ(run(reuseport_steering_program(8, {.modulus = 2}), lh), 1u);
 }
 
 }  // namespace
