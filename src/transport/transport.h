@@ -147,6 +147,12 @@ class Session {
   virtual Stream* open_uni() = 0;
   // Closes with an application error code; on_closed() follows from the loop.
   virtual void close(uint64_t code, std::string_view reason) = 0;
+  // Closes with nothing wrong to report, in the transport's own words where it has them (QUIC:
+  // a transport CONNECTION_CLOSE with NO_ERROR); a transport without such a close uses
+  // close(app_code, reason). on_closed() follows from the loop, as for close().
+  virtual void close_without_error(uint64_t app_code, std::string_view reason) {
+    close(app_code, reason);
+  }
 
   // The application protocol the handshake selected ("" when none: then the MoQ version is chosen
   // by SETUP on the first bidi stream). E.g. "moq-lite-04" (ALPN or WT-Protocol).

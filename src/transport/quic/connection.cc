@@ -1279,6 +1279,17 @@ void Connection::close(uint64_t code, std::string_view reason) {
   close_locally(err, code, reason);
 }
 
+void Connection::close_without_error(uint64_t /*app_code*/, std::string_view reason) {
+  if (state_ != State::kOpen) {
+    return;
+  }
+  ngtcp2_ccerr err;
+  ngtcp2_ccerr_default(&err);
+  auto r = as_bytes(reason);
+  ngtcp2_ccerr_set_transport_error(&err, NGTCP2_NO_ERROR, r.data(), r.size());
+  close_locally(err, NGTCP2_NO_ERROR, reason);
+}
+
 void Connection::fail(int liberr) {
   MOQD_LOG(kDebug, "quic %s: %s", peer_.c_str(), ngtcp2_strerror(liberr));
   ngtcp2_ccerr err;

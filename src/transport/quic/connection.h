@@ -215,6 +215,8 @@ class Connection final : public Session, private TurnWork {
   Stream* open_bidi() override { return open_stream(false); }
   Stream* open_uni() override { return open_stream(true); }
   void close(uint64_t code, std::string_view reason) override;
+  // CONNECTION_CLOSE of type 0x1c with NO_ERROR; `app_code` is not sent. on_closed() gets 0.
+  void close_without_error(uint64_t app_code, std::string_view reason) override;
   std::string_view protocol() const override { return protocol_; }
   std::string_view path() const override { return "/"; }
   std::string_view peer() const override { return peer_; }

@@ -672,6 +672,25 @@ TEST_F(QuicConnectionTest, ServerCloseReachesClient) {
   EXPECT_EQ(server_session_.closed, 1);
 }
 
+// close_without_error says NO_ERROR in a transport CONNECTION_CLOSE (type 0x1c), never the
+// application's code: QUIC stacks such as Chromium's read any application close as an error.
+TEST_F(QuicConnectionTest, CloseWithoutErrorSendsTransportNoError) {
+  handshake();
+  server_.conn->close_without_error(0x100, "session over");
+  EXPECT_EQ(server_session_.closed, 0);  // not re-entrantly
+  ASSERT_TRUE(run_until([&] { return client_session_.closed > 0 && server_session_.closed > 0; }));
+  EXPECT_EQ(client_session_.code, 0u);
+  EXPECT_EQ(client_session_.reason, "session over");
+  EXPECT_EQ(server_session_.code, 0u);
+  const ngtcp2_ccerr* received = ngtcp2_conn_get_ccerr(client_.conn->native());
+  EXPECT_EQ(received->type, NGTCP2_CCERR_TYPE_TRANSPORT);
+  EXPECT_EQ(received->error_code, static_cast<uint64_t>(NGTCP2_NO_ERROR));
+  EXPECT_EQ(client_.conn->open_uni(), nullptr);
+  clock_.advance(5s);
+  EXPECT_EQ(client_session_.closed, 1);
+  EXPECT_EQ(server_session_.closed, 1);
+}
+
 TEST_F(QuicConnectionTest, IdleTimeoutClosesBothSides) {
   Connection::Config config;
   config.idle_timeout = 2s;

@@ -401,7 +401,11 @@ void WtSession::close_connection_after(Duration delay) {
   host_.timers().cancel(linger_timer_);
   linger_timer_ = host_.timers().schedule(delay, [this] {
     linger_timer_ = 0;
-    host_.quic().close(wire_code(H3Code::kNoError), "WebTransport session closed");
+    // Not H3_NO_ERROR: Chromium reads any application CONNECTION_CLOSE as a failure
+    // (QUIC_IETF_GQUIC_ERROR_MISSING), and one that reaches it after our capsule but before
+    // it reported that capsule's close (a task it posts) rejects WebTransport.closed with
+    // "Connection lost."; the transport's NO_ERROR makes it report the capsule's code.
+    host_.quic().close_without_error(wire_code(H3Code::kNoError), "WebTransport session closed");
   });
 }
 

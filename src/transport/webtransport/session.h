@@ -41,8 +41,8 @@ class WtStream;
 
 // The established session. After it ends (either side's CLOSE_WEBTRANSPORT_SESSION, FIN or
 // reset of the CONNECT stream), every stream is reset with WT_SESSION_GONE and the QUIC
-// connection is closed with H3_NO_ERROR: soon when the peer ended it or has finished its
-// CONNECT stream, else after the host's close_linger().
+// connection is closed with the transport's NO_ERROR (Session::close_without_error): soon when
+// the peer ended it or has finished its CONNECT stream, else after the host's close_linger().
 class WtSession final : public Session {
  public:
   // `connect`: the CONNECT stream (its bytes up to the response already consumed); `server`:
