@@ -204,9 +204,7 @@ AnnounceRequester::~AnnounceRequester() { session_.timers().cancel(flush_timer_)
 void AnnounceRequester::on_session_closed() {
   session_.timers().cancel(flush_timer_);
   flush_timer_ = 0;
-  withdrawing_.clear();
-  hopped_.clear();
-  active_.clear();  // the session withdraws everything the peer announced
+  paths_.reset();  // the session withdraws everything the peer announced
   StreamHandler::on_session_closed();
 }
 
@@ -280,20 +278,23 @@ void AnnounceRequester::apply(const std::string& suffix, bool active, model::Hop
     return;
   }
   if (active) {
+    if (paths_ == nullptr) {
+      paths_ = std::make_unique<Paths>();
+    }
     // Ended then active within the grace: an update of the route.
-    if (withdrawing_.erase(full) != 0 && session_.config().traffic != nullptr) {
+    if (paths_->withdrawing.erase(full) != 0 && session_.config().traffic != nullptr) {
       session_.config().traffic->announce_updates_received.add();
     }
-    active_.insert(full);
+    paths_->active.insert(full);
     if (hops.empty()) {
-      hopped_.erase(full);
+      paths_->hopped.erase(full);
     } else {
-      hopped_.insert(full);
+      paths_->hopped.insert(full);
     }
-  } else if (active_.count(full) == 0) {
+  } else if (paths_ == nullptr || paths_->active.count(full) == 0) {
     return;
-  } else if (session_.is_relay_link() && hopped_.count(full) != 0) {
-    withdrawing_.insert(full);
+  } else if (session_.is_relay_link() && paths_->hopped.count(full) != 0) {
+    paths_->withdrawing.insert(full);
     if (flush_timer_ == 0) {
       flush_timer_ = session_.timers().schedule(kUpdateGrace, [this] {
         flush_timer_ = 0;
@@ -302,18 +303,25 @@ void AnnounceRequester::apply(const std::string& suffix, bool active, model::Hop
     }
     return;
   } else {
-    active_.erase(full);
-    hopped_.erase(full);
+    paths_->active.erase(full);
+    paths_->hopped.erase(full);
   }
   session_.announce_from_peer(full, active, hops);
 }
 
 void AnnounceRequester::flush_withdrawals() {
-  auto withdrawing = std::move(withdrawing_);
-  withdrawing_.clear();
+  if (paths_ == nullptr) {
+    return;
+  }
+  auto withdrawing = std::move(paths_->withdrawing);
+  paths_->withdrawing.clear();
   for (const auto& full : withdrawing) {
-    hopped_.erase(full);
-    if (active_.erase(full) != 0) {
+    // announce_from_peer may close the session, which frees paths_ (on_session_closed).
+    if (paths_ == nullptr) {
+      return;
+    }
+    paths_->hopped.erase(full);
+    if (paths_->active.erase(full) != 0) {
       session_.announce_from_peer(full, false, {});
     }
   }
@@ -322,10 +330,11 @@ void AnnounceRequester::flush_withdrawals() {
 void AnnounceRequester::withdraw_all() {
   session_.timers().cancel(flush_timer_);
   flush_timer_ = 0;
-  withdrawing_.clear();
-  hopped_.clear();
-  auto active = std::move(active_);
-  active_.clear();
+  if (paths_ == nullptr) {
+    return;
+  }
+  auto active = std::move(paths_->active);
+  paths_.reset();
   for (const auto& full : active) {
     session_.announce_from_peer(full, false, {});
   }

@@ -265,11 +265,17 @@ class AnnounceRequester final : public HandlerOf<PeerContext> {
   std::string prefix_;
   bool got_init_ = false;  // lite-01/02 ANNOUNCE_INIT, lite-05 ANNOUNCE_OK
   uint64_t responder_hop_ = 0;  // lite-05: ANNOUNCE_OK's hop id, the last hop of every route
-  std::set<std::string> active_;  // full paths
-  std::set<std::string> hopped_;  // those whose active announcement carried hops (from a relay)
-  // A relay peer's withdrawals waiting kUpdateGrace for an active of the same path: lite-04 has
-  // no update, so a relay changing a route's hops sends ended then active, applied as one change.
-  std::set<std::string> withdrawing_;
+  // What the peer announced, made on its first active announcement: every session asks its peer
+  // (the relay's many viewers, which announce nothing, included), so an empty requester holds
+  // one pointer, not three sets.
+  struct Paths {
+    std::set<std::string> active;  // full paths
+    std::set<std::string> hopped;  // those whose active announcement carried hops (from a relay)
+    // A relay peer's withdrawals waiting kUpdateGrace for an active of the same path: lite-04 has
+    // no update, so a relay changing a route's hops sends ended then active, applied as one change.
+    std::set<std::string> withdrawing;
+  };
+  std::unique_ptr<Paths> paths_;  // null until the peer announces
   TimerId flush_timer_ = 0;
 };
 

@@ -39,10 +39,17 @@ Session::Session(transport::Session& transport, const SessionConfig& shared, std
       handler_(handler),
       clock_(clock),
       timers_(timers),
-      id_(g_next_session_id.fetch_add(1, std::memory_order_relaxed)),
-      publisher_budget_(config_.limits.max_publisher_cache) {
-  reset_rate_buckets(config_.limits, clock_.now(), ingress_, announce_changes_);
+      id_(g_next_session_id.fetch_add(1, std::memory_order_relaxed)) {
   transport_.set_visitor(this);
+}
+
+Session::PublisherState::PublisherState(const SessionConfig& config, Instant now)
+    : budget(config.limits.max_publisher_cache) {
+  reset_rate_buckets(config.limits, now, ingress, announce_changes);
+}
+
+void Session::make_publisher_state() {
+  publisher_ = std::make_unique<PublisherState>(config_, clock_.now());
 }
 
 Session::~Session() {
@@ -55,7 +62,10 @@ Session::~Session() {
   }
   withdraw_peer_announcements();
   handlers_.clear();
-  upstream_tracks_.clear();
+  if (publisher_ != nullptr) {
+    // Before the budget: the tracks' destructors reach back into the state (forget_upstream).
+    publisher_->upstream_tracks.clear();
+  }
 }
 
 void Session::detach_from_transport() {
@@ -63,14 +73,19 @@ void Session::detach_from_transport() {
   for (auto& h : handlers_) {
     h->on_session_closed();
   }
-  for (auto& [key, u] : upstream_tracks_) {
-    u->on_session_closed();
+  if (publisher_ != nullptr) {
+    for (auto& [key, u] : publisher_->upstream_tracks) {
+      u->on_session_closed();
+    }
   }
 }
 
 void Session::withdraw_peer_announcements() {
-  auto announced = std::move(peer_announced_);
-  peer_announced_.clear();
+  if (publisher_ == nullptr) {
+    return;
+  }
+  auto announced = std::move(publisher_->peer_announced);
+  publisher_->peer_announced.clear();
   for (const auto& path : announced) {
     if (config_.traffic != nullptr) {
       config_.traffic->announces_closed.add();
@@ -266,10 +281,12 @@ void Session::on_streams_available() {
   if (discovery_waits_for_stream_ && !closed_) {
     open_discovery();
   }
-  auto upstreams = std::move(upstreams_waiting_);
-  upstreams_waiting_.clear();
-  for (UpstreamTrack* u : upstreams) {
-    u->open_subscribe_stream();
+  if (publisher_ != nullptr && !publisher_->upstreams_waiting.empty()) {
+    auto upstreams = std::move(publisher_->upstreams_waiting);
+    publisher_->upstreams_waiting.clear();
+    for (UpstreamTrack* u : upstreams) {
+      u->open_subscribe_stream();
+    }
   }
   auto waiting = std::move(waiting_for_streams_);
   waiting_for_streams_.clear();
@@ -279,7 +296,7 @@ void Session::on_streams_available() {
 }
 
 void Session::Context::wait_for_streams(UpstreamTrack* u) {
-  auto& waiting = s_.upstreams_waiting_;
+  auto& waiting = s_.publisher().upstreams_waiting;
   if (std::find(waiting.begin(), waiting.end(), u) == waiting.end()) {
     waiting.push_back(u);
   }
@@ -307,18 +324,25 @@ void Session::Context::forget_subscription(Subscription* sub) {
 }
 
 void Session::Context::forget_upstream(UpstreamTrack* u) {
-  std::erase(s_.upstreams_waiting_, u);
-  for (auto it = s_.upstreams_.begin(); it != s_.upstreams_.end(); ++it) {
+  if (s_.publisher_ == nullptr) {
+    return;
+  }
+  auto& p = *s_.publisher_;
+  std::erase(p.upstreams_waiting, u);
+  for (auto it = p.upstreams.begin(); it != p.upstreams.end(); ++it) {
     if (it->second == u) {
-      s_.upstreams_.erase(it);
+      p.upstreams.erase(it);
       return;
     }
   }
 }
 
 UpstreamTrack* Session::Context::upstream_by_id(uint64_t id) {
-  auto it = s_.upstreams_.find(id);
-  return it == s_.upstreams_.end() ? nullptr : it->second;
+  if (s_.publisher_ == nullptr) {
+    return nullptr;
+  }
+  auto it = s_.publisher_->upstreams.find(id);
+  return it == s_.publisher_->upstreams.end() ? nullptr : it->second;
 }
 
 void Session::on_closed(uint64_t code, std::string_view reason) {
@@ -337,7 +361,7 @@ void Session::on_closed(uint64_t code, std::string_view reason) {
 }
 
 bool Session::admit_ingress(uint64_t n) {
-  if (ingress_.take(static_cast<double>(n), clock_.now())) {
+  if (publisher().ingress.take(static_cast<double>(n), clock_.now())) {
     return true;
   }
   fail(make_error(ErrorCode::kBoundsExceeded, "publisher over --max-publisher-rate"));
@@ -346,15 +370,16 @@ bool Session::admit_ingress(uint64_t n) {
 
 model::TrackSource& Session::track_source(const std::string& path, const std::string& name) {
   auto key = std::make_pair(path, name);
-  auto it = upstream_tracks_.find(key);
-  if (it == upstream_tracks_.end()) {
-    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamTrack>(ctx_, path, name)).first;
+  auto& tracks = publisher().upstream_tracks;
+  auto it = tracks.find(key);
+  if (it == tracks.end()) {
+    it = tracks.emplace(key, std::make_unique<UpstreamTrack>(ctx_, path, name)).first;
   }
   return *it->second;
 }
 
 bool Session::admit_announce_change() {
-  if (config_.role != Role::kServer || announce_changes_.take(1, clock_.now())) {
+  if (config_.role != Role::kServer || publisher().announce_changes.take(1, clock_.now())) {
     return true;
   }
   fail(make_error(ErrorCode::kBoundsExceeded, "announce changes over --max-announce-rate"));
@@ -365,8 +390,9 @@ void Session::announce_from_peer(const std::string& full, bool active, const mod
   if (closing_ || !admit_announce_change()) {
     return;
   }
+  auto& peer_announced = publisher().peer_announced;
   if (active) {
-    if (peer_announced_.contains(full)) {
+    if (peer_announced.contains(full)) {
       // A relay peer's new hop list for a broadcast it announced (a warm copy came or went), or a
       // lite-05 restart: an update of the route, for a relay; clients keep no hops.
       if (config_.hop_id != 0) {
@@ -376,18 +402,18 @@ void Session::announce_from_peer(const std::string& full, bool active, const mod
     }
     size_t bound = config_.role == Role::kServer ? config_.limits.max_announced_paths
                                                  : config_.limits.max_received_announced_paths;
-    if (peer_announced_.size() >= bound) {
+    if (peer_announced.size() >= bound) {
       fail(make_error(ErrorCode::kBoundsExceeded, config_.role == Role::kServer
                                                       ? "too many announced broadcasts"
                                                       : "too many broadcasts received"));
       return;
     }
-    peer_announced_.insert(full);
+    peer_announced.insert(full);
     if (config_.traffic != nullptr) {
       config_.traffic->announces_opened.add();
     }
   } else {
-    if (peer_announced_.erase(full) == 0) {
+    if (peer_announced.erase(full) == 0) {
       return;
     }
     if (config_.traffic != nullptr) {
@@ -428,7 +454,9 @@ void Session::check_stalls() {
   for (size_t i = 0; !sample.waiting && i < subscriptions_.size(); ++i) {
     sample.waiting = subscriptions_[i]->has_waiting_data();
   }
-  sample.busy = !subscriptions_.empty() || !upstream_tracks_.empty() || !peer_announced_.empty() ||
+  sample.busy = !subscriptions_.empty() ||
+                (publisher_ != nullptr && (!publisher_->upstream_tracks.empty() ||
+                                           !publisher_->peer_announced.empty())) ||
                 announce_streams_ > 0;
   switch (liveness_.check(config_.limits, clock_.now(), sample)) {
     case LivenessWatch::Verdict::kStalled:

@@ -70,9 +70,13 @@ class Session final : public transport::SessionVisitor, public MoqSession {
 
   // model::BroadcastSource: tracks of broadcasts this session's peer publishes.
   model::TrackSource& track_source(const std::string& path, const std::string& name) override;
-  model::CacheBudget* cache_budget() override { return &publisher_budget_; }
+  // Called by the origin only for tracks this session's peer publishes: makes the publisher state.
+  model::CacheBudget* cache_budget() override { return &publisher().budget; }
 
   size_t subscription_count() const override { return subscriptions_.size(); }
+  // Whether the peer ever acted as a publisher (announced, or had a track subscribed from it):
+  // a pure viewer's session never makes that state. For tests.
+  bool has_publisher_state() const { return publisher_ != nullptr; }
   // lite-05: the Origin the peer's SETUP named (0: none).
   uint64_t peer_hop_id() const { return peer_hop_id_; }
 
@@ -106,8 +110,10 @@ class Session final : public transport::SessionVisitor, public MoqSession {
     // PeerContext
     transport::Stream* open_bidi() override { return s_.transport_.open_bidi(); }
     void wait_for_streams(UpstreamTrack* u) override;
-    uint64_t next_upstream_id() override { return s_.next_upstream_id_++; }
-    void register_upstream(uint64_t id, UpstreamTrack* u) override { s_.upstreams_[id] = u; }
+    uint64_t next_upstream_id() override { return s_.publisher().next_upstream_id++; }
+    void register_upstream(uint64_t id, UpstreamTrack* u) override {
+      s_.publisher().upstreams[id] = u;
+    }
     UpstreamTrack* upstream_by_id(uint64_t id) override;
     void forget_upstream(UpstreamTrack* u) override;
     bool admit_ingress(uint64_t n) override { return s_.admit_ingress(n); }
@@ -153,6 +159,33 @@ class Session final : public transport::SessionVisitor, public MoqSession {
   bool admit_announce_change();
   void sweep();
 
+  // What only a publishing peer needs (~300 B): made on the peer's first announce or on the first
+  // track the origin takes from it, so a pure viewer's session (the relay's many) never holds it.
+  struct PublisherState {
+    PublisherState(const SessionConfig& config, Instant now);
+    std::vector<UpstreamTrack*> upstreams_waiting;
+    std::map<uint64_t, UpstreamTrack*> upstreams;
+    // One UpstreamTrack per (path, track), owned here, created on demand by track_source().
+    std::map<std::pair<std::string, std::string>, std::unique_ptr<UpstreamTrack>> upstream_tracks;
+    // Paths the peer announced and has not withdrawn. A server bounds it by max_announced_paths
+    // (what one publisher may announce), a client by max_received_announced_paths (everyone's
+    // broadcasts under its discovery prefix).
+    std::unordered_set<std::string> peer_announced;
+    uint64_t next_upstream_id = 0;
+    model::CacheBudget budget;      // max_publisher_cache
+    TokenBucket ingress;            // max_publisher_rate
+    TokenBucket announce_changes;   // max_announce_rate
+  };
+  // The publisher state, made on first use. The rate buckets start full when it is made, which
+  // is what buckets made at session start would hold by then (they refill to their capacity).
+  PublisherState& publisher() {
+    if (publisher_ == nullptr) [[unlikely]] {
+      make_publisher_state();
+    }
+    return *publisher_;
+  }
+  void make_publisher_state();
+
   // The by-value constructor's second step: the shared constructor over `owned`, which it keeps.
   Session(transport::Session& transport, std::unique_ptr<const SessionConfig> owned,
           model::Origin& origin, SessionHandler& handler, const Clock& clock, Timers& timers);
@@ -185,21 +218,10 @@ class Session final : public transport::SessionVisitor, public MoqSession {
   std::vector<StreamHandler*> retired_;
   std::vector<Subscription*> subscriptions_;
   std::vector<Subscription*> waiting_for_streams_;
-  std::vector<UpstreamTrack*> upstreams_waiting_;
-  std::map<uint64_t, UpstreamTrack*> upstreams_;
-  // One UpstreamTrack per (path, track), owned here, created on demand by track_source().
-  std::map<std::pair<std::string, std::string>, std::unique_ptr<UpstreamTrack>> upstream_tracks_;
-  // Paths the peer announced and has not withdrawn. A server bounds it by max_announced_paths (what
-  // one publisher may announce), a client by max_received_announced_paths (everyone's broadcasts
-  // under its discovery prefix).
-  std::unordered_set<std::string> peer_announced_;
-  uint64_t next_upstream_id_ = 0;
+  std::unique_ptr<PublisherState> publisher_;  // null until the peer publishes
   size_t announce_streams_ = 0;
-  model::CacheBudget publisher_budget_;
   uint64_t peer_streams_ = 0;  // streams the peer opened (a sign of activity for idle_timeout)
   LivenessWatch liveness_;       // stall_timeout, idle_timeout
-  TokenBucket ingress_;          // max_publisher_rate
-  TokenBucket announce_changes_; // max_announce_rate
 };
 
 }  // namespace moqd::session

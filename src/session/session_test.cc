@@ -277,6 +277,21 @@ TEST_P(SessionTest, ClientSubscriberReceivesServerPublishedBytes) {
   expect_both_up();
 }
 
+// The relay's many viewers: a server session whose peer only subscribes never makes the
+// publisher state (upstreams, announced paths, cache budget, rate buckets); the client's, whose
+// peer announced and served a track, does.
+TEST_P(SessionTest, AViewerOnlySessionNeverMakesThePublisherState) {
+  SessionPair& p = start();
+  TestBroadcast bob(p.server_origin(), "bob");
+  FrameCollector sub;
+  ASSERT_NO_FATAL_FAILURE(subscribe_across(sub, p.client_origin(), "bob"));
+  expect_round_trip(p, bob, sub);
+  p.pump();
+  EXPECT_FALSE(p.server().has_publisher_state());
+  EXPECT_TRUE(p.client().has_publisher_state());
+  expect_both_up();
+}
+
 TEST_P(SessionTest, RoundTripOverTheLegacyWebTransportFraming) {
   SessionPairOptions o = options();
   o.framing = transport::websocket::Framing::kWebTransport;
