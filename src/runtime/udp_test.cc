@@ -175,6 +175,79 @@ TEST_P(UdpSocketTest, PreparedRoomIsSentInPlace) {
   EXPECT_TRUE(client_->prepare(UdpSocket::kMaxDatagram + 1).empty());
 }
 
+// Issue #12: what every connection of a worker writes in one loop turn leaves in one sendmmsg,
+// one GSO run per connection. Within one turn (one deferred task) the bound socket queues, in
+// place, 6 datagrams for each of 4 peers (each peer's back to back, as a connection writes its
+// packets; all of 1200 bytes but peer 0's last, shorter, as GSO allows at a run's end), so only
+// the change of peer separates peers 1 to 3's runs.
+// The end-of-turn flush sends them with one sendmmsg call: 4 messages, each a GSO run of 6
+// (GSO off: 24 single datagrams, still one call). Every peer gets exactly its own, byte for byte.
+TEST_P(UdpSocketTest, OneSendmmsgPerTurnCarriesOneGsoRunPerPeer) {
+  constexpr uint32_t kPeers = 4;
+  constexpr uint32_t kPerPeer = 6;
+  auto size_of = [](uint32_t peer, uint32_t i) -> size_t {
+    return peer == 0 && i == kPerPeer - 1 ? size_t{500} : size_t{1200};
+  };
+  UdpSocket::Options o;
+  o.gso = GetParam();
+  o.gro = GetParam();
+  std::vector<std::unique_ptr<UdpSocket>> peers;
+  std::vector<std::map<uint32_t, std::vector<uint8_t>>> got(kPeers);
+  for (uint32_t p = 0; p < kPeers; ++p) {
+    auto c = UdpSocket::open_client(loop_, "127.0.0.1", o);
+    ASSERT_TRUE(c);
+    peers.push_back(std::move(*c));
+    peers.back()->set_handler([&got, p](const sockaddr*, socklen_t, std::span<const uint8_t> d) {
+      got[p][seq_of(d)] = std::vector<uint8_t>(d.begin(), d.end());
+    });
+  }
+  const UdpSocket::Stats before = server_->stats();
+  bool queued = false;
+  loop_.defer([&] {
+    for (uint32_t p = 0; p < kPeers; ++p) {
+      for (uint32_t i = 0; i < kPerPeer; ++i) {
+        auto d = make_datagram(p * 100 + i, size_of(p, i));
+        auto room = server_->prepare(d.size());
+        ASSERT_EQ(room.size(), d.size());
+        std::copy(d.begin(), d.end(), room.begin());
+        server_->send(reinterpret_cast<const sockaddr*>(&peers[p]->local_address()),
+                      peers[p]->local_address_len(), room);
+      }
+    }
+    // Nothing leaves before the turn ends.
+    EXPECT_EQ(server_->stats().sendmsg_calls, before.sendmsg_calls);
+    queued = true;
+  });
+  ASSERT_TRUE(loop_.run_until(
+      [&] {
+        size_t n = 0;
+        for (const auto& g : got) {
+          n += g.size();
+        }
+        return queued && n == kPeers * kPerPeer;
+      },
+      kUdpDeadline));
+  for (uint32_t p = 0; p < kPeers; ++p) {
+    EXPECT_EQ(got[p].size(), kPerPeer) << "peer " << p;
+    for (uint32_t i = 0; i < kPerPeer; ++i) {
+      ASSERT_EQ(got[p].count(p * 100 + i), 1u) << "peer " << p << " datagram " << i;
+      EXPECT_EQ(got[p][p * 100 + i], make_datagram(p * 100 + i, size_of(p, i)))
+          << "peer " << p << " datagram " << i;
+    }
+  }
+  const UdpSocket::Stats after = server_->stats();
+  EXPECT_EQ(after.sendmsg_calls - before.sendmsg_calls, 1u) << "one sendmmsg for the whole turn";
+  EXPECT_EQ(after.datagrams_out - before.datagrams_out, kPeers * kPerPeer);
+  EXPECT_EQ(server_->datagrams_dropped(), 0u);
+  if (GetParam()) {
+    EXPECT_EQ(after.messages_out - before.messages_out, kPeers) << "one GSO run per peer";
+    EXPECT_EQ(after.gso_batches - before.gso_batches, kPeers);
+  } else {
+    EXPECT_EQ(after.messages_out - before.messages_out, kPeers * kPerPeer);
+    EXPECT_EQ(after.gso_batches - before.gso_batches, 0u);
+  }
+}
+
 // A writer parked on a full socket: counts its runs.
 struct ParkedWriter final : TurnWork {
   int runs = 0;
