@@ -254,6 +254,7 @@ class Feed final : public model::TrackListener {
           // A reference, held here until the batch comes back: the receiver makes the one copy
           // per receiving core (FeedEvent::chunk).
           emit(event(FeedEvent::Kind::kChunk, 0, step.chunk));
+          bridge_.count_chunk_posted();
           break;
         case model::GroupCursor::Kind::kEnd:
           emit(event(FeedEvent::Kind::kGroupEnd, 0, Bytes()));
@@ -721,6 +722,8 @@ bool Bridge::apply_feed_event(uint64_t id, const FeedEvent& e) {
       break;
     }
     case FeedEvent::Kind::kChunk:
+      ++chunks_copied_;
+      chunk_bytes_copied_ += e.chunk.size();
       track.append_chunk(*group, Bytes::copy(e.chunk.span()));
       break;
     case FeedEvent::Kind::kGroupEnd:

@@ -204,7 +204,16 @@ class Bridge {
   Bridge& peer(size_t i) { return *bridges_[i]; }
 
   size_t remote_broadcast_count() const { return remote_.size(); }
+  // Feeds this worker serves to others / receives from others.
   size_t feed_count() const { return feeds_.size(); }
+  size_t inbound_feed_count() const { return inbound_.size(); }
+  // Chunk events this worker's feeds posted to other workers, and chunks (and their bytes) this
+  // worker copied in from other workers' feeds: a chunk crosses once per receiving worker, not
+  // once per viewer there (tests, stats; worker thread).
+  uint64_t chunks_posted() const { return chunks_posted_; }
+  uint64_t chunks_copied() const { return chunks_copied_; }
+  uint64_t chunk_bytes_copied() const { return chunk_bytes_copied_; }
+  void count_chunk_posted() { ++chunks_posted_; }  // by Feed
 
  private:
   // Tells every other worker that `path` is reachable here with `hops` and `cost` (or no more).
@@ -264,6 +273,9 @@ class Bridge {
   std::vector<std::unique_ptr<FeedBatch>> batch_store_;  // every batch of this worker's feeds
   std::vector<FeedBatch*> free_batches_;
   uint64_t next_feed_id_ = 1;
+  uint64_t chunks_posted_ = 0;
+  uint64_t chunks_copied_ = 0;
+  uint64_t chunk_bytes_copied_ = 0;
   size_t holds_ = 0;  // hold() calls not yet released
   struct HeldTask {
     size_t to;

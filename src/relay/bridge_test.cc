@@ -45,6 +45,7 @@ struct Side {
   Bridge bridge;
   std::unique_ptr<TestBroadcast> publisher;  // worker 0 only
   FrameCollector viewer;
+  std::vector<std::unique_ptr<FrameCollector>> more_viewers;  // tests with several per worker
 };
 
 class TwoWorkers {
@@ -67,6 +68,9 @@ class TwoWorkers {
     // queued between the workers are destroyed unrun.
     for (auto& s : sides_) {
       s->viewer.unsubscribe();
+      for (auto& v : s->more_viewers) {
+        v->unsubscribe();
+      }
     }
     sides_[0]->publisher.reset();
     for (auto& s : sides_) {
@@ -582,6 +586,86 @@ TEST(BridgeTest, SubgroupsObjectIdsAndExtensionsCrossToTheOtherWorker) {
   });
   EXPECT_EQ(seen, (std::vector<std::string>{"3/2 id 6 \x0d\x01\xcc d16 refused ext",
                                             "3/0 id 4 \x0d\x01\xcc d16 refused ext"}));
+}
+
+// Issue #12: a frame crosses to another worker once per worker that has viewers, never once per
+// viewer. Eight viewers of one track on worker 1 (one subscribed before the first groups, seven
+// after them, served from worker 1's own cache): worker 0 serves one feed to worker 1, worker 1
+// receives one, and every chunk the publisher wrote is posted once and copied once on worker 1
+// (Bridge::chunks_posted / chunks_copied), not eight times; every viewer gets every byte.
+TEST(BridgeTest, EightViewersOnOneWorkerShareOneFeedAndOneCopyPerChunk) {
+  constexpr size_t kViewers = 8;
+  constexpr uint64_t kGroups = 8;  // within the cache's 8 groups: late viewers see them all
+  constexpr size_t kChunk = 1000;
+  // Per group: 10 + 5 chunks, and an empty frame (no chunk).
+  auto frames = [](uint64_t seq) {
+    return std::vector<std::string>{pattern_bytes(10'000, static_cast<uint8_t>(seq)),
+                                    pattern_bytes(4'500, static_cast<uint8_t>(seq + 50)), ""};
+  };
+  constexpr uint64_t kChunksPerGroup = 15;
+  constexpr uint64_t kBytesPerGroup = 14'500;
+  TwoWorkers w(BridgeLimits{});
+  ASSERT_NO_FATAL_FAILURE(w.publish_and_view_remotely());
+  ASSERT_TRUE(w.wait_for(0, [&] { return w.side(0).bridge.feed_count() == 1; }));
+  auto publish = [&](uint64_t from, uint64_t to) {
+    w.run_on(0, [&] {
+      for (uint64_t seq = from; seq < to; ++seq) {
+        w.side(0).publisher->write_group(kTrack, seq, frames(seq), true, kChunk);
+      }
+    });
+  };
+  publish(0, kGroups / 2);
+  ASSERT_TRUE(w.wait_for(
+      1, [&] { return w.side(1).viewer.finished_sequences().size() == kGroups / 2; }));
+  w.run_on(1, [&] {
+    Side& s = w.side(1);
+    for (size_t i = 1; i < kViewers; ++i) {
+      s.more_viewers.push_back(std::make_unique<FrameCollector>());
+      ASSERT_TRUE(s.more_viewers.back()->subscribe(s.origin, kPath, kTrack));
+    }
+    EXPECT_EQ(s.viewer.track()->viewer_count(), kViewers);
+  });
+  publish(kGroups / 2, kGroups);
+  ASSERT_TRUE(w.wait_for(1, [&] {
+    Side& s = w.side(1);
+    if (s.viewer.finished_sequences().size() != kGroups) {
+      return false;
+    }
+    for (const auto& v : s.more_viewers) {
+      if (v->finished_sequences().size() != kGroups) {
+        return false;
+      }
+    }
+    return true;
+  }));
+  ASSERT_TRUE(w.wait_for(0, [&] { return w.side(0).bridge.feed_stats().in_flight_bytes == 0; }));
+  w.run_on(0, [&] {
+    const Bridge& b = w.side(0).bridge;
+    EXPECT_EQ(b.feed_count(), 1u) << "one feed for worker 1, not one per viewer";
+    EXPECT_EQ(b.chunks_posted(), kGroups * kChunksPerGroup);
+    EXPECT_EQ(b.chunks_copied(), 0u);
+  });
+  w.run_on(1, [&] {
+    const Side& s = w.side(1);
+    EXPECT_EQ(s.bridge.inbound_feed_count(), 1u);
+    EXPECT_EQ(s.bridge.feed_count(), 0u);
+    EXPECT_EQ(s.bridge.chunks_copied(), kGroups * kChunksPerGroup) << "a copy per viewer?";
+    EXPECT_EQ(s.bridge.chunk_bytes_copied(), kGroups * kBytesPerGroup);
+    std::vector<const FrameCollector*> all{&s.viewer};
+    for (const auto& v : s.more_viewers) {
+      all.push_back(v.get());
+    }
+    for (size_t i = 0; i < all.size(); ++i) {
+      const FrameCollector& v = *all[i];
+      EXPECT_EQ(v.total_bytes(), kGroups * kBytesPerGroup) << "viewer " << i;
+      for (uint64_t seq = 0; seq < kGroups; ++seq) {
+        const auto* g = v.group(seq);
+        ASSERT_NE(g, nullptr) << "viewer " << i << " group " << seq;
+        EXPECT_TRUE(g->finished);
+        EXPECT_EQ(g->frames, frames(seq)) << "viewer " << i << " group " << seq;
+      }
+    }
+  });
 }
 
 // The drain holds a bridge twice (its start and its deadline, RelayWorker::drain), and the two
