@@ -3,9 +3,13 @@
 // directly so that one `new` counts once.
 #include "alloc_counter.h"
 
+#include <execinfo.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
+#include <cstdio>
 #include <new>
 
 #include "base/counting.h"
@@ -32,6 +36,36 @@ Slot g_slots[kSlots];
 std::atomic<size_t> g_next_slot{0};
 thread_local size_t t_slot = SIZE_MAX;
 
+// Path-allocation traces (alloc_counter.h). A trace's slot is claimed with a fetch_add, its frames
+// written, then `ready` set; the printer reads only ready ones.
+constexpr int kTraceDepth = 32;
+struct PathTrace {
+  std::atomic<bool> ready{false};
+  size_t thread_slot = 0;
+  int depth = 0;
+  void* frames[kTraceDepth];
+};
+PathTrace g_traces[kMaxPathTraces];
+std::atomic<bool> g_traces_armed{false};
+std::atomic<int> g_next_trace{0};
+thread_local bool t_tracing = false;  // backtrace() itself must not be traced
+
+void record_path_trace(size_t slot) {
+  if (!g_traces_armed.load(std::memory_order_relaxed) || t_tracing) {
+    return;
+  }
+  const int i = g_next_trace.fetch_add(1, std::memory_order_relaxed);
+  if (i >= kMaxPathTraces) {
+    return;
+  }
+  t_tracing = true;
+  PathTrace& t = g_traces[i];
+  t.thread_slot = slot;
+  t.depth = backtrace(t.frames, kTraceDepth);
+  t.ready.store(true, std::memory_order_release);
+  t_tracing = false;
+}
+
 inline void count_one() {
   size_t s = t_slot;
   if (s == SIZE_MAX) {
@@ -39,6 +73,9 @@ inline void count_one() {
     t_slot = s = s < kSlots ? s : kSlots - 1;
   }
   const bool in_path = moqd::counting::in_path();
+  if (in_path) {
+    record_path_trace(s);
+  }
   if (s == kSlots - 1) {
     g_slots[s].count.fetch_add(1, std::memory_order_relaxed);
     if (in_path) {
@@ -97,6 +134,36 @@ uint64_t path_allocation_count() {
     total += s.path.load(std::memory_order_relaxed);
   }
   return total;
+}
+
+void arm_path_traces() {
+  // The first backtrace() loads the unwinder, which allocates: do it here, outside any path.
+  void* warm[4];
+  t_tracing = true;
+  backtrace(warm, 4);
+  t_tracing = false;
+  g_next_trace.store(0, std::memory_order_relaxed);
+  for (PathTrace& t : g_traces) {
+    t.ready.store(false, std::memory_order_relaxed);
+  }
+  g_traces_armed.store(true, std::memory_order_release);
+}
+
+void print_path_traces(int fd) {
+  const int n = g_next_trace.load(std::memory_order_acquire);
+  for (int i = 0; i < n && i < kMaxPathTraces; ++i) {
+    const PathTrace& t = g_traces[i];
+    if (!t.ready.load(std::memory_order_acquire)) {
+      continue;
+    }
+    char line[96];
+    const int len = std::snprintf(line, sizeof line, "path allocation %d (thread slot %zu):\n", i,
+                                  t.thread_slot);
+    if (len > 0 && write(fd, line, static_cast<size_t>(len)) < 0) {
+      return;
+    }
+    backtrace_symbols_fd(t.frames, t.depth, fd);
+  }
 }
 
 }  // namespace moqd::bench

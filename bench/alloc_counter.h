@@ -15,6 +15,15 @@ uint64_t allocation_count();
 // delivery path. Needs the benchmark build's MOQD_COUNTING; 0 without it.
 uint64_t path_allocation_count();
 
+// Debug aid for a rare path allocation: once armed, the first kMaxPathTraces allocations made
+// inside a PathScope each record their thread slot and call stack (backtrace(), into a static
+// buffer: recording allocates nothing). Arm it after the warm-up, so that only steady-state path
+// allocations are recorded; print_path_traces writes them to a file descriptor (stderr) as
+// backtrace_symbols_fd does (binary(+offset): `addr2line -Cfipe BINARY OFFSET` names the line).
+constexpr int kMaxPathTraces = 8;
+void arm_path_traces();
+void print_path_traces(int fd);
+
 // Snapshot helper: allocations since construction (or the last reset()).
 class AllocationDelta {
  public:

@@ -52,7 +52,7 @@ void BM_Fanout(benchmark::State& state, size_t workers, size_t subscribers) {
   o.subscribers = subscribers;
   o.frames_per_group = kFramesPerGroup;
   FanoutRig rig(o);
-  rig.publish_groups(kWarmupGroups);
+  rig.publish_groups(kWarmupGroups, /*overlapping=*/true);  // pool growth at group boundaries
   if (std::string err = rig.check(); !err.empty()) {
     state.SkipWithError(("warm-up: " + err).c_str());
     return;

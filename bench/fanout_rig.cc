@@ -111,9 +111,11 @@ class PublisherPeer final : public transport::SessionVisitor {
   void on_closed(uint64_t, std::string_view) override { streams_.clear(); }
 
   bool is_subscribed() const { return subscribe_id_.has_value(); }
-  // Sends `groups` more groups, one frame per loop turn.
-  void publish(size_t groups) {
+  // Sends `groups` more groups, one frame per loop turn. `overlapping`: each group but the last
+  // ends (FIN) only after the next group's first frame was sent (FanoutRig::publish_groups).
+  void publish(size_t groups, bool overlapping) {
     groups_left_ += groups;
+    overlapping_ = overlapping;
     if (!publishing_) {
       publishing_ = true;
       step();
@@ -177,9 +179,18 @@ class PublisherPeer final : public transport::SessionVisitor {
       frames_left_ = frames_per_group_;
     }
     stream_->write(frame_);
+    if (held_ != nullptr) {  // the previous group, left open until this group's first frame
+      held_->finish();
+      held_->release();
+      held_ = nullptr;
+    }
     if (--frames_left_ == 0) {
-      stream_->finish();
-      stream_->release();
+      if (overlapping_ && groups_left_ > 0) {
+        held_ = stream_;
+      } else {
+        stream_->finish();
+        stream_->release();
+      }
       stream_ = nullptr;
     }
     loop_.defer([this] { step(); });
@@ -192,6 +203,8 @@ class PublisherPeer final : public transport::SessionVisitor {
   std::vector<std::unique_ptr<RawStream>> streams_;
   std::optional<uint64_t> subscribe_id_;
   transport::Stream* stream_ = nullptr;
+  transport::Stream* held_ = nullptr;  // a finished group's stream, FIN not sent yet (overlapping)
+  bool overlapping_ = false;
   uint64_t next_sequence_;
   size_t groups_left_ = 0;
   size_t frames_left_ = 0;
@@ -452,23 +465,58 @@ uint64_t FanoutRig::expected_deliveries() const {
   return groups_published_ * options_.frames_per_group * options_.subscribers;
 }
 
-void FanoutRig::publish_groups(size_t groups) {
+void FanoutRig::publish_groups(size_t groups, bool overlapping) {
   Impl& im = *impl_;
   groups_published_ += groups;
   for (auto& w : im.workers) {
     w->target.store(groups_published_ * w->subscriber_count, std::memory_order_relaxed);
   }
-  im.pool.post(0, [&im, groups] { im.workers[0]->publisher->peer.publish(groups); });
-  for (auto& w : im.workers) {
-    uint64_t target = groups_published_ * w->subscriber_count;
+  // overlapping: the other workers wait in a task until worker 0's subscribers have every group,
+  // then take the Bridge's queued batches in one turn (fanout_rig.h). Publishing starts once every
+  // hold has begun, and this returns once every hold has returned (they use this frame).
+  const size_t holds = overlapping ? im.workers.size() - 1 : 0;
+  std::mutex hold_mu;
+  std::condition_variable hold_cv;
+  size_t held = 0;
+  size_t left = 0;
+  bool released = false;
+  auto wait_holds = [&](const size_t& count, const char* what) {
+    std::unique_lock<std::mutex> lock(hold_mu);
+    if (!hold_cv.wait_for(lock, kTimeout, [&] { return count == holds; })) {
+      die(what);
+    }
+  };
+  for (size_t i = 1; i <= holds; ++i) {
+    im.pool.post(i, [&] {
+      std::unique_lock<std::mutex> lock(hold_mu);
+      ++held;
+      hold_cv.notify_all();
+      hold_cv.wait_for(lock, kTimeout, [&] { return released; });
+      ++left;
+      hold_cv.notify_all();
+    });
+  }
+  wait_holds(held, "a worker did not start its hold");
+  im.pool.post(0, [&im, groups, overlapping] {
+    im.workers[0]->publisher->peer.publish(groups, overlapping);
+  });
+  for (size_t i = 0; i < im.workers.size(); ++i) {
+    if (i == 1) {  // worker 0 is done: let the others go
+      std::lock_guard<std::mutex> lock(hold_mu);
+      released = true;
+      hold_cv.notify_all();
+    }
+    Worker& w = *im.workers[i];
+    uint64_t target = groups_published_ * w.subscriber_count;
     if (target == 0) {
       continue;
     }
-    std::unique_lock<std::mutex> lock(w->mu);
-    if (!w->cv.wait_for(lock, kTimeout, [&] { return w->reached >= target; })) {
+    std::unique_lock<std::mutex> lock(w.mu);
+    if (!w.cv.wait_for(lock, kTimeout, [&] { return w.reached >= target; })) {
       die("subscribers did not receive every group (see check())");
     }
   }
+  wait_holds(left, "a worker did not end its hold");
 }
 
 FanoutTotals FanoutRig::totals() {

@@ -65,7 +65,17 @@ class FanoutRig {
   const FanoutOptions& options() const { return options_; }
   // Publishes `groups` more groups (frames_per_group frames each) and returns once every
   // subscriber has received all of them. Aborts with a message after a minute without.
-  void publish_groups(size_t groups);
+  // `overlapping` (a warm-up): every subscription, on every worker, serves more than one group at
+  // once at each group boundary. On worker 0 each group but the last stays open (no FIN) until
+  // the next group's first frame was sent; the other workers are held (a task that waits) until
+  // worker 0's subscribers have every group, so that each applies the Bridge's queued batches (a
+  // group's end, the next group's begin, ...) in one turn. Steady state brings the same about now
+  // and then (a cut turn slice, a descheduled worker: a subscriber still writing group N when
+  // N+1 begins), and the GroupWriter, stream and writers' vector slot it then takes are pool
+  // growth (high-water marks, never again once reached) that belongs to the warm-up: without it
+  // `moqd_bench_instructions --workers 2 --assert-zero` failed ~1 run in 100-135 with 158-320
+  // allocations on the delivery path (docs/BENCHMARKS.md, "the 2-worker allocation flake").
+  void publish_groups(size_t groups, bool overlapping = false);
   // Groups published so far.
   uint64_t groups_published() const { return groups_published_; }
   // Frames every subscriber should have so far, summed (one delivery = one frame to one
