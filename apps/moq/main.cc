@@ -272,7 +272,12 @@ int run_until_done(runtime::EventLoop& loop, client::Link& conn, const std::func
 }
 
 int cmd_pub(const Common& c, bool clock) {
-  runtime::EventLoop loop;
+  // The stdin reader thread (read_stdin_frames) is detached and may still be blocked in read(),
+  // or about to inject, when this returns after a failed session: the loop it injects into must
+  // live until the process exits, so it is never destroyed (TSan saw ~Waker close the eventfd
+  // while the reader wrote it). A global holds it, so LeakSanitizer sees it reachable.
+  static runtime::EventLoop* const pub_loop = new runtime::EventLoop();
+  runtime::EventLoop& loop = *pub_loop;
   model::Origin origin(model::OriginConfig{}, loop, loop);
   // --fallback: the relays in turn, starting with the URL. The broadcast lives in this process's
   // origin, so a new link to the next relay announces it again and serves its track from the
