@@ -31,16 +31,6 @@ constexpr size_t kSlice = 8;             // items per slice
 constexpr size_t kFrameSize = 4166;      // one fanout-1k frame
 constexpr size_t kBystanderSize = 120;   // the bystander track's small frame
 
-std::string frame(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (char& c : s) {
-    x = x * 1103515245u + 12345u;
-    c = static_cast<char>(x >> 24);
-  }
-  return s;
-}
-
 // A server connection's timers stay on its pair's ManualClock; its turn work (the write pass) goes
 // to `loop` when set, as a relay worker's does, else to the clock (handshake, delivery). On the
 // loop, `after_pass` runs right after the connection's pass, within the same slice.
@@ -164,8 +154,8 @@ class QuicSliceTest : public ::testing::Test {
 };
 
 TEST_F(QuicSliceTest, ABystandersFrameLeavesWithinTwoSlicesOfABurstToManyViewers) {
-  const std::string burst_frame = frame(kFrameSize, 1);
-  const std::string bystander_frame = frame(kBystanderSize, 2);
+  const std::string burst_frame = test::pattern(kFrameSize, 1);
+  const std::string bystander_frame = test::pattern(kBystanderSize, 2);
   // The track's publisher: its object readies every viewer's write pass.
   Task publisher;
   publisher.fn = [&] {

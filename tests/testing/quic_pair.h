@@ -19,6 +19,18 @@
 
 namespace moqd::test {
 
+// `n` bytes of a reproducible pseudo-random pattern (an LCG from `seed`): payloads that tests
+// compare byte-exact at the far end.
+inline std::string pattern(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = seed * 2654435761u + 1;
+  for (char& c : s) {
+    x = x * 1103515245u + 12345u;
+    c = static_cast<char>(x >> 24);
+  }
+  return s;
+}
+
 class QuicPair {
  public:
   // Called when a side's handshake completes (set the connection's visitor there).

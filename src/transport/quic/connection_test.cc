@@ -27,15 +27,7 @@ using test::SimNetwork;
 
 constexpr uint16_t kClientPort = 40000;  // QuicPair's client port
 
-std::string pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (char& c : s) {
-    x = x * 1103515245u + 12345u;
-    c = static_cast<char>(x >> 24);
-  }
-  return s;
-}
+using test::pattern;
 
 using test::SessionRecorder;
 using test::StreamRecorder;
