@@ -41,16 +41,22 @@ std::optional<uint32_t> run(const std::vector<sock_filter>& prog, const std::vec
   return std::nullopt;
 }
 
+// Each packet is made at its full size and its header written over the start: growing a
+// header-sized vector with resize() made g++ 12 at -O3 (Release) report a false -Warray-bounds
+// in the reallocation's memmove.
 std::vector<uint8_t> short_header(uint8_t worker, size_t payload = 40) {
-  std::vector<uint8_t> p = {0x40, worker};
-  p.resize(1 + kCidLength + payload, 0xab);
+  std::vector<uint8_t> p(1 + kCidLength + payload, 0xab);
+  p[0] = 0x40;
+  p[1] = worker;
   return p;
 }
 
 std::vector<uint8_t> long_header(uint8_t first_dcid_byte, size_t payload = 1200) {
-  std::vector<uint8_t> p = {0xc0, 0x00, 0x00, 0x00, 0x01, static_cast<uint8_t>(kCidLength),
-                            first_dcid_byte};
-  p.resize(kLongHeaderDcidOffset + kCidLength + payload, 0xcd);
+  const uint8_t head[] = {0xc0, 0x00, 0x00, 0x00, 0x01, static_cast<uint8_t>(kCidLength),
+                          first_dcid_byte};
+  static_assert(sizeof(head) == kLongHeaderDcidOffset + 1);
+  std::vector<uint8_t> p(kLongHeaderDcidOffset + kCidLength + payload, 0xcd);
+  std::memcpy(p.data(), head, sizeof(head));
   return p;
 }
 
