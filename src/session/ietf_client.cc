@@ -109,7 +109,10 @@ void IetfSession::client_announce(const std::string& full) {
 }
 
 bool IetfSession::has_live_upstream(const std::string& full) const {
-  for (const auto& [key, u] : upstream_tracks_) {
+  if (publisher_ == nullptr) {
+    return false;
+  }
+  for (const auto& [key, u] : publisher_->upstream_tracks) {
     if (key.first == full && u->track() != nullptr) {
       return true;
     }

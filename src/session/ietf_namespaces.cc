@@ -100,9 +100,12 @@ using namespace ietf_detail;
 
 void IetfSession::withdraw_peer_announcements() {
   flush_client_withdrawals();
-  auto paths = std::move(announced_by_path_);
-  announced_by_path_.clear();
-  announced_by_id_.clear();
+  std::map<std::string, uint64_t> paths;
+  if (publisher_ != nullptr) {
+    paths = std::move(publisher_->announced_by_path);
+    publisher_->announced_by_path.clear();
+    publisher_->announced_by_id.clear();
+  }
   if (publishes_) {
     for (std::string& path : publishes_->take_paths()) {
       paths.emplace(std::move(path), 0);  // announced by PUBLISH alone
@@ -175,16 +178,17 @@ void IetfSession::handle_publish_namespace(const wi::PublishNamespace& m) {
     send_request_error(m.request_id, type, kErrUnauthorized, "unauthorized");
     return;
   }
-  if (announced_by_path_.count(full) != 0) {
+  PublisherState& p = publisher();
+  if (p.announced_by_path.count(full) != 0) {
     send_request_error(m.request_id, type, kErrDuplicate, "namespace already published");
     return;
   }
-  if (announced_by_path_.size() >= config_.limits.max_announced_paths) {
+  if (p.announced_by_path.size() >= config_.limits.max_announced_paths) {
     send_request_error(m.request_id, type, kErrInternal, "too many namespaces");
     return;
   }
-  announced_by_path_[full] = m.request_id;
-  announced_by_id_[m.request_id] = full;
+  p.announced_by_path[full] = m.request_id;
+  p.announced_by_id[m.request_id] = full;
   wi::RequestOk ok;
   ok.request_id = m.request_id;
   send_control(ok);
@@ -200,10 +204,11 @@ void IetfSession::handle_publish_namespace_done(const wi::PublishNamespaceDone& 
   if (!admit_announce_change()) {
     return;
   }
+  PublisherState& p = publisher();
   std::string full;
   if (row_->done_by_request_id) {
-    auto it = announced_by_id_.find(m.request_id);
-    if (it == announced_by_id_.end()) {
+    auto it = p.announced_by_id.find(m.request_id);
+    if (it == p.announced_by_id.end()) {
       return;
     }
     full = it->second;
@@ -214,12 +219,12 @@ void IetfSession::handle_publish_namespace_done(const wi::PublishNamespaceDone& 
     }
     full = to_full(*peer_path);
   }
-  auto it = announced_by_path_.find(full);
-  if (it == announced_by_path_.end()) {
+  auto it = p.announced_by_path.find(full);
+  if (it == p.announced_by_path.end()) {
     return;
   }
-  announced_by_id_.erase(it->second);
-  announced_by_path_.erase(it);
+  p.announced_by_id.erase(it->second);
+  p.announced_by_path.erase(it);
   if (config_.traffic != nullptr) {
     config_.traffic->announces_closed.add();
   }

@@ -63,10 +63,19 @@ IetfSession::IetfSession(transport::Session& transport, const SessionConfig& sha
       timers_(timers),
       id_(g_next_ietf_session_id.fetch_add(1, std::memory_order_relaxed)),
       version_(version),
-      row_(wi::draft(version)),
-      publisher_budget_(config_.limits.max_publisher_cache) {
-  reset_rate_buckets(config_.limits, clock_.now(), ingress_, announce_changes_);
+      row_(wi::draft(version)) {
   transport_.set_visitor(this);
+}
+
+IetfSession::PublisherState::PublisherState(const SessionConfig& config, Instant now)
+    : budget(config.limits.max_publisher_cache) {
+  reset_rate_buckets(config.limits, now, ingress, announce_changes);
+}
+
+IetfSession::PublisherState::~PublisherState() = default;
+
+void IetfSession::make_publisher_state() {
+  publisher_ = std::make_unique<PublisherState>(config_, clock_.now());
 }
 
 IetfSession::~IetfSession() {
@@ -81,7 +90,10 @@ IetfSession::~IetfSession() {
   withdraw_peer_announcements();
   handlers_.clear();
   retired_.clear();
-  upstream_tracks_.clear();
+  if (publisher_ != nullptr) {
+    // Before the budget: the subscriptions' destructors reach back into the state.
+    publisher_->upstream_tracks.clear();
+  }
 }
 
 void IetfSession::detach() {
@@ -93,8 +105,10 @@ void IetfSession::detach() {
     h->on_session_closed();
   }
   control_ = nullptr;
-  for (auto& [key, u] : upstream_tracks_) {
-    u->on_session_closed();
+  if (publisher_ != nullptr) {
+    for (auto& [key, u] : publisher_->upstream_tracks) {
+      u->on_session_closed();
+    }
   }
   if (fetches_) {
     fetches_->on_session_closed();
@@ -512,7 +526,7 @@ void IetfSession::on_publish_stream_closed(uint64_t request_id, bool done) {
 // requests); stall and idle with CONTROL_MESSAGE_TIMEOUT, as the setup timeout.
 
 bool IetfSession::admit_ingress(uint64_t n) {
-  if (ingress_.take(static_cast<double>(n), clock_.now())) {
+  if (publisher().ingress.take(static_cast<double>(n), clock_.now())) {
     return true;
   }
   fail(wi::TerminationCode::kInternalError, "publisher over --max-publisher-rate");
@@ -520,7 +534,7 @@ bool IetfSession::admit_ingress(uint64_t n) {
 }
 
 bool IetfSession::admit_announce_change() {
-  if (announce_changes_.take(1, clock_.now())) {
+  if (publisher().announce_changes.take(1, clock_.now())) {
     return true;
   }
   fail(wi::TerminationCode::kTooManyRequests, "announce changes over --max-announce-rate");
@@ -539,7 +553,9 @@ void IetfSession::check_liveness() {
   for (auto it = downstream_.begin(); !sample.waiting && it != downstream_.end(); ++it) {
     sample.waiting = it->second->has_waiting_data();
   }
-  sample.busy = !downstream_.empty() || !upstream_tracks_.empty() || !announced_by_path_.empty() ||
+  sample.busy = !downstream_.empty() ||
+                (publisher_ != nullptr && (!publisher_->upstream_tracks.empty() ||
+                                           !publisher_->announced_by_path.empty())) ||
                 namespace_listeners_ > 0;
   switch (liveness_.check(config_.limits, clock_.now(), sample)) {
     case LivenessWatch::Verdict::kStalled:

@@ -113,7 +113,12 @@ class IetfSession final : public transport::SessionVisitor,
 
   // model::BroadcastSource: tracks of broadcasts the peer published (PUBLISH_NAMESPACE).
   model::TrackSource& track_source(const std::string& path, const std::string& name) override;
-  model::CacheBudget* cache_budget() override { return &publisher_budget_; }
+  // Called by the origin only for tracks this session's peer publishes: makes the publisher state.
+  model::CacheBudget* cache_budget() override { return &publisher().budget; }
+  // Whether the peer ever acted as a publisher (PUBLISH_NAMESPACE, PUBLISH, a track the origin
+  // took from it, data on a SUBGROUP stream or datagram): a pure viewer's session never makes
+  // that state. For tests.
+  bool has_publisher_state() const { return publisher_ != nullptr; }
 
   // transport::SessionVisitor
   void on_incoming_stream(transport::Stream& stream) override;
@@ -206,9 +211,11 @@ class IetfSession final : public transport::SessionVisitor,
 
   // PublishContext (and the session itself)
   bool is_announced(const std::string& full) const override {
-    return announced_by_path_.count(full) != 0;
+    return publisher_ != nullptr && publisher_->announced_by_path.count(full) != 0;
   }
-  size_t announced_count() const override { return announced_by_path_.size(); }
+  size_t announced_count() const override {
+    return publisher_ != nullptr ? publisher_->announced_by_path.size() : 0;
+  }
   ietf_detail::UpstreamSubscription* adopt_published(const std::string& full,
                                                      const std::string& name, uint64_t request_id,
                                                      uint64_t alias,
@@ -320,8 +327,6 @@ class IetfSession final : public transport::SessionVisitor,
   uint64_t peer_streams_ = 0;       // streams the peer opened (activity for idle_timeout)
   size_t namespace_listeners_ = 0;  // SUBSCRIBE_NAMESPACEs listening
   LivenessWatch liveness_;          // stall_timeout, idle_timeout
-  TokenBucket ingress_;             // max_publisher_rate
-  TokenBucket announce_changes_;    // max_announce_rate
   transport::Stream* control_ = nullptr;
   ietf_detail::ControlReader* control_reader_ = nullptr;
   std::vector<std::unique_ptr<ietf_detail::Handler>> handlers_;
@@ -331,9 +336,37 @@ class IetfSession final : public transport::SessionVisitor,
   uint64_t peer_max_request_id_ = 0;  // what we granted
   uint64_t our_next_request_id_ = 1;
   uint64_t our_max_request_id_ = 0;   // what the peer granted
-  // The peer's announcements: request id -> path (full), and path -> request id.
-  std::map<uint64_t, std::string> announced_by_id_;
-  std::map<std::string, uint64_t> announced_by_path_;
+  // What only a publishing peer needs (~330 B): made on its first PUBLISH_NAMESPACE or PUBLISH,
+  // on the first track the origin takes from it, or on the first object bytes it sends, so a
+  // pure viewer's session (the relay's many) never holds it. Lookups answer "none" without it.
+  struct PublisherState {
+    PublisherState(const SessionConfig& config, Instant now);
+    ~PublisherState();
+    // The peer's announcements: request id -> path (full), and path -> request id.
+    std::map<uint64_t, std::string> announced_by_id;
+    std::map<std::string, uint64_t> announced_by_path;
+    // Upstream subscriptions, one per (path, track), owned here.
+    std::map<std::pair<std::string, std::string>,
+             std::unique_ptr<ietf_detail::UpstreamSubscription>>
+        upstream_tracks;
+    std::map<uint64_t, ietf_detail::UpstreamSubscription*> upstream_by_request;
+    std::map<uint64_t, ietf_detail::UpstreamSubscription*> upstream_by_alias;
+    std::vector<ietf_detail::UpstreamSubscription*> upstream_blocked;  // no request id yet
+    std::vector<ietf_detail::SubgroupReader*> held_subgroups;
+    model::CacheBudget budget;     // max_publisher_cache
+    TokenBucket ingress;           // max_publisher_rate
+    TokenBucket announce_changes;  // max_announce_rate
+  };
+  // The publisher state, made on first use. The rate buckets start full when it is made, which
+  // is what buckets made at session start would hold by then (they refill to their capacity).
+  PublisherState& publisher() {
+    if (publisher_ == nullptr) [[unlikely]] {
+      make_publisher_state();
+    }
+    return *publisher_;
+  }
+  void make_publisher_state();
+  std::unique_ptr<PublisherState> publisher_;  // null until the peer publishes
   std::map<uint64_t, ietf_detail::DownstreamSubscription*> downstream_;  // by request id
   // Tracks offer_track() could not PUBLISH under the peer's MAX_REQUEST_ID, offered when it rises.
   struct BlockedOffer {
@@ -344,15 +377,7 @@ class IetfSession final : public transport::SessionVisitor,
   };
   std::vector<BlockedOffer> offers_blocked_;
   std::vector<ietf_detail::DownstreamSubscription*> waiting_for_streams_;
-  // Upstream subscriptions, one per (path, track), owned here.
-  std::map<std::pair<std::string, std::string>, std::unique_ptr<ietf_detail::UpstreamSubscription>>
-      upstream_tracks_;
-  std::map<uint64_t, ietf_detail::UpstreamSubscription*> upstream_by_request_;
-  std::map<uint64_t, ietf_detail::UpstreamSubscription*> upstream_by_alias_;
-  std::vector<ietf_detail::UpstreamSubscription*> upstream_blocked_;  // no request id yet
-  std::vector<ietf_detail::SubgroupReader*> held_subgroups_;
   std::map<uint64_t, ietf_detail::NamespaceAnnouncer*> namespace_announcers_;  // d14/15
-  model::CacheBudget publisher_budget_;
   // Drafts 17+: our SETUP stream (kept open: GOAWAY goes there), whether the peer's SETUP stream
   // arrived, the request streams by request id (a client's even, a server's odd), our SUBSCRIBEs
   // (and a client's PUBLISH_NAMESPACEs) waiting for a bidi stream, and the peer's ids skipped so

@@ -211,6 +211,33 @@ TEST(IetfSessionTest, SubscribeIsServedAsSubgroupStreams) {
   EXPECT_EQ(f.session_->subscription_count(), 0u);
 }
 
+// The relay's many viewers: a session whose peer only discovers and subscribes never makes the
+// publisher state (the peer's announcements, upstream subscriptions, cache budget, rate
+// buckets); the peer's first PUBLISH_NAMESPACE does.
+TEST(IetfSessionTest, AViewerOnlySessionNeverMakesThePublisherState) {
+  IetfFixture f("moqt-16");
+  TestBroadcast b(f.origin_, "room/alice");
+  auto& session = dynamic_cast<IetfSession&>(*f.session_);
+  RawStream& c = f.control(hex(kD16ClientSetup));
+  // SUBSCRIBE_NAMESPACE ["room"] on its own stream (d16), then SUBSCRIBE "video" as above.
+  RawStream* ns = f.raw_->open_bidi(hex("11 00 09 00 01 04 72 6f 6f 6d 01 00"));
+  ASSERT_NE(ns, nullptr);
+  f.send(c, hex("03 00 1d 02 02 04 72 6f 6f 6d 05 61 6c 69 63 65 05 76 69 64 65 6f "
+                "04 10 01 10 07 01 01 02 01 02"));
+  ASSERT_NE(b.feed("video").track(), nullptr);
+  b.write_group("video", 5, {"hi"});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 1u);  // the group
+  EXPECT_TRUE(f.raw_->incoming[0]->fin);
+  f.advance(std::chrono::seconds(1));  // a liveness check or two
+  EXPECT_EQ(session.subscription_count(), 1u);
+  EXPECT_FALSE(session.has_publisher_state());
+  f.send(c, hex("06 00 0c 04 02 04 72 6f 6f 6d 03 62 6f 62 00"));  // PUBLISH_NAMESPACE room/bob
+  EXPECT_TRUE(f.origin_.is_active("room/bob"));
+  EXPECT_TRUE(session.has_publisher_state());
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
 TEST(IetfSessionTest, SubscribeToAnUnknownBroadcastIsRefused) {
   IetfFixture f("moqt-16");
   RawStream& c = f.control(hex(kD16ClientSetup));
@@ -563,6 +590,30 @@ TEST_P(RequestStreamsTest, SubscribeIsServedOnItsStreamAndItsFinUnsubscribes) {
   EXPECT_EQ(hex_of(r->data), "0b 00 0f 03 01 0c 75 6e 73 75 62 73 63 72 69 62 65 64");
   EXPECT_TRUE(r->fin);
   EXPECT_EQ(f.session_->subscription_count(), 0u);
+  EXPECT_FALSE(f.raw_->closed_code.has_value());
+}
+
+// As IetfSessionTest.AViewerOnlySessionNeverMakesThePublisherState, with each request on its own
+// stream.
+TEST_P(RequestStreamsTest, AViewerOnlySessionNeverMakesThePublisherState) {
+  IetfFixture f(GetParam().alpn);
+  TestBroadcast b(f.origin_, "room/alice");
+  auto& session = dynamic_cast<IetfSession&>(*f.session_);
+  setup(f);
+  RawStream* r = f.raw_->open_bidi(subscribe(0));
+  ASSERT_NE(r, nullptr);
+  f.pump();
+  ASSERT_NE(b.feed("video").track(), nullptr);
+  b.write_group("video", 5, {"hi"});
+  f.pump();
+  ASSERT_EQ(f.raw_->incoming.size(), 2u);  // SETUP, then the group
+  f.advance(std::chrono::seconds(1));
+  EXPECT_EQ(session.subscription_count(), 1u);
+  EXPECT_FALSE(session.has_publisher_state());
+  f.raw_->open_bidi(publish_namespace(2, "bob"));
+  f.pump();
+  EXPECT_TRUE(f.origin_.is_active("room/bob"));
+  EXPECT_TRUE(session.has_publisher_state());
   EXPECT_FALSE(f.raw_->closed_code.has_value());
 }
 

@@ -17,17 +17,18 @@ UpstreamSubscription* IetfSession::adopt_published(const std::string& full,
                                                    const std::string& name, uint64_t request_id,
                                                    uint64_t alias, const std::string& properties) {
   auto key = std::make_pair(full, name);
-  auto it = upstream_tracks_.find(key);
-  if (it != upstream_tracks_.end() && (it->second->track() != nullptr || it->second->request_id())) {
+  PublisherState& p = publisher();
+  auto it = p.upstream_tracks.find(key);
+  if (it != p.upstream_tracks.end() && (it->second->track() != nullptr || it->second->request_id())) {
     return nullptr;
   }
-  if (it == upstream_tracks_.end()) {
-    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(static_cast<UpstreamContext&>(*this), full, name)).first;
+  if (it == p.upstream_tracks.end()) {
+    it = p.upstream_tracks.emplace(key, std::make_unique<UpstreamSubscription>(static_cast<UpstreamContext&>(*this), full, name)).first;
   }
   UpstreamSubscription* u = it->second.get();
   u->adopt_publish(request_id, alias, properties);
-  upstream_by_alias_[alias] = u;
-  upstream_by_request_[request_id] = u;
+  p.upstream_by_alias[alias] = u;
+  p.upstream_by_request[request_id] = u;
   return u;
 }
 
@@ -42,8 +43,11 @@ void IetfSession::drop_published(UpstreamSubscription* u) {
 }
 
 void IetfSession::retry_held_subgroups() {
-  auto held = std::move(held_subgroups_);
-  held_subgroups_.clear();
+  if (publisher_ == nullptr || publisher_->held_subgroups.empty()) {
+    return;
+  }
+  auto held = std::move(publisher_->held_subgroups);
+  publisher_->held_subgroups.clear();
   for (SubgroupReader* r : held) {
     if (!closed_) {
       r->retry();
@@ -53,24 +57,29 @@ void IetfSession::retry_held_subgroups() {
 
 model::TrackSource& IetfSession::track_source(const std::string& path, const std::string& name) {
   auto key = std::make_pair(path, name);
-  auto it = upstream_tracks_.find(key);
-  if (it == upstream_tracks_.end()) {
-    it = upstream_tracks_.emplace(key, std::make_unique<UpstreamSubscription>(static_cast<UpstreamContext&>(*this), path, name)).first;
+  auto& tracks = publisher().upstream_tracks;
+  auto it = tracks.find(key);
+  if (it == tracks.end()) {
+    it = tracks.emplace(key, std::make_unique<UpstreamSubscription>(static_cast<UpstreamContext&>(*this), path, name)).first;
   }
   return *it->second;
 }
 
 void IetfSession::handle_subscribe_ok(const wi::SubscribeOk& m) {
-  auto it = upstream_by_request_.find(m.request_id);
-  if (it == upstream_by_request_.end()) {
+  if (publisher_ == nullptr) {
+    return;  // no SUBSCRIBE of ours was ever sent
+  }
+  PublisherState& p = *publisher_;
+  auto it = p.upstream_by_request.find(m.request_id);
+  if (it == p.upstream_by_request.end()) {
     return;  // unsubscribed meanwhile
   }
   UpstreamSubscription* u = it->second;
-  if (upstream_by_alias_.count(m.track_alias) != 0) {
+  if (p.upstream_by_alias.count(m.track_alias) != 0) {
     fail(wi::TerminationCode::kDuplicateTrackAlias, "track alias already in use");
     return;
   }
-  upstream_by_alias_[m.track_alias] = u;
+  p.upstream_by_alias[m.track_alias] = u;
   u->on_ok(m.track_alias, m.track_extensions);
   retry_held_subgroups();
 }
@@ -81,19 +90,27 @@ void IetfSession::handle_request_error(const wi::RequestError& m) {
     d->second->refused();  // our PUBLISH refused: nothing more is sent for it
     return;
   }
-  auto it = upstream_by_request_.find(m.request_id);
-  if (it == upstream_by_request_.end()) {
+  UpstreamSubscription* u = nullptr;
+  if (publisher_ != nullptr) {
+    auto it = publisher_->upstream_by_request.find(m.request_id);
+    if (it != publisher_->upstream_by_request.end()) {
+      u = it->second;
+      publisher_->upstream_by_request.erase(it);
+    }
+  }
+  if (u == nullptr) {
     on_client_request_error(m);
     return;
   }
-  UpstreamSubscription* u = it->second;
-  upstream_by_request_.erase(it);
   u->on_error(m);
 }
 
 void IetfSession::handle_publish_done(const wi::PublishDone& m) {
-  auto it = upstream_by_request_.find(m.request_id);
-  if (it == upstream_by_request_.end()) {
+  if (publisher_ == nullptr) {
+    return;
+  }
+  auto it = publisher_->upstream_by_request.find(m.request_id);
+  if (it == publisher_->upstream_by_request.end()) {
     return;
   }
   it->second->on_publish_done(m);
@@ -109,10 +126,12 @@ void IetfSession::handle_max_request_id(const wi::MaxRequestId& m) {
   }
   our_max_request_id_ = m.value;
   blocked_sent_ = false;
-  auto blocked = std::move(upstream_blocked_);
-  upstream_blocked_.clear();
-  for (UpstreamSubscription* u : blocked) {
-    request_upstream(u);
+  if (publisher_ != nullptr) {
+    auto blocked = std::move(publisher_->upstream_blocked);
+    publisher_->upstream_blocked.clear();
+    for (UpstreamSubscription* u : blocked) {
+      request_upstream(u);
+    }
   }
   auto offers = std::move(offers_blocked_);
   offers_blocked_.clear();
@@ -122,15 +141,19 @@ void IetfSession::handle_max_request_id(const wi::MaxRequestId& m) {
 }
 
 void IetfSession::forget_upstream(UpstreamSubscription* u) {
-  std::erase(upstream_blocked_, u);
-  for (auto it = upstream_by_request_.begin(); it != upstream_by_request_.end();) {
-    it = it->second == u ? upstream_by_request_.erase(it) : std::next(it);
+  if (publisher_ == nullptr) {
+    return;  // the subscriptions live in it: none to forget
   }
-  for (auto it = upstream_by_alias_.begin(); it != upstream_by_alias_.end();) {
+  PublisherState& p = *publisher_;
+  std::erase(p.upstream_blocked, u);
+  for (auto it = p.upstream_by_request.begin(); it != p.upstream_by_request.end();) {
+    it = it->second == u ? p.upstream_by_request.erase(it) : std::next(it);
+  }
+  for (auto it = p.upstream_by_alias.begin(); it != p.upstream_by_alias.end();) {
     if (it->second == u && datagrams_) {
       datagrams_->forget(it->first);
     }
-    it = it->second == u ? upstream_by_alias_.erase(it) : std::next(it);
+    it = it->second == u ? p.upstream_by_alias.erase(it) : std::next(it);
   }
   if (!withdraw_pending_.empty() && withdraw_timer_ == 0 && !closed_) {
     withdraw_timer_ = timers_.schedule(Duration::zero(), [this] {
@@ -141,18 +164,22 @@ void IetfSession::forget_upstream(UpstreamSubscription* u) {
 }
 
 UpstreamSubscription* IetfSession::upstream_by_alias(uint64_t alias) {
-  auto it = upstream_by_alias_.find(alias);
-  return it == upstream_by_alias_.end() ? nullptr : it->second;
+  if (publisher_ == nullptr) {
+    return nullptr;
+  }
+  auto it = publisher_->upstream_by_alias.find(alias);
+  return it == publisher_->upstream_by_alias.end() ? nullptr : it->second;
 }
 
 bool IetfSession::hold_subgroup(SubgroupReader* r, uint64_t alias) {
-  if (upstream_by_alias(alias) != nullptr) {
-    return false;
+  if (publisher_ == nullptr || upstream_by_alias(alias) != nullptr) {
+    return false;  // without the state no SUBSCRIBE of ours is outstanding
   }
-  for (const auto& [id, u] : upstream_by_request_) {
+  auto& held = publisher_->held_subgroups;
+  for (const auto& [id, u] : publisher_->upstream_by_request) {
     if (!u->alias()) {
-      if (std::find(held_subgroups_.begin(), held_subgroups_.end(), r) == held_subgroups_.end()) {
-        held_subgroups_.push_back(r);
+      if (std::find(held.begin(), held.end(), r) == held.end()) {
+        held.push_back(r);
       }
       return true;
     }
@@ -161,9 +188,11 @@ bool IetfSession::hold_subgroup(SubgroupReader* r, uint64_t alias) {
 }
 
 void IetfSession::request_upstream(UpstreamSubscription* u) {
+  PublisherState& p = publisher();
   if (!u->send_subscribe()) {
-    if (std::find(upstream_blocked_.begin(), upstream_blocked_.end(), u) == upstream_blocked_.end()) {
-      upstream_blocked_.push_back(u);
+    if (std::find(p.upstream_blocked.begin(), p.upstream_blocked.end(), u) ==
+        p.upstream_blocked.end()) {
+      p.upstream_blocked.push_back(u);
     }
     if (!blocked_sent_) {
       // d14 §9.22: REQUESTS_BLOCKED with the Maximum Request ID we are blocked at, once per limit.
@@ -173,7 +202,7 @@ void IetfSession::request_upstream(UpstreamSubscription* u) {
     return;
   }
   if (u->request_id()) {
-    upstream_by_request_[*u->request_id()] = u;
+    p.upstream_by_request[*u->request_id()] = u;
   }
 }
 
@@ -187,6 +216,10 @@ void IetfSession::upstream_reader(uint64_t alias, bool started) {
   }
 }
 
-void IetfSession::on_subgroup_reader_done(SubgroupReader* r) { std::erase(held_subgroups_, r); }
+void IetfSession::on_subgroup_reader_done(SubgroupReader* r) {
+  if (publisher_ != nullptr) {
+    std::erase(publisher_->held_subgroups, r);
+  }
+}
 
 }  // namespace moqd::session
