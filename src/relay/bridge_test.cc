@@ -48,6 +48,21 @@ struct Side {
   std::vector<std::unique_ptr<FrameCollector>> more_viewers;  // tests with several per worker
 };
 
+bool same_groups(const FrameCollector& a, const FrameCollector& b) {
+  if (a.groups.size() != b.groups.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.groups.size(); ++i) {
+    const auto& x = a.groups[i];
+    const auto& y = b.groups[i];
+    if (x.sequence != y.sequence || x.frames != y.frames || x.finished != y.finished ||
+        x.aborted != y.aborted) {
+      return false;
+    }
+  }
+  return true;
+}
+
 class TwoWorkers {
  public:
   explicit TwoWorkers(BridgeLimits limits, size_t ring_capacity = runtime::Workers::kDefaultRingCapacity,
@@ -145,6 +160,24 @@ class TwoWorkers {
     ASSERT_TRUE(wait_for(0, [this] { return side(0).bridge.feed_count() == 1; }));
   }
   model::Track* track() { return side(0).publisher->feed(kTrack).track(); }
+  // After start_track(): worker 0 publishes `groups` groups of 1,000 bytes, each in its own task
+  // (so each crosses as its own batch); every one reaches worker 1's viewer as worker 0's got it,
+  // and every batch comes back (nothing in flight).
+  void publish_groups_one_per_turn(uint64_t groups) {
+    for (uint64_t seq = 0; seq < groups; ++seq) {
+      run_on(0, [this, seq] {
+        side(0).publisher->write_group(
+            kTrack, seq, {pattern_bytes(1'000, static_cast<uint8_t>(seq)), "", ""}, true, 1000);
+      });
+    }
+    ASSERT_TRUE(wait_for(1, [&] { return side(1).viewer.finished_sequences().size() == groups; }));
+    ASSERT_TRUE(wait_for(0, [this] { return side(0).bridge.feed_stats().in_flight_bytes == 0; }));
+    FrameCollector* local = nullptr;
+    FrameCollector* remote = nullptr;
+    run_on(0, [&] { local = &side(0).viewer; });
+    run_on(1, [&] { remote = &side(1).viewer; });
+    EXPECT_TRUE(same_groups(*local, *remote));
+  }
 
   // Parks worker `i` inside a task until release(); returns once it is parked.
   void block(size_t i) {
@@ -178,21 +211,6 @@ class TwoWorkers {
   std::atomic<bool> blocked_{false};
   std::atomic<bool> parked_{false};
 };
-
-bool same_groups(const FrameCollector& a, const FrameCollector& b) {
-  if (a.groups.size() != b.groups.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.groups.size(); ++i) {
-    const auto& x = a.groups[i];
-    const auto& y = b.groups[i];
-    if (x.sequence != y.sequence || x.frames != y.frames || x.finished != y.finished ||
-        x.aborted != y.aborted) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // A path flipped between active and ended 100,000 times inside one task (a publisher's
 // announce flip-flops read in one loop turn) costs the other worker one task per net change, not
@@ -433,20 +451,7 @@ TEST(BridgeTest, ReceiverThatKeepsUpGetsEveryGroup) {
 TEST(BridgeTest, FeedBatchesComeBackAndAreReused) {
   TwoWorkers w(BridgeLimits{});
   w.start_track();
-  constexpr uint64_t kGroups = 200;
-  for (uint64_t seq = 0; seq < kGroups; ++seq) {
-    w.run_on(0, [&] {
-      w.side(0).publisher->write_group(
-          kTrack, seq, {pattern_bytes(1'000, static_cast<uint8_t>(seq)), "", ""}, true, 1000);
-    });
-  }
-  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).viewer.finished_sequences().size() == kGroups; }));
-  FrameCollector* local = nullptr;
-  FrameCollector* remote = nullptr;
-  w.run_on(0, [&] { local = &w.side(0).viewer; });
-  w.run_on(1, [&] { remote = &w.side(1).viewer; });
-  EXPECT_TRUE(same_groups(*local, *remote));
-  ASSERT_TRUE(w.wait_for(0, [&] { return w.side(0).bridge.feed_stats().in_flight_bytes == 0; }));
+  ASSERT_NO_FATAL_FAILURE(w.publish_groups_one_per_turn(200));
   w.run_on(0, [&] {
     const Bridge& b = w.side(0).bridge;
     EXPECT_GE(b.batches_owned(), 1u);
@@ -467,20 +472,7 @@ TEST(BridgeTest, ChunkCopiesAreAllocatedAndFreedOnTheReceivingWorker) {
   int64_t live_before[2] = {0, 0};
   w.run_on(0, [&] { live_before[0] = Bytes::live_buffers(); });
   w.run_on(1, [&] { live_before[1] = Bytes::live_buffers(); });
-  constexpr uint64_t kGroups = 200;
-  for (uint64_t seq = 0; seq < kGroups; ++seq) {
-    w.run_on(0, [&] {
-      w.side(0).publisher->write_group(
-          kTrack, seq, {pattern_bytes(1'000, static_cast<uint8_t>(seq)), "", ""}, true, 1000);
-    });
-  }
-  ASSERT_TRUE(w.wait_for(1, [&] { return w.side(1).viewer.finished_sequences().size() == kGroups; }));
-  ASSERT_TRUE(w.wait_for(0, [&] { return w.side(0).bridge.feed_stats().in_flight_bytes == 0; }));
-  FrameCollector* local = nullptr;
-  FrameCollector* remote = nullptr;
-  w.run_on(0, [&] { local = &w.side(0).viewer; });
-  w.run_on(1, [&] { remote = &w.side(1).viewer; });
-  EXPECT_TRUE(same_groups(*local, *remote));
+  ASSERT_NO_FATAL_FAILURE(w.publish_groups_one_per_turn(200));
   int64_t live_after[2] = {0, 0};
   w.run_on(0, [&] { live_after[0] = Bytes::live_buffers(); });
   w.run_on(1, [&] { live_after[1] = Bytes::live_buffers(); });
