@@ -230,6 +230,33 @@ bool MemoryStream::read_varint(std::span<const uint8_t>& data, uint64_t& out) {
 void MemoryStream::sink_bytes(std::span<const uint8_t> data) {
   GroupStreamSink& s = *sink_;
   s.bytes_ += data.size();
+  // At a frame boundary, FRAMEs whose size varint lies whole in `data` are counted without the
+  // byte-at-a-time state machine below (what a relay writes: a header with its payload, or a
+  // header alone); the rest, and a varint split across writes, go through it.
+  const uint8_t* p = data.data();
+  const uint8_t* const end = p + data.size();
+  while (parse_ == Parse::kFrameSize && varint_have_ == 0 && p < end) {
+    const size_t len = size_t{1} << (*p >> 6);
+    if (static_cast<size_t>(end - p) < len) {
+      break;
+    }
+    uint64_t v = *p & 0x3f;
+    for (size_t i = 1; i < len; ++i) {
+      v = (v << 8) | p[i];
+    }
+    p += len;
+    ++s.frames_;
+    const size_t left = static_cast<size_t>(end - p);
+    if (v > left) {
+      s.payload_bytes_ += left;
+      skip_ = v - left;
+      parse_ = Parse::kPayload;
+      return;
+    }
+    s.payload_bytes_ += v;
+    p += v;
+  }
+  data = data.subspan(static_cast<size_t>(p - data.data()));
   while (!data.empty()) {
     uint64_t v = 0;
     switch (parse_) {

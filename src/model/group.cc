@@ -185,11 +185,7 @@ GroupCursor::Kind GroupCursor::next_step(size_t max_bytes, Step& step, bool whol
     step.object = &o;
     // One chunk holding the whole (non-empty: empty chunks are never appended) payload.
     if (whole && o.chunks.size() == 1 && o.is_complete() && o.size <= max_bytes) {
-      step.chunk = o.chunks.front();
-      step.completes_object = true;
-      taken_ += o.size;
-      ++object_;  // chunk_ and chunk_offset_ are still 0: the object was never started
-      return step.kind = Kind::kObjectStart;
+      return take_whole(o, step);
     }
     object_started_ = true;
     step.completes_object = o.size == 0;

@@ -226,8 +226,9 @@ class GroupCursor {
   struct Step {
     Kind kind = Kind::kNothing;
     const Object* object = nullptr;  // kObjectStart and kChunk
-    // kChunk: a slice, at most `max_bytes`; kObjectStart taken `whole` with completes_object set
-    // and a non-empty object: its whole payload.
+    // kChunk: a slice, at most `max_bytes`. Not written for kObjectStart: one taken `whole`
+    // (completes_object set, a non-empty object) has its whole payload in `object->chunks[0]`,
+    // which the caller copies only if it writes it (a reference count not moved per step).
     Bytes chunk;
     // kChunk: this slice takes the object's last byte; kObjectStart: the object is empty, or was
     // taken whole.
@@ -242,15 +243,26 @@ class GroupCursor {
   // peek() and advance() in one, for the fan-out loop: fills `step` (reused from call to call) with
   // what comes next, moves past it, and returns its kind. The chunk is the caller's to keep.
   // With `whole`, an object that is complete and whose payload is one chunk of at most `max_bytes`
-  // comes as a single kObjectStart step carrying that chunk (completes_object set): a chat-sized
-  // message is one step, not a kObjectStart and a kChunk. `step.chunk` is written only when a
-  // step carries one.
+  // comes as a single kObjectStart step (completes_object set; the payload is object->chunks[0]):
+  // a chat-sized message is one step, not a kObjectStart and a kChunk. `step.chunk` is written
+  // only by kChunk steps.
   Kind next(size_t max_bytes, Step& step, bool whole = false) {
-    // Caught up with a group still open: how nearly every pump ends, answered without a call.
-    if (!done_ && group_ && object_ == group_->objects().size() && !group_->is_done()) {
-      step.object = nullptr;
-      step.completes_object = false;
-      return step.kind = Kind::kNothing;
+    if (!done_ && group_) {
+      const ObjectList& objects = group_->objects();
+      if (object_ == objects.size()) {
+        if (!group_->is_done()) {
+          // Caught up with a group still open: how nearly every pump ends, answered without a call.
+          step.object = nullptr;
+          step.completes_object = false;
+          return step.kind = Kind::kNothing;
+        }
+      } else if (whole && !object_started_ && !group_->is_aborted()) {
+        // The fan-out's common step, also without a call: a complete object in one chunk.
+        const Object& o = objects[object_];
+        if (o.chunks.size() == 1 && o.is_complete() && o.size <= max_bytes) {
+          return take_whole(o, step);
+        }
+      }
     }
     return next_step(max_bytes, step, whole);
   }
@@ -270,6 +282,14 @@ class GroupCursor {
 
   void settle();
   Kind next_step(size_t max_bytes, Step& step, bool whole);
+  // next()'s kObjectStart for `o` (the current object, not started) taken whole.
+  Kind take_whole(const Object& o, Step& step) {
+    step.object = &o;
+    step.completes_object = true;
+    taken_ += o.size;
+    ++object_;  // chunk_ and chunk_offset_ are still 0: the object was never started
+    return step.kind = Kind::kObjectStart;
+  }
 };
 
 }  // namespace moqd::model

@@ -244,11 +244,11 @@ std::string drain_next(GroupCursor& c, size_t max_bytes, std::string* completes,
     out += drain_one(s);
     if (k == GroupCursor::Kind::kObjectStart && s.completes_object && s.object->size > 0) {
       EXPECT_TRUE(whole);
-      EXPECT_EQ(s.chunk.size(), s.object->size);
-      out += "C:" + std::string(s.chunk.view()) + " ";
+      EXPECT_EQ(s.object->chunks.size(), 1u);
+      EXPECT_EQ(s.object->chunks[0].size(), s.object->size);
+      out += "C:" + std::string(s.object->chunks[0].view()) + " ";
       *completes += "01";
       ++*wholes;
-      s.chunk = Bytes();
       continue;
     }
     *completes += s.completes_object ? '1' : '0';
@@ -333,7 +333,8 @@ TEST_F(GroupTest, WholeStepTakesOnlyACompleteOneChunkObjectThatFits) {
   // Complete, one chunk, fits: one step with the payload; then caught up.
   ASSERT_EQ(c.next(3, s, /*whole=*/true), GroupCursor::Kind::kObjectStart);
   EXPECT_TRUE(s.completes_object);
-  EXPECT_EQ(s.chunk.view(), "abc");
+  EXPECT_EQ(s.object->chunks[0].view(), "abc");
+  EXPECT_TRUE(s.chunk.empty());  // not written: no reference taken per step
   EXPECT_EQ(c.backlog(), 0u);
   EXPECT_EQ(c.next(3, s, true), GroupCursor::Kind::kNothing);
   // Larger than max_bytes: a plain start, then slices.
@@ -369,6 +370,45 @@ TEST_F(GroupTest, WholeStepTakesOnlyACompleteOneChunkObjectThatFits) {
   c = GroupCursor(GroupRef());
   g = GroupRef();
   EXPECT_EQ(Bytes::live_buffers(), buffers_at_start_);
+}
+
+// next()'s inline whole step (the fan-out's common case) answers as next_step() does around a
+// group's end: a finished group's complete objects still come whole before kEnd; an aborted
+// group's do not come at all.
+TEST_F(GroupTest, WholeStepStopsAtAnAbortButNotAtAFinish) {
+  GroupRef g = make_group();
+  GroupCursor c(g);
+  GroupCursor::Step s;
+  for (const char* p : {"ab", "cd", "ef"}) {
+    g->begin_object(2);
+    g->append_chunk(Bytes::copy(p));
+  }
+  ASSERT_EQ(c.next(8, s, /*whole=*/true), GroupCursor::Kind::kObjectStart);
+  EXPECT_EQ(s.object->chunks[0].view(), "ab");
+  g->finish();
+  ASSERT_EQ(c.next(8, s, true), GroupCursor::Kind::kObjectStart);
+  EXPECT_TRUE(s.completes_object);
+  EXPECT_EQ(s.object->id, 1u);
+  EXPECT_EQ(s.object->chunks[0].view(), "cd");
+
+  GroupRef h = make_group(1);
+  GroupCursor d(h);
+  for (const char* p : {"gh", "ij"}) {
+    h->begin_object(2);
+    h->append_chunk(Bytes::copy(p));
+  }
+  ASSERT_EQ(d.next(8, s, true), GroupCursor::Kind::kObjectStart);
+  EXPECT_EQ(s.object->chunks[0].view(), "gh");
+  h->abort();
+  EXPECT_EQ(d.next(8, s, true), GroupCursor::Kind::kAborted);
+  EXPECT_EQ(s.object, nullptr);
+  EXPECT_TRUE(d.is_done());
+  EXPECT_EQ(d.next(8, s, true), GroupCursor::Kind::kNothing);
+
+  ASSERT_EQ(c.next(8, s, true), GroupCursor::Kind::kObjectStart);
+  EXPECT_EQ(s.object->chunks[0].view(), "ef");
+  EXPECT_EQ(c.next(8, s, true), GroupCursor::Kind::kEnd);
+  EXPECT_EQ(c.backlog(), 0u);
 }
 
 TEST_F(GroupTest, BeginObjectBeforePreviousCompleteIsAProducerBug) {

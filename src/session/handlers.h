@@ -318,23 +318,40 @@ class Subscription final : public HandlerOf<ServeContext>, public model::TrackLi
   // Counts, and logs once per subscription, a group (or its rest) refused to this subscriber
   // because moq-lite cannot express `what` of it (an IETF producer's subgroup, id gap, property).
   void note_refused(const model::Group& g, const char* what);
-  void write_group(GroupWriter& w);
-  // What write_group() reads from the session once per call rather than once per delivery.
+  // What write_group() reads from the session once per pump rather than once per delivery.
   struct Delivery {
     TrafficCounters* traffic;  // SessionConfig::traffic
     Duration spin;             // SessionConfig::limits.debug_spin_per_delivery
     Instant now;               // the loop's turn time
     bool lite05;               // the session's version frames with lite-05 FRAME headers
   };
-  // Counts a frame header or chunk handed to the transport (SessionConfig::traffic).
-  void count_delivery(const model::GroupCursor::Step& step, const Delivery& d);
+  void write_group(GroupWriter& w, const Delivery& d);
+  // Counts `payload` bytes of the step's object handed to the transport (SessionConfig::traffic),
+  // and the object once the step completes it.
+  void count_delivery(const model::GroupCursor::Step& step, uint64_t payload, const Delivery& d);
   // Moves finished writers to spare_writers_.
   void recycle_done_writers();
   // The object's FRAME header, encoded once per object (Object::header) and shared. When
   // `*framed` comes back true, the Bytes is the header and the whole payload side by side (one
   // buffer: see frame_header()), and the header alone is its first size() - object.size bytes.
+  // The encoded header is looked up inline (every delivery but the object's first); encoding it
+  // is out of line (encode_frame_header()).
   const Bytes& frame_header(const model::Group& group, const model::Object& object, bool lite05,
-                            bool* framed);
+                            bool* framed) {
+    const uint8_t format = lite05 ? kLite05FrameHeader : kLiteFrameHeader;
+    const uint8_t framed_format = lite05 ? kLite05Framed : kLiteFramed;
+    if (object.header_format == framed_format) [[likely]] {
+      *framed = true;
+      return object.header;
+    }
+    if (object.header_format != format) {
+      encode_frame_header(group, object, lite05);
+    }
+    *framed = object.header_format == framed_format;
+    return object.header;
+  }
+  // Encodes `object`'s FRAME header into Object::header (see frame_header()).
+  void encode_frame_header(const model::Group& group, const model::Object& object, bool lite05);
   static constexpr uint8_t kLiteFrameHeader = 1;  // Object::header_format of a moq-lite FRAME
   // lite-05 FRAME (zigzag timestamp delta, size): the same for every lite-05 reader of the group.
   static constexpr uint8_t kLite05FrameHeader = 2;

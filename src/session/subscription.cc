@@ -359,7 +359,7 @@ bool Subscription::open_writers() {
   return true;
 }
 
-void Subscription::write_group(GroupWriter& w) {
+void Subscription::write_group(GroupWriter& w, const Delivery& d) {
   model::GroupCursor::Step& step = step_;
   // write_capacity() is asked once and then counted down by the bytes written, asked again only
   // when the count reaches 0: QUIC's and WebSocket's capacity falls by exactly the bytes written
@@ -367,10 +367,6 @@ void Subscription::write_group(GroupWriter& w) {
   // fell faster is only written past the point where it asks for a pause, as write() allows.
   size_t capacity = w.stream_->write_capacity();
   auto wrote = [&capacity](size_t n) { capacity = n < capacity ? capacity - n : 0; };
-  // What every delivery of this call reads from the session, asked once (each is a virtual call
-  // on the session's context; none changes within a turn: the clock is the loop's turn time).
-  const Delivery d{session_.config().traffic, session_.config().limits.debug_spin_per_delivery,
-                   session_.clock().now(), wire::is_lite05(*session_.version())};
   while (!w.done_) {
     if (capacity == 0 && (capacity = w.stream_->write_capacity()) == 0) {
       return;
@@ -405,7 +401,7 @@ void Subscription::write_group(GroupWriter& w) {
           break;
         }
         wrote(header.size());
-        count_delivery(step, d);
+        count_delivery(step, step.object->size, d);
         if (framed) {
           // Taken whole, and the header lies just before the payload in the payload's own buffer:
           // one Bytes for both (one queued buffer, one vector, one ACK pop).
@@ -414,8 +410,9 @@ void Subscription::write_group(GroupWriter& w) {
           w.stream_->write(header);  // a zero-size object: nothing more to write
         } else {
           // Taken whole: the header and the payload in one step and one write.
-          wrote(step.chunk.size());
-          w.stream_->write_pair(header, std::move(step.chunk));
+          const Bytes& payload = step.object->chunks[0];
+          wrote(payload.size());
+          w.stream_->write_pair(header, payload);
         }
         served_ = true;
         if (d.spin > Duration::zero()) [[unlikely]] {
@@ -424,7 +421,7 @@ void Subscription::write_group(GroupWriter& w) {
         break;
       }
       case model::GroupCursor::Kind::kChunk:
-        count_delivery(step, d);
+        count_delivery(step, step.chunk.size(), d);
         wrote(step.chunk.size());
         w.stream_->write(std::move(step.chunk));
         served_ = true;
@@ -447,14 +444,15 @@ void Subscription::write_group(GroupWriter& w) {
   }
 }
 
-void Subscription::count_delivery(const model::GroupCursor::Step& step, const Delivery& d) {
+void Subscription::count_delivery(const model::GroupCursor::Step& step, uint64_t payload,
+                                  const Delivery& d) {
   TrafficCounters* t = d.traffic;
   if (t == nullptr) {
     return;
   }
-  t->bytes_out.add(step.chunk.size());
+  t->bytes_out.add(payload);
   if (track_ != nullptr) {
-    track_->note_bytes_out(step.chunk.size());
+    track_->note_bytes_out(payload);
   }
   if (step.completes_object) {
     t->frames_out.add();
@@ -472,8 +470,16 @@ void Subscription::pump() {
   drop_old_groups();
   open_writers();
   served_ = false;
-  for (auto& w : writers_) {
-    write_group(*w);
+  if (!writers_.empty()) {
+    // What every delivery of this pump reads from the session, asked once (each is a virtual
+    // call on the session's context; none changes within a turn: the clock is the loop's turn
+    // time).
+    const SessionConfig& config = session_.config();
+    const Delivery d{config.traffic, config.limits.debug_spin_per_delivery, session_.clock().now(),
+                     wire::is_lite05(*session_.version())};
+    for (auto& w : writers_) {
+      write_group(*w, d);
+    }
   }
   if (served_ && track_ != nullptr) {
     track_->note_served();
@@ -514,11 +520,11 @@ bool encode_lite05_frame_header(const model::Group& group, const model::Object& 
 // The check compares the bytes, so whatever lies there (an IETF publisher's payload length is the
 // same varint) is used only when it is exactly the header; anything else (another version's
 // header, a payload copied or in pieces) keeps the header alone.
-const Bytes& Subscription::frame_header(const model::Group& group, const model::Object& object,
-                                        bool lite05, bool* framed) {
+void Subscription::encode_frame_header(const model::Group& group, const model::Object& object,
+                                       bool lite05) {
   const uint8_t format = lite05 ? kLite05FrameHeader : kLiteFrameHeader;
   const uint8_t framed_format = lite05 ? kLite05Framed : kLiteFramed;
-  if (object.header_format != format && object.header_format != framed_format) {
+  {
     header_.clear();
     if (lite05) {
       encode_lite05_frame_header(group, object, header_);
@@ -538,8 +544,6 @@ const Bytes& Subscription::frame_header(const model::Group& group, const model::
       object.header_format = format;
     }
   }
-  *framed = object.header_format == framed_format;
-  return object.header;
 }
 
 void Subscription::send_subscribe_end() {
