@@ -153,7 +153,7 @@ void GroupCursor::advance(const Step& step) {
   settle();
 }
 
-GroupCursor::Kind GroupCursor::next_step(size_t max_bytes, Step& step, bool whole) {
+GroupCursor::Kind GroupCursor::next_step(size_t max_bytes, Step& step) {
   step.object = nullptr;
   step.completes_object = false;
   if (done_ || !group_) {
@@ -183,10 +183,6 @@ GroupCursor::Kind GroupCursor::next_step(size_t max_bytes, Step& step, bool whol
   };
   if (!object_started_) {
     step.object = &o;
-    // One chunk holding the whole (non-empty: empty chunks are never appended) payload.
-    if (whole && o.chunks.size() == 1 && o.is_complete() && o.size <= max_bytes) {
-      return take_whole(o, step);
-    }
     object_started_ = true;
     step.completes_object = o.size == 0;
     settle_on(o);

@@ -258,13 +258,18 @@ class GroupCursor {
         }
       } else if (whole && !object_started_ && !group_->is_aborted()) {
         // The fan-out's common step, also without a call: a complete object in one chunk.
+        // (Empty chunks are never appended, so the one chunk holds the whole, non-empty payload.)
         const Object& o = objects[object_];
         if (o.chunks.size() == 1 && o.is_complete() && o.size <= max_bytes) {
-          return take_whole(o, step);
+          step.object = &o;
+          step.completes_object = true;
+          taken_ += o.size;
+          ++object_;  // chunk_ and chunk_offset_ are still 0: the object was never started
+          return step.kind = Kind::kObjectStart;
         }
       }
     }
-    return next_step(max_bytes, step, whole);
+    return next_step(max_bytes, step);
   }
   // Bytes of the group not yet taken (what this reader is behind by, in this group). O(1).
   uint64_t backlog() const;
@@ -281,15 +286,8 @@ class GroupCursor {
   bool done_ = false;
 
   void settle();
-  Kind next_step(size_t max_bytes, Step& step, bool whole);
-  // next()'s kObjectStart for `o` (the current object, not started) taken whole.
-  Kind take_whole(const Object& o, Step& step) {
-    step.object = &o;
-    step.completes_object = true;
-    taken_ += o.size;
-    ++object_;  // chunk_ and chunk_offset_ are still 0: the object was never started
-    return step.kind = Kind::kObjectStart;
-  }
+  // next() for every step but the two it answers inline (caught up; an object taken whole).
+  Kind next_step(size_t max_bytes, Step& step);
 };
 
 }  // namespace moqd::model

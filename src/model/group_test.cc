@@ -372,9 +372,8 @@ TEST_F(GroupTest, WholeStepTakesOnlyACompleteOneChunkObjectThatFits) {
   EXPECT_EQ(Bytes::live_buffers(), buffers_at_start_);
 }
 
-// next()'s inline whole step (the fan-out's common case) answers as next_step() does around a
-// group's end: a finished group's complete objects still come whole before kEnd; an aborted
-// group's do not come at all.
+// next()'s whole step (the fan-out's common case, taken inline) around a group's end: a finished
+// group's complete objects still come whole before kEnd; an aborted group's do not come at all.
 TEST_F(GroupTest, WholeStepStopsAtAnAbortButNotAtAFinish) {
   GroupRef g = make_group();
   GroupCursor c(g);
