@@ -524,25 +524,23 @@ void Subscription::encode_frame_header(const model::Group& group, const model::O
                                        bool lite05) {
   const uint8_t format = lite05 ? kLite05FrameHeader : kLiteFrameHeader;
   const uint8_t framed_format = lite05 ? kLite05Framed : kLiteFramed;
-  {
-    header_.clear();
-    if (lite05) {
-      encode_lite05_frame_header(group, object, header_);
-    } else {
-      wire::encode_frame_header(object.size, header_);
-    }
-    Bytes widened;
-    if (!header_.empty() && object.is_complete() && object.chunks.size() == 1 &&
-        object.chunks[0].size() == object.size) {
-      widened = object.chunks[0].widened_by(header_);
-    }
-    if (!widened.empty()) {
-      object.header = std::move(widened);
-      object.header_format = framed_format;
-    } else {
-      object.header = header_.empty() ? Bytes() : Bytes::from(header_);
-      object.header_format = format;
-    }
+  header_.clear();
+  if (lite05) {
+    encode_lite05_frame_header(group, object, header_);
+  } else {
+    wire::encode_frame_header(object.size, header_);
+  }
+  Bytes widened;
+  if (!header_.empty() && object.is_complete() && object.chunks.size() == 1 &&
+      object.chunks[0].size() == object.size) {
+    widened = object.chunks[0].widened_by(header_);
+  }
+  if (!widened.empty()) {
+    object.header = std::move(widened);
+    object.header_format = framed_format;
+  } else {
+    object.header = header_.empty() ? Bytes() : Bytes::from(header_);
+    object.header_format = format;
   }
 }
 
